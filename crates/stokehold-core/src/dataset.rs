@@ -1,0 +1,268 @@
+//! The dataset model: random-access datasets and streams, one vocabulary for both.
+//!
+//! A [`MapDataset`] answers `len()` and `get(index)`. Indices past `len()` continue into later
+//! epochs: `get(e * len + i)` is element `i` of epoch `e`, so `repeat` is free, and every op that
+//! draws randomness keys it by the global index, i.e. by (seed, epoch, index). An [`IterDataset`]
+//! is a stream: it makes iterators that yield elements in order and save / restore their position
+//! as a small JSON state. [`Dataset`] holds either and offers every op; an op keeps random access
+//! when it can (map, take, skip, repeat, shuffle, batch over a random-access input) and otherwise
+//! returns a stream.
+//!
+//! ```
+//! use stokehold_core::{Dataset, Example, Tensor};
+//! let ds = Dataset::range(10).shuffle(7).batch(4, false).unwrap();
+//! assert_eq!(ds.len(), Some(3));
+//! let batches: Vec<Example> = ds.iter(0).unwrap().collect_all().unwrap();
+//! assert_eq!(batches.len(), 3);
+//! ```
+
+use std::sync::Arc;
+
+use serde_json::{json, Value as Json};
+
+use crate::error::{Error, Result};
+use crate::example::Example;
+
+/// Length of a dataset that repeats forever.
+pub const INFINITE: u64 = u64::MAX;
+
+/// A random-access dataset.
+pub trait MapDataset: Send + Sync + 'static {
+    /// Elements per epoch ([`INFINITE`] for an endless dataset).
+    fn len(&self) -> u64;
+
+    /// Element `index % len` of epoch `index / len`.
+    fn get(&self, index: u64) -> Result<Example>;
+
+    /// Short description of this op and its arguments, e.g. `"shuffle(seed=3)"`.
+    fn name(&self) -> String;
+
+    /// The inputs of this op (for describing and fingerprinting a pipeline).
+    fn parents(&self) -> Vec<Dataset> {
+        Vec::new()
+    }
+
+    /// True when the dataset has no elements.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// A stream of elements.
+pub trait IterDataset: Send + Sync + 'static {
+    /// A new iterator over epoch `epoch` (ops that shuffle reseed per epoch).
+    fn iter(&self, epoch: u64) -> Result<Box<dyn DatasetIter>>;
+
+    /// Short description of this op and its arguments.
+    fn name(&self) -> String;
+
+    /// The inputs of this op.
+    fn parents(&self) -> Vec<Dataset> {
+        Vec::new()
+    }
+
+    /// The number of elements, when known without iterating.
+    fn len(&self) -> Option<u64> {
+        None
+    }
+}
+
+/// An iterator over a dataset, with a checkpointable position.
+pub trait DatasetIter: Send {
+    /// The next element, `Ok(None)` at the end.
+    fn next(&mut self) -> Result<Option<Example>>;
+
+    /// The position as a small JSON value: enough for [`DatasetIter::set_state`] to continue
+    /// exactly where this iterator is.
+    fn state(&self) -> Json;
+
+    /// Moves to a position saved by [`DatasetIter::state`] on an iterator of the same pipeline.
+    fn set_state(&mut self, state: &Json) -> Result<()>;
+
+    /// Drains the iterator into a vector.
+    fn collect_all(&mut self) -> Result<Vec<Example>> {
+        let mut out = Vec::new();
+        while let Some(e) = self.next()? {
+            out.push(e);
+        }
+        Ok(out)
+    }
+}
+
+impl DatasetIter for Box<dyn DatasetIter> {
+    fn next(&mut self) -> Result<Option<Example>> {
+        (**self).next()
+    }
+    fn state(&self) -> Json {
+        (**self).state()
+    }
+    fn set_state(&mut self, state: &Json) -> Result<()> {
+        (**self).set_state(state)
+    }
+}
+
+/// A dataset: random access or a stream.
+#[derive(Clone)]
+pub enum Dataset {
+    /// Random access (`len`, `get`).
+    Map(Arc<dyn MapDataset>),
+    /// A stream.
+    Iter(Arc<dyn IterDataset>),
+}
+
+impl Dataset {
+    /// Wraps a random-access dataset.
+    pub fn from_map(ds: impl MapDataset) -> Self {
+        Dataset::Map(Arc::new(ds))
+    }
+
+    /// Wraps a stream.
+    pub fn from_iter(ds: impl IterDataset) -> Self {
+        Dataset::Iter(Arc::new(ds))
+    }
+
+    /// The random-access view, if this dataset has one.
+    pub fn as_map(&self) -> Option<&Arc<dyn MapDataset>> {
+        match self {
+            Dataset::Map(m) => Some(m),
+            Dataset::Iter(_) => None,
+        }
+    }
+
+    /// True when `len` and `get` are available.
+    pub fn is_random_access(&self) -> bool {
+        self.as_map().is_some()
+    }
+
+    /// Elements per epoch when known ([`INFINITE`] for endless random-access datasets).
+    pub fn len(&self) -> Option<u64> {
+        match self {
+            Dataset::Map(m) => Some(m.len()),
+            Dataset::Iter(i) => i.len(),
+        }
+    }
+
+    /// True when the dataset is known to be empty.
+    pub fn is_empty(&self) -> bool {
+        self.len() == Some(0)
+    }
+
+    /// Element `index` of a random-access dataset; an error for streams and out-of-range indices.
+    pub fn get(&self, index: u64) -> Result<Example> {
+        let m = self.as_map().ok_or_else(|| {
+            Error::invalid(format!(
+                "{} is a stream (no random access); index it before stream-only ops",
+                self.name()
+            ))
+        })?;
+        if index >= m.len() {
+            return Err(Error::OutOfRange { index, len: m.len(), what: m.name() });
+        }
+        m.get(index)
+    }
+
+    /// This op's description.
+    pub fn name(&self) -> String {
+        match self {
+            Dataset::Map(m) => m.name(),
+            Dataset::Iter(i) => i.name(),
+        }
+    }
+
+    /// This op's inputs.
+    pub fn parents(&self) -> Vec<Dataset> {
+        match self {
+            Dataset::Map(m) => m.parents(),
+            Dataset::Iter(i) => i.parents(),
+        }
+    }
+
+    /// The pipeline as text, inputs first: `"range(10) -> shuffle(seed=1) -> batch(4)"`.
+    pub fn describe(&self) -> String {
+        let parents = self.parents();
+        let me = self.name();
+        match parents.len() {
+            0 => me,
+            1 => format!("{} -> {me}", parents[0].describe()),
+            _ => {
+                let inner: Vec<_> = parents.iter().map(|p| p.describe()).collect();
+                format!("[{}] -> {me}", inner.join(" | "))
+            }
+        }
+    }
+
+    /// A stable hash of [`Dataset::describe`], stored in checkpoints so that a state is never
+    /// applied to another pipeline.
+    pub fn fingerprint(&self) -> u64 {
+        let d = self.describe();
+        crate::rng::key(0x5707_e401d, &d.bytes().map(u64::from).collect::<Vec<_>>())
+    }
+
+    /// An iterator over epoch `epoch` (for a random-access dataset: indices
+    /// `epoch * len .. (epoch + 1) * len`).
+    pub fn iter(&self, epoch: u64) -> Result<Box<dyn DatasetIter>> {
+        match self {
+            Dataset::Map(m) => Ok(Box::new(MapIter::new(m.clone(), epoch))),
+            Dataset::Iter(i) => i.iter(epoch),
+        }
+    }
+}
+
+/// Iterates a random-access dataset in index order. State: `{"pos": n}`.
+pub struct MapIter {
+    ds: Arc<dyn MapDataset>,
+    start: u64,
+    pos: u64,
+    end: u64,
+}
+
+impl MapIter {
+    /// Iterates epoch `epoch` of `ds`.
+    pub fn new(ds: Arc<dyn MapDataset>, epoch: u64) -> Self {
+        let len = ds.len();
+        let start = if len == INFINITE { 0 } else { epoch.saturating_mul(len) };
+        let end = start.saturating_add(len);
+        MapIter { ds, start, pos: start, end }
+    }
+}
+
+impl DatasetIter for MapIter {
+    fn next(&mut self) -> Result<Option<Example>> {
+        if self.pos >= self.end {
+            return Ok(None);
+        }
+        let e = self.ds.get(self.pos)?;
+        self.pos += 1;
+        Ok(Some(e))
+    }
+
+    fn state(&self) -> Json {
+        json!({ "pos": self.pos - self.start })
+    }
+
+    fn set_state(&mut self, state: &Json) -> Result<()> {
+        let pos = state_u64(state, "pos")?;
+        if pos > self.end - self.start {
+            return Err(Error::State(format!(
+                "position {pos} past the end ({}) of {}",
+                self.end - self.start,
+                self.ds.name()
+            )));
+        }
+        self.pos = self.start + pos;
+        Ok(())
+    }
+}
+
+/// Reads an unsigned integer field of a state object, or a clear state error.
+pub fn state_u64(state: &Json, field: &str) -> Result<u64> {
+    state
+        .get(field)
+        .and_then(Json::as_u64)
+        .ok_or_else(|| Error::State(format!("missing integer field {field:?} in {state}")))
+}
+
+/// Reads a sub-state field of a state object, or a clear state error.
+pub fn state_field<'a>(state: &'a Json, field: &str) -> Result<&'a Json> {
+    state.get(field).ok_or_else(|| Error::State(format!("missing field {field:?} in {state}")))
+}

@@ -1,0 +1,366 @@
+//! Examples (named features) and the values they hold.
+//!
+//! A feature's value is a dense [`Tensor`] or a [`Ragged`] column: rows of different lengths along
+//! axis 0, stored as one contiguous values buffer plus row splits. The same two types describe a
+//! single element, a batch, and a whole in-memory dataset (an arena), so batching is one copy of
+//! each row into one buffer and indexing a cached dataset is a zero-copy slice.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+use crate::tensor::Tensor;
+
+/// Rows of varying length along axis 0: row `i` is `values[splits[i]..splits[i+1]]`.
+///
+/// All rows share the dtype and the trailing dimensions of `values`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Ragged {
+    values: Tensor,
+    splits: Arc<[u64]>,
+}
+
+impl Ragged {
+    /// Builds a ragged column, checking that `splits` starts at 0, never decreases and ends at the
+    /// number of rows of `values`.
+    pub fn new(values: Tensor, splits: Arc<[u64]>) -> Result<Self> {
+        let rows = values.shape().first().copied().unwrap_or(0) as u64;
+        let ok = !values.shape().is_empty()
+            && splits.first() == Some(&0)
+            && splits.last() == Some(&rows)
+            && splits.windows(2).all(|w| w[0] <= w[1]);
+        if !ok {
+            return Err(Error::invalid(format!(
+                "ragged splits must run from 0 to {rows} without decreasing"
+            )));
+        }
+        Ok(Ragged { values, splits })
+    }
+
+    /// The concatenated rows.
+    pub fn values(&self) -> &Tensor {
+        &self.values
+    }
+
+    /// Row boundaries (length = rows + 1).
+    pub fn splits(&self) -> &Arc<[u64]> {
+        &self.splits
+    }
+
+    /// Number of rows.
+    pub fn rows(&self) -> usize {
+        self.splits.len() - 1
+    }
+
+    /// Row `i` as a zero-copy tensor of shape `[len_i, ...]`.
+    pub fn row(&self, i: usize) -> Result<Tensor> {
+        if i >= self.rows() {
+            return Err(out_of_range(i, self.rows()));
+        }
+        self.values.slice_rows(self.splits[i] as usize, self.splits[i + 1] as usize)
+    }
+}
+
+fn out_of_range(i: usize, n: usize) -> Error {
+    Error::OutOfRange { index: i as u64, len: n as u64, what: "column".into() }
+}
+
+/// The value of one feature.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Value {
+    /// A dense tensor.
+    Tensor(Tensor),
+    /// A ragged column (only in batches and in-memory columns).
+    Ragged(Ragged),
+}
+
+impl Value {
+    /// The dtype of the (values) tensor.
+    pub fn dtype(&self) -> DType {
+        match self {
+            Value::Tensor(t) => t.dtype(),
+            Value::Ragged(r) => r.values.dtype(),
+        }
+    }
+
+    /// Bytes of memory referred to.
+    pub fn nbytes(&self) -> usize {
+        match self {
+            Value::Tensor(t) => t.nbytes(),
+            Value::Ragged(r) => r.values.nbytes() + r.splits.len() * 8,
+        }
+    }
+
+    /// The dense tensor, or a schema error naming `op` and `name`.
+    pub fn as_tensor(&self, op: &str, name: &str) -> Result<&Tensor> {
+        match self {
+            Value::Tensor(t) => Ok(t),
+            Value::Ragged(_) => Err(Error::schema(op, format!("feature {name:?} is ragged"))),
+        }
+    }
+
+    /// Number of rows (length of axis 0) when this value is seen as a column.
+    pub fn rows(&self) -> Result<usize> {
+        match self {
+            Value::Tensor(t) => {
+                t.shape().first().copied().ok_or_else(|| Error::invalid("a scalar has no rows"))
+            }
+            Value::Ragged(r) => Ok(r.rows()),
+        }
+    }
+
+    /// Row `i` of this value seen as a column: one element of a batch or of an arena.
+    pub fn row(&self, i: usize) -> Result<Tensor> {
+        match self {
+            Value::Tensor(t) => {
+                let n = self.rows()?;
+                if i >= n {
+                    return Err(out_of_range(i, n));
+                }
+                let row = t.slice_rows(i, i + 1)?;
+                row.reshape(t.shape()[1..].to_vec())
+            }
+            Value::Ragged(r) => r.row(i),
+        }
+    }
+}
+
+impl From<Tensor> for Value {
+    fn from(t: Tensor) -> Self {
+        Value::Tensor(t)
+    }
+}
+
+impl From<Ragged> for Value {
+    fn from(r: Ragged) -> Self {
+        Value::Ragged(r)
+    }
+}
+
+/// A dataset element: named features in a fixed order.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Example {
+    features: Vec<(Arc<str>, Value)>,
+}
+
+impl Example {
+    /// An empty example.
+    pub fn new() -> Self {
+        Example::default()
+    }
+
+    /// Builder-style insert.
+    pub fn with(mut self, name: &str, value: impl Into<Value>) -> Self {
+        self.insert(name, value);
+        self
+    }
+
+    /// Sets feature `name`, replacing a previous value in place.
+    pub fn insert(&mut self, name: &str, value: impl Into<Value>) {
+        let value = value.into();
+        match self.features.iter_mut().find(|(n, _)| &**n == name) {
+            Some(slot) => slot.1 = value,
+            None => self.features.push((name.into(), value)),
+        }
+    }
+
+    /// Removes and returns feature `name`.
+    pub fn remove(&mut self, name: &str) -> Option<Value> {
+        let pos = self.features.iter().position(|(n, _)| &**n == name)?;
+        Some(self.features.remove(pos).1)
+    }
+
+    /// The value of feature `name`.
+    pub fn get(&self, name: &str) -> Option<&Value> {
+        self.features.iter().find(|(n, _)| &**n == name).map(|(_, v)| v)
+    }
+
+    /// The dense tensor of feature `name`, or a schema error naming `op`.
+    pub fn tensor(&self, op: &str, name: &str) -> Result<&Tensor> {
+        self.get(name)
+            .ok_or_else(|| {
+                Error::schema(op, format!("no feature {name:?}; features are {:?}", self.names()))
+            })?
+            .as_tensor(op, name)
+    }
+
+    /// Feature names in order.
+    pub fn names(&self) -> Vec<&str> {
+        self.features.iter().map(|(n, _)| &**n).collect()
+    }
+
+    /// (name, value) pairs in order.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &Value)> {
+        self.features.iter().map(|(n, v)| (&**n, v))
+    }
+
+    /// Number of features.
+    pub fn len(&self) -> usize {
+        self.features.len()
+    }
+
+    /// True when there are no features.
+    pub fn is_empty(&self) -> bool {
+        self.features.is_empty()
+    }
+
+    /// Bytes of memory referred to by all features.
+    pub fn nbytes(&self) -> usize {
+        self.features.iter().map(|(_, v)| v.nbytes()).sum()
+    }
+
+    /// Row `i` of every feature (the inverse of [`stack`]).
+    pub fn row(&self, i: usize) -> Result<Example> {
+        let features = self
+            .features
+            .iter()
+            .map(|(n, v)| Ok((n.clone(), Value::Tensor(v.row(i)?))))
+            .collect::<Result<_>>()?;
+        Ok(Example { features })
+    }
+}
+
+/// Stacks tensors of one feature into a column: a dense `[n, ...]` tensor when all shapes agree,
+/// otherwise a [`Ragged`] column when only axis 0 differs. Anything else is a schema error that
+/// names `op` and `name`. One allocation, one copy per row.
+pub fn stack(op: &str, name: &str, items: &[&Tensor]) -> Result<Value> {
+    let first = items.first().ok_or_else(|| Error::invalid(format!("{op}: nothing to stack")))?;
+    let dtype = first.dtype();
+    if let Some(t) = items.iter().find(|t| t.dtype() != dtype) {
+        return Err(Error::schema(
+            op,
+            format!("feature {name:?} mixes dtypes {dtype} and {}", t.dtype()),
+        ));
+    }
+    let uniform = items.iter().all(|t| t.shape() == first.shape());
+    if !uniform {
+        let tail = first.shape().get(1..);
+        let ragged_ok = tail.is_some() && items.iter().all(|t| t.shape().get(1..) == tail);
+        if !ragged_ok {
+            let shapes: Vec<_> = items.iter().take(4).map(|t| t.shape().to_vec()).collect();
+            return Err(Error::schema(
+                op,
+                format!(
+                    "feature {name:?} has shapes {shapes:?}... that differ beyond axis 0; \
+                     use padded_batch"
+                ),
+            ));
+        }
+    }
+    let values = concat_rows(items, uniform)?;
+    if uniform {
+        let mut shape = vec![items.len()];
+        shape.extend_from_slice(first.shape());
+        return Ok(Value::Tensor(values.reshape(shape)?));
+    }
+    let mut splits = Vec::with_capacity(items.len() + 1);
+    splits.push(0u64);
+    for t in items {
+        splits.push(splits.last().unwrap() + t.shape()[0] as u64);
+    }
+    Ok(Value::Ragged(Ragged::new(values, splits.into())?))
+}
+
+/// Concatenates along axis 0 (or, for `flat`, treats every tensor as one row). Returns a tensor
+/// whose shape is `[total_rows, ...]`, or `[n * prod]` flattened when `flat` (callers reshape).
+fn concat_rows(items: &[&Tensor], flat: bool) -> Result<Tensor> {
+    let first = items[0];
+    let rows: usize = if flat {
+        items.iter().map(|t| t.len()).sum()
+    } else {
+        items.iter().map(|t| t.shape()[0]).sum()
+    };
+    let mut shape = if flat { vec![rows] } else { first.shape().to_vec() };
+    if !flat {
+        shape[0] = rows;
+    }
+    if first.dtype() == DType::Bytes {
+        let total: usize = items.iter().map(|t| t.data().len()).sum();
+        let mut data = Vec::with_capacity(total);
+        let mut offsets = Vec::with_capacity(shape.iter().product::<usize>() + 1);
+        offsets.push(0u64);
+        for t in items {
+            let base = data.len() as u64;
+            data.extend_from_slice(t.data());
+            offsets.extend(t.offsets().expect("bytes tensor")[1..].iter().map(|o| o + base));
+        }
+        return Tensor::strings_from_parts(shape, Bytes::from(data), offsets.into());
+    }
+    let total: usize = items.iter().map(|t| t.data().len()).sum();
+    let mut data = Vec::with_capacity(total);
+    for t in items {
+        data.extend_from_slice(t.data());
+    }
+    Tensor::new(first.dtype(), shape, Bytes::from(data))
+}
+
+/// Stacks each feature of `elements` (which must share feature names) into one batch example.
+pub fn stack_examples(op: &str, elements: &[Example]) -> Result<Example> {
+    let first = elements.first().ok_or_else(|| Error::invalid(format!("{op}: empty batch")))?;
+    let mut out = Example::new();
+    for (name, _) in first.iter() {
+        let items = elements
+            .iter()
+            .map(|e| {
+                e.tensor(op, name).map_err(|_| {
+                    Error::schema(
+                        op,
+                        format!(
+                            "feature {name:?} is missing or ragged in an element with features {:?}",
+                            e.names()
+                        ),
+                    )
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        out.insert(name, stack(op, name, &items)?);
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t(v: Vec<i32>) -> Tensor {
+        Tensor::from_vec(vec![v.len()], v).unwrap()
+    }
+
+    #[test]
+    fn stack_uniform_is_dense() {
+        let (a, b) = (t(vec![1, 2]), t(vec![3, 4]));
+        let v = stack("batch", "x", &[&a, &b]).unwrap();
+        let Value::Tensor(d) = &v else { panic!("dense expected") };
+        assert_eq!(d.shape(), &[2, 2]);
+        assert_eq!(v.row(1).unwrap(), b);
+    }
+
+    #[test]
+    fn stack_ragged_rows_round_trip() {
+        let (a, b, c) = (t(vec![1]), t(vec![2, 3, 4]), t(vec![]));
+        let v = stack("batch", "x", &[&a, &b, &c]).unwrap();
+        assert!(matches!(v, Value::Ragged(_)));
+        assert_eq!(v.rows().unwrap(), 3);
+        for (i, want) in [a, b, c].iter().enumerate() {
+            assert_eq!(&v.row(i).unwrap(), want);
+        }
+    }
+
+    #[test]
+    fn stack_rejects_mixed_dtype_and_rank() {
+        let a = t(vec![1]);
+        let f = Tensor::from_vec(vec![1], vec![1.0f32]).unwrap();
+        assert!(stack("batch", "x", &[&a, &f]).unwrap_err().to_string().contains("mixes"));
+        let m = Tensor::from_vec(vec![1, 1], vec![1i32]).unwrap();
+        assert!(stack("batch", "x", &[&a, &m]).unwrap_err().to_string().contains("padded_batch"));
+    }
+
+    #[test]
+    fn stack_strings() {
+        let (a, b) = (Tensor::strings(&["ab"]), Tensor::strings(&["c", "de"]));
+        let v = stack("batch", "s", &[&a, &b]).unwrap();
+        assert_eq!(v.row(1).unwrap().string(1), Some(&b"de"[..]));
+    }
+}

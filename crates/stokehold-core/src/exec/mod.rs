@@ -1,0 +1,3 @@
+//! Execution: threads, channels and the ops that own them.
+
+pub mod prefetch;

@@ -1,0 +1,160 @@
+//! `prefetch(n)`: a background thread runs the input ahead of the consumer, up to `n` elements.
+//!
+//! The thread is started on the first `next()` and lives as long as the iterator: with `repeat`
+//! upstream it flows from one epoch into the next with nothing rebuilt, so the epoch boundary
+//! costs nothing. Each element travels with the input's state *after* it, so the consumer's
+//! checkpoint is exact however far ahead the thread runs. Dropping the iterator disconnects the
+//! channel and raises a stop flag; the thread exits after the element it is working on (it is
+//! never joined from `drop`, which might hold the GIL a Python callback is waiting for). A panic in
+//! the input becomes an error at the consumer. An iterator used in a forked child (whose threads
+//! did not survive the fork) returns an error instead of waiting forever.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use crossbeam_channel::{bounded, Receiver};
+use serde_json::{json, Value as Json};
+
+use crate::dataset::{state_field, Dataset, DatasetIter, IterDataset};
+use crate::error::{Error, Result};
+use crate::example::Example;
+
+/// Runs its input on a background thread, `depth` elements ahead.
+pub struct Prefetch {
+    parent: Dataset,
+    depth: usize,
+}
+
+impl Prefetch {
+    /// Prefetches `depth` (> 0) elements of `parent`.
+    pub fn new(parent: Dataset, depth: usize) -> Result<Self> {
+        if depth == 0 {
+            return Err(Error::invalid("prefetch buffer size must be > 0"));
+        }
+        Ok(Prefetch { parent, depth })
+    }
+}
+
+impl IterDataset for Prefetch {
+    fn iter(&self, epoch: u64) -> Result<Box<dyn DatasetIter>> {
+        let inner = self.parent.iter(epoch)?;
+        let state = inner.state();
+        Ok(Box::new(PrefetchIter {
+            parent: self.parent.clone(),
+            epoch,
+            depth: self.depth,
+            pending: Some(inner),
+            running: None,
+            state,
+            done: false,
+        }))
+    }
+
+    fn name(&self) -> String {
+        format!("prefetch({})", self.depth)
+    }
+
+    fn parents(&self) -> Vec<Dataset> {
+        vec![self.parent.clone()]
+    }
+
+    fn len(&self) -> Option<u64> {
+        self.parent.len()
+    }
+}
+
+type Msg = (Result<Option<Example>>, Json);
+
+struct Running {
+    rx: Receiver<Msg>,
+    stop: Arc<AtomicBool>,
+    pid: u32,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+struct PrefetchIter {
+    parent: Dataset,
+    epoch: u64,
+    depth: usize,
+    /// The input iterator before the thread takes it.
+    pending: Option<Box<dyn DatasetIter>>,
+    running: Option<Running>,
+    /// The input's state after the last element handed to the consumer.
+    state: Json,
+    done: bool,
+}
+
+impl PrefetchIter {
+    fn start(&mut self) -> Result<()> {
+        let mut inner = self.pending.take().expect("pending iterator");
+        let (tx, rx) = bounded::<Msg>(self.depth);
+        let stop = Arc::new(AtomicBool::new(false));
+        let stop2 = stop.clone();
+        let op = self.parent.name();
+        std::thread::Builder::new()
+            .name("stokehold-prefetch".into())
+            .spawn(move || {
+                while !stop2.load(Ordering::Relaxed) {
+                    let r = catch_unwind(AssertUnwindSafe(|| inner.next()))
+                        .unwrap_or_else(|p| Err(Error::from_panic(&op, p)));
+                    let last = !matches!(r, Ok(Some(_)));
+                    let state = inner.state();
+                    if tx.send((r, state)).is_err() || last {
+                        break;
+                    }
+                }
+            })
+            .map_err(|e| Error::io("<thread>", e))?;
+        self.running = Some(Running { rx, stop, pid: std::process::id() });
+        Ok(())
+    }
+}
+
+impl DatasetIter for PrefetchIter {
+    fn next(&mut self) -> Result<Option<Example>> {
+        if self.done {
+            return Ok(None);
+        }
+        if self.running.is_none() {
+            self.start()?;
+        }
+        let running = self.running.as_ref().expect("started");
+        if running.pid != std::process::id() {
+            return Err(Error::Cancelled(format!(
+                "this iterator was started in process {} and its prefetch thread did not survive \
+                 fork(); create a new iterator in this process",
+                running.pid
+            )));
+        }
+        let (r, state) = running.rx.recv().map_err(|_| Error::Panic {
+            op: self.parent.name(),
+            message: "prefetch thread ended without a result".into(),
+        })?;
+        if !matches!(r, Ok(Some(_))) {
+            self.done = true;
+            self.running = None;
+        }
+        self.state = state;
+        r
+    }
+
+    fn state(&self) -> Json {
+        json!({ "inner": self.state })
+    }
+
+    fn set_state(&mut self, state: &Json) -> Result<()> {
+        self.running = None;
+        let mut inner = self.parent.iter(self.epoch)?;
+        inner.set_state(state_field(state, "inner")?)?;
+        self.state = inner.state();
+        self.pending = Some(inner);
+        self.done = false;
+        Ok(())
+    }
+}

@@ -1,0 +1,321 @@
+//! `batch` and `padded_batch`.
+//!
+//! `batch(size)` stacks each feature: a dense `[b, ...]` tensor when shapes agree, a ragged column
+//! (values + row splits) when only axis 0 varies, no padding. `padded_batch` pads every feature to
+//! the longest in the batch, or to a fixed shape, with a per-feature value, and adds
+//! `<name>_lengths` (int64, `[b]` for rank-1 features, `[b, rank]` otherwise) holding the
+//! unpadded shapes. Over a random-access input, batch `j` of epoch `e` is elements
+//! `j*size .. (j+1)*size` of the input's epoch `e`, so batching keeps random access.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use serde_json::{json, Value as Json};
+
+use crate::cast::fill_value;
+use crate::dataset::{state_field, Dataset, DatasetIter, IterDataset, MapDataset, INFINITE};
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+use crate::example::{stack_examples, Example, Value};
+use crate::tensor::Tensor;
+
+/// How one feature is padded.
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct PadSpec {
+    /// The padding value (cast to the feature's dtype; ignored for bytes, padded with b"").
+    pub value: f64,
+    /// A fixed shape to pad to; `None` entries (or no shape) pad to the longest in the batch.
+    pub shape: Option<Vec<Option<usize>>>,
+}
+
+/// Options of `batch` / `padded_batch`.
+#[derive(Clone, Debug, Default)]
+pub struct BatchOptions {
+    /// Elements per batch (> 0).
+    pub size: usize,
+    /// Drop a last, smaller batch (default: keep it).
+    pub drop_remainder: bool,
+    /// `Some` for padded_batch: a spec per feature (features not named use `default`).
+    pub padding: Option<HashMap<String, PadSpec>>,
+    /// The spec for features not in `padding` (value 0, pad to longest).
+    pub default_pad: PadSpec,
+}
+
+impl BatchOptions {
+    /// Plain batching of `size`.
+    pub fn new(size: usize, drop_remainder: bool) -> Self {
+        BatchOptions { size, drop_remainder, ..Default::default() }
+    }
+
+    fn validate(&self) -> Result<()> {
+        if self.size == 0 {
+            return Err(Error::invalid("batch size must be > 0"));
+        }
+        Ok(())
+    }
+
+    fn label(&self) -> String {
+        let kind = if self.padding.is_some() { "padded_batch" } else { "batch" };
+        format!("{kind}({}, drop_remainder={})", self.size, self.drop_remainder)
+    }
+
+    /// Builds one batch from its elements.
+    pub fn make(&self, elements: &[Example]) -> Result<Example> {
+        match &self.padding {
+            None => stack_examples(&self.label(), elements),
+            Some(specs) => pad_examples(&self.label(), elements, specs, &self.default_pad),
+        }
+    }
+}
+
+/// Batch over a random-access dataset.
+pub struct MapBatch {
+    parent: Arc<dyn MapDataset>,
+    opts: BatchOptions,
+}
+
+impl MapBatch {
+    /// Batches `parent`.
+    pub fn new(parent: Arc<dyn MapDataset>, opts: BatchOptions) -> Result<Self> {
+        opts.validate()?;
+        Ok(MapBatch { parent, opts })
+    }
+}
+
+impl MapDataset for MapBatch {
+    fn len(&self) -> u64 {
+        let (n, b) = (self.parent.len(), self.opts.size as u64);
+        match n {
+            INFINITE => INFINITE,
+            _ if self.opts.drop_remainder => n / b,
+            _ => n.div_ceil(b),
+        }
+    }
+
+    fn get(&self, index: u64) -> Result<Example> {
+        let (len, n, b) = (self.len(), self.parent.len(), self.opts.size as u64);
+        if len == 0 {
+            return Err(Error::OutOfRange { index, len: 0, what: self.name() });
+        }
+        let (base, start) = if n == INFINITE {
+            (0, index * b)
+        } else {
+            ((index / len) * n, (index % len) * b)
+        };
+        let end = (start + b).min(n);
+        let elements = (start..end).map(|i| self.parent.get(base + i)).collect::<Result<Vec<_>>>()?;
+        self.opts.make(&elements)
+    }
+
+    fn name(&self) -> String {
+        self.opts.label()
+    }
+
+    fn parents(&self) -> Vec<Dataset> {
+        vec![Dataset::Map(self.parent.clone())]
+    }
+}
+
+/// Batch over a stream.
+pub struct IterBatch {
+    parent: Dataset,
+    opts: Arc<BatchOptions>,
+}
+
+impl IterBatch {
+    /// Batches the stream `parent`.
+    pub fn new(parent: Dataset, opts: BatchOptions) -> Result<Self> {
+        opts.validate()?;
+        Ok(IterBatch { parent, opts: Arc::new(opts) })
+    }
+}
+
+impl IterDataset for IterBatch {
+    fn iter(&self, epoch: u64) -> Result<Box<dyn DatasetIter>> {
+        Ok(Box::new(BatchIter { inner: self.parent.iter(epoch)?, opts: self.opts.clone() }))
+    }
+
+    fn name(&self) -> String {
+        self.opts.label()
+    }
+
+    fn parents(&self) -> Vec<Dataset> {
+        vec![self.parent.clone()]
+    }
+
+    fn len(&self) -> Option<u64> {
+        let n = self.parent.len()?;
+        let b = self.opts.size as u64;
+        Some(match n {
+            INFINITE => INFINITE,
+            _ if self.opts.drop_remainder => n / b,
+            _ => n.div_ceil(b),
+        })
+    }
+}
+
+struct BatchIter {
+    inner: Box<dyn DatasetIter>,
+    opts: Arc<BatchOptions>,
+}
+
+impl DatasetIter for BatchIter {
+    fn next(&mut self) -> Result<Option<Example>> {
+        let mut items = Vec::with_capacity(self.opts.size);
+        while items.len() < self.opts.size {
+            match self.inner.next()? {
+                Some(e) => items.push(e),
+                None => break,
+            }
+        }
+        if items.is_empty() || (self.opts.drop_remainder && items.len() < self.opts.size) {
+            return Ok(None);
+        }
+        self.opts.make(&items).map(Some)
+    }
+
+    fn state(&self) -> Json {
+        // Batches are built whole inside next(), so the input's position is the whole state.
+        json!({ "inner": self.inner.state() })
+    }
+
+    fn set_state(&mut self, state: &Json) -> Result<()> {
+        self.inner.set_state(state_field(state, "inner")?)
+    }
+}
+
+fn pad_examples(
+    op: &str,
+    elements: &[Example],
+    specs: &HashMap<String, PadSpec>,
+    default: &PadSpec,
+) -> Result<Example> {
+    let first = elements.first().ok_or_else(|| Error::invalid(format!("{op}: empty batch")))?;
+    let mut out = Example::new();
+    for (name, _) in first.iter() {
+        let items = elements.iter().map(|e| e.tensor(op, name)).collect::<Result<Vec<_>>>()?;
+        let spec = specs.get(name).unwrap_or(default);
+        let (padded, lengths) = pad_stack(op, name, &items, spec)?;
+        out.insert(name, padded);
+        if let Some(l) = lengths {
+            out.insert(&format!("{name}_lengths"), l);
+        }
+    }
+    Ok(out)
+}
+
+/// Pads tensors of one feature to a common shape and stacks them; returns the batch and, for
+/// non-scalar features, their original shapes.
+pub fn pad_stack(
+    op: &str,
+    name: &str,
+    items: &[&Tensor],
+    spec: &PadSpec,
+) -> Result<(Value, Option<Tensor>)> {
+    let rank = items[0].shape().len();
+    let dtype = items[0].dtype();
+    if let Some(t) = items.iter().find(|t| t.shape().len() != rank || t.dtype() != dtype) {
+        return Err(Error::schema(
+            op,
+            format!(
+                "feature {name:?}: cannot pad {}{:?} with {}{:?}",
+                dtype,
+                items[0].shape(),
+                t.dtype(),
+                t.shape()
+            ),
+        ));
+    }
+    if rank == 0 {
+        return Ok((crate::example::stack(op, name, items)?, None));
+    }
+    let target = target_shape(op, name, items, spec, rank)?;
+    let lengths: Vec<i64> = items.iter().flat_map(|t| t.shape().iter().map(|&d| d as i64)).collect();
+    let lshape = if rank == 1 { vec![items.len()] } else { vec![items.len(), rank] };
+    let lengths = Tensor::from_vec(lshape, lengths)?;
+    let mut shape = vec![items.len()];
+    shape.extend_from_slice(&target);
+    let padded = if dtype == DType::Bytes {
+        pad_strings(items, &target, shape)?
+    } else {
+        pad_dense(items, &target, shape, &fill_value(dtype, spec.value))?
+    };
+    Ok((Value::Tensor(padded), Some(lengths)))
+}
+
+fn target_shape(
+    op: &str,
+    name: &str,
+    items: &[&Tensor],
+    spec: &PadSpec,
+    rank: usize,
+) -> Result<Vec<usize>> {
+    let mut target: Vec<usize> =
+        (0..rank).map(|d| items.iter().map(|t| t.shape()[d]).max().unwrap_or(0)).collect();
+    if let Some(fixed) = &spec.shape {
+        if fixed.len() != rank {
+            return Err(Error::schema(
+                op,
+                format!("feature {name:?} has rank {rank}, padded_shape {fixed:?} has {}", fixed.len()),
+            ));
+        }
+        for (d, want) in fixed.iter().enumerate() {
+            if let Some(w) = *want {
+                if target[d] > w {
+                    let (i, t) = items.iter().enumerate().find(|(_, t)| t.shape()[d] > w).unwrap();
+                    return Err(Error::schema(
+                        op,
+                        format!(
+                            "feature {name:?}: element {i} of the batch has shape {:?}, larger \
+                             than padded_shape {fixed:?} on axis {d}",
+                            t.shape()
+                        ),
+                    ));
+                }
+                target[d] = w;
+            }
+        }
+    }
+    Ok(target)
+}
+
+/// Copies each item into the top-left corner of its slot in a buffer pre-filled with `fill`.
+fn pad_dense(items: &[&Tensor], target: &[usize], shape: Vec<usize>, fill: &[u8]) -> Result<Tensor> {
+    let isz = fill.len();
+    let slot: usize = target.iter().product::<usize>() * isz;
+    let mut buf: Vec<u8> = fill.iter().copied().cycle().take(slot * items.len()).collect();
+    for (k, t) in items.iter().enumerate() {
+        let src = t.data();
+        let s = t.shape();
+        // Copy contiguous innermost runs: one memcpy per run of the last axis.
+        let inner = *s.last().unwrap() * isz;
+        let runs: usize = s[..s.len() - 1].iter().product();
+        for r in 0..runs {
+            let mut rem = r;
+            let mut dst_off = 0;
+            let mut stride = target[target.len() - 1] * isz;
+            for d in (0..s.len() - 1).rev() {
+                dst_off += (rem % s[d]) * stride;
+                rem /= s[d];
+                stride *= target[d];
+            }
+            let dst = k * slot + dst_off;
+            buf[dst..dst + inner].copy_from_slice(&src[r * inner..(r + 1) * inner]);
+        }
+    }
+    Tensor::new(items[0].dtype(), shape, Bytes::from(buf))
+}
+
+fn pad_strings(items: &[&Tensor], target: &[usize], shape: Vec<usize>) -> Result<Tensor> {
+    if target.len() != 1 {
+        return Err(Error::invalid("padded_batch of bytes supports rank-1 features only"));
+    }
+    let mut strings: Vec<&[u8]> = Vec::with_capacity(items.len() * target[0]);
+    for t in items {
+        for i in 0..target[0] {
+            strings.push(t.string(i).unwrap_or(b""));
+        }
+    }
+    Tensor::strings(&strings).reshape(shape)
+}

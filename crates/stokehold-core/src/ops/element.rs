@@ -1,0 +1,170 @@
+//! Native element ops: random crop, pad / trim to a length, cast. They run in Rust with no Python
+//! on the hot path. A random crop draws its offset from (seed, epoch, index), never from a thread.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use crate::cast::{cast, fill_value};
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+use crate::example::Example;
+use crate::ops::map::{Ctx, MapFn};
+use crate::rng::Rng;
+use crate::tensor::Tensor;
+
+/// Copies `len` positions starting at `start` along `axis` (zero-copy when `axis == 0`).
+fn slice_axis(t: &Tensor, axis: usize, start: usize, len: usize) -> Result<Tensor> {
+    if axis == 0 {
+        return t.slice_rows(start, start + len);
+    }
+    let s = t.shape();
+    let isz = t.dtype().size().ok_or_else(|| Error::invalid("cannot slice bytes on axis > 0"))?;
+    let outer: usize = s[..axis].iter().product();
+    let inner: usize = s[axis + 1..].iter().product::<usize>() * isz;
+    let mut out = Vec::with_capacity(outer * len * inner);
+    for o in 0..outer {
+        let base = (o * s[axis] + start) * inner;
+        out.extend_from_slice(&t.data()[base..base + len * inner]);
+    }
+    let mut shape = s.to_vec();
+    shape[axis] = len;
+    Tensor::new(t.dtype(), shape, Bytes::from(out))
+}
+
+/// Extends `t` along `axis` to `len` with `value`.
+fn pad_axis(t: &Tensor, axis: usize, len: usize, value: f64) -> Result<Tensor> {
+    let s = t.shape();
+    let isz = t.dtype().size().ok_or_else(|| Error::invalid("cannot pad bytes tensors"))?;
+    let fill = fill_value(t.dtype(), value);
+    let outer: usize = s[..axis].iter().product();
+    let inner: usize = s[axis + 1..].iter().product::<usize>() * isz;
+    let mut out = Vec::with_capacity(outer * len * inner);
+    for o in 0..outer {
+        let base = o * s[axis] * inner;
+        out.extend_from_slice(&t.data()[base..base + s[axis] * inner]);
+        out.extend(fill.iter().copied().cycle().take((len - s[axis]) * inner));
+    }
+    let mut shape = s.to_vec();
+    shape[axis] = len;
+    Tensor::new(t.dtype(), shape, Bytes::from(out))
+}
+
+fn check_axis(op: &str, name: &str, t: &Tensor, axis: usize) -> Result<()> {
+    if axis >= t.shape().len() {
+        return Err(Error::schema(
+            op,
+            format!("feature {name:?} has shape {:?}, no axis {axis}", t.shape()),
+        ));
+    }
+    Ok(())
+}
+
+/// A random window of `size` along `axis` of feature `name`.
+///
+/// An element shorter than `size` is an error naming the element, unless `pad` is set: then it is
+/// padded with zeros at the end to `size` (documented choice: silent padding would hide data bugs,
+/// so it must be asked for).
+pub fn random_crop(name: &str, axis: usize, size: usize, seed: u64, pad: bool) -> MapFn {
+    let name = name.to_string();
+    Arc::new(move |mut e: Example, ctx: &Ctx| {
+        let t = e.tensor(ctx.op, &name)?;
+        check_axis(ctx.op, &name, t, axis)?;
+        let n = t.shape()[axis];
+        let out = if n < size {
+            if !pad {
+                return Err(Error::schema(
+                    ctx.op,
+                    format!(
+                        "element {}: feature {name:?} has {n} positions on axis {axis}, fewer \
+                         than the crop size {size} (pass pad=True to zero-pad short elements)",
+                        ctx.index
+                    ),
+                ));
+            }
+            pad_axis(t, axis, size, 0.0)?
+        } else {
+            let mut rng = Rng::keyed(seed, &[ctx.epoch, ctx.index]);
+            let start = rng.below((n - size + 1) as u64) as usize;
+            slice_axis(t, axis, start, size)?
+        };
+        e.insert(&name, out);
+        Ok(e)
+    })
+}
+
+/// Pads (with `value`) or trims feature `name` to exactly `len` along `axis`.
+pub fn pad_or_trim(name: &str, axis: usize, len: usize, value: f64) -> MapFn {
+    let name = name.to_string();
+    Arc::new(move |mut e: Example, ctx: &Ctx| {
+        let t = e.tensor(ctx.op, &name)?;
+        check_axis(ctx.op, &name, t, axis)?;
+        let n = t.shape()[axis];
+        let out = match n.cmp(&len) {
+            std::cmp::Ordering::Equal => t.clone(),
+            std::cmp::Ordering::Greater => slice_axis(t, axis, 0, len)?,
+            std::cmp::Ordering::Less => pad_axis(t, axis, len, value)?,
+        };
+        e.insert(&name, out);
+        Ok(e)
+    })
+}
+
+/// Casts feature `name` to `dtype`.
+pub fn cast_feature(name: &str, dtype: DType) -> MapFn {
+    let name = name.to_string();
+    Arc::new(move |mut e: Example, ctx: &Ctx| {
+        let t = e.tensor(ctx.op, &name)?;
+        let out = cast(t, dtype).map_err(|err| Error::schema(ctx.op, err.to_string()))?;
+        e.insert(&name, out);
+        Ok(e)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ctx(index: u64) -> Ctx<'static> {
+        Ctx { op: "test", index, epoch: 0 }
+    }
+
+    fn grid() -> Tensor {
+        Tensor::from_vec(vec![2, 4], (0..8).collect::<Vec<i32>>()).unwrap()
+    }
+
+    #[test]
+    fn crop_axis1_is_a_window_and_deterministic() {
+        let f = random_crop("x", 1, 2, 9, false);
+        let a = f(Example::new().with("x", grid()), &ctx(3)).unwrap();
+        let b = f(Example::new().with("x", grid()), &ctx(3)).unwrap();
+        assert_eq!(a, b);
+        let v = a.tensor("t", "x").unwrap().to_vec::<i32>().unwrap();
+        assert_eq!(v[1] - v[0], 1);
+        assert_eq!(v[2] - v[0], 4);
+    }
+
+    #[test]
+    fn crop_longer_than_clip_errors_or_pads() {
+        let t = Tensor::from_vec(vec![3], vec![1i16, 2, 3]).unwrap();
+        let err = random_crop("x", 0, 5, 1, false)(Example::new().with("x", t.clone()), &ctx(7))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("element 7") && err.contains("crop size 5"), "{err}");
+        let ok = random_crop("x", 0, 5, 1, true)(Example::new().with("x", t), &ctx(7)).unwrap();
+        assert_eq!(ok.tensor("t", "x").unwrap().to_vec::<i16>().unwrap(), vec![1, 2, 3, 0, 0]);
+    }
+
+    #[test]
+    fn pad_or_trim_both_ways() {
+        let f = pad_or_trim("x", 1, 6, -1.0);
+        let p = f(Example::new().with("x", grid()), &ctx(0)).unwrap();
+        assert_eq!(
+            p.tensor("t", "x").unwrap().to_vec::<i32>().unwrap(),
+            vec![0, 1, 2, 3, -1, -1, 4, 5, 6, 7, -1, -1]
+        );
+        let g = pad_or_trim("x", 1, 1, 0.0);
+        let t = g(Example::new().with("x", grid()), &ctx(0)).unwrap();
+        assert_eq!(t.tensor("t", "x").unwrap().to_vec::<i32>().unwrap(), vec![0, 4]);
+    }
+}

@@ -1,0 +1,142 @@
+//! Dataset ops, one file each, and the chaining methods on [`Dataset`].
+//!
+//! Each method keeps random access when the op allows it and its input has it; otherwise it
+//! returns a stream. The conformance suite (`tests/it/conformance.rs`) runs every op.
+
+pub mod batch;
+pub mod element;
+pub mod enumerate;
+pub mod filter;
+pub mod map;
+pub mod repeat;
+pub mod shuffle;
+pub mod slice;
+pub mod source;
+
+use std::sync::Arc;
+
+use crate::dataset::Dataset;
+use crate::error::Result;
+use crate::exec::prefetch::Prefetch;
+use batch::{BatchOptions, IterBatch, MapBatch};
+use filter::{Filter, FilterFn};
+use map::{IterMap, MapFn, MapMap};
+use repeat::{IterRepeat, MapRepeat};
+use shuffle::{BufferShuffle, GlobalShuffle};
+use slice::{IterSlice, MapSlice};
+
+impl Dataset {
+    /// The integers `0..n` as feature `"x"`.
+    pub fn range(n: u64) -> Dataset {
+        Dataset::from_map(source::Range::new(n))
+    }
+
+    /// An in-memory dataset from columns (see [`source::InMemory`]).
+    pub fn from_columns(columns: crate::Example) -> Result<Dataset> {
+        Ok(Dataset::from_map(source::InMemory::new(columns)?))
+    }
+
+    /// Applies `f` to every element; `label` names it in op paths and errors.
+    pub fn map(&self, label: &str, f: MapFn) -> Dataset {
+        match self {
+            Dataset::Map(m) => Dataset::from_map(MapMap::new(m.clone(), f, label)),
+            Dataset::Iter(_) => Dataset::from_iter(IterMap::new(self.clone(), f, label)),
+        }
+    }
+
+    /// Keeps the elements for which `f` is true (a stream).
+    pub fn filter(&self, label: &str, f: FilterFn) -> Dataset {
+        Dataset::from_iter(Filter::new(self.clone(), f, label))
+    }
+
+    /// A seeded global permutation per epoch (random-access input only).
+    pub fn shuffle(&self, seed: u64) -> Dataset {
+        self.try_shuffle(seed).expect("shuffle needs a finite random-access dataset")
+    }
+
+    /// Like [`Dataset::shuffle`], with an error for streams and endless inputs.
+    pub fn try_shuffle(&self, seed: u64) -> Result<Dataset> {
+        match self {
+            Dataset::Map(m) => Ok(Dataset::from_map(GlobalShuffle::new(m.clone(), seed)?)),
+            Dataset::Iter(_) => Err(crate::Error::invalid(format!(
+                "{} is a stream: use shuffle(buffer_size=...) for streams",
+                self.name()
+            ))),
+        }
+    }
+
+    /// A shuffle buffer of `size` elements (any input; the result is a stream).
+    pub fn shuffle_buffer(&self, size: usize, seed: u64) -> Result<Dataset> {
+        Ok(Dataset::from_iter(BufferShuffle::new(self.clone(), size, seed)?))
+    }
+
+    /// Repeats `count` times, or forever for `None`.
+    pub fn repeat(&self, count: Option<u64>) -> Dataset {
+        match self {
+            Dataset::Map(m) => Dataset::from_map(MapRepeat::new(m.clone(), count)),
+            Dataset::Iter(_) => Dataset::from_iter(IterRepeat::new(self.clone(), count)),
+        }
+    }
+
+    /// The first `n` elements (of each epoch, for random access).
+    pub fn take(&self, n: u64) -> Dataset {
+        match self {
+            Dataset::Map(m) => Dataset::from_map(MapSlice::take(m.clone(), n)),
+            Dataset::Iter(_) => Dataset::from_iter(IterSlice::take(self.clone(), n)),
+        }
+    }
+
+    /// All but the first `n` elements (of each epoch, for random access).
+    pub fn skip(&self, n: u64) -> Dataset {
+        match self {
+            Dataset::Map(m) => Dataset::from_map(MapSlice::skip(m.clone(), n)),
+            Dataset::Iter(_) => Dataset::from_iter(IterSlice::skip(self.clone(), n)),
+        }
+    }
+
+    /// Adds the position within the epoch as int64 feature `name`.
+    pub fn enumerate(&self, name: &str) -> Dataset {
+        let len = self.as_map().map(|m| m.len());
+        self.map(&format!("enumerate:{name}"), enumerate::enumerate_fn(name, len))
+    }
+
+    /// Stacks `size` elements per batch (ragged where shapes differ on axis 0).
+    pub fn batch(&self, size: usize, drop_remainder: bool) -> Result<Dataset> {
+        self.batch_with(BatchOptions::new(size, drop_remainder))
+    }
+
+    /// `batch` or `padded_batch`, as `opts` says.
+    pub fn batch_with(&self, opts: BatchOptions) -> Result<Dataset> {
+        Ok(match self {
+            Dataset::Map(m) => Dataset::from_map(MapBatch::new(m.clone(), opts)?),
+            Dataset::Iter(_) => Dataset::from_iter(IterBatch::new(self.clone(), opts)?),
+        })
+    }
+
+    /// Runs the pipeline `depth` elements ahead on a background thread.
+    pub fn prefetch(&self, depth: usize) -> Result<Dataset> {
+        Ok(Dataset::from_iter(Prefetch::new(self.clone(), depth)?))
+    }
+
+    /// A native random crop (see [`element::random_crop`]).
+    pub fn random_crop(&self, feature: &str, axis: usize, size: usize, seed: u64, pad: bool) -> Dataset {
+        self.map(
+            &format!("random_crop:{feature}:{size}"),
+            element::random_crop(feature, axis, size, seed, pad),
+        )
+    }
+}
+
+/// Builds a [`MapFn`] from a closure.
+pub fn map_fn(
+    f: impl Fn(crate::Example, &map::Ctx) -> Result<crate::Example> + Send + Sync + 'static,
+) -> MapFn {
+    Arc::new(f)
+}
+
+/// Builds a [`FilterFn`] from a closure.
+pub fn filter_fn(
+    f: impl Fn(&crate::Example, &map::Ctx) -> Result<bool> + Send + Sync + 'static,
+) -> FilterFn {
+    Arc::new(f)
+}

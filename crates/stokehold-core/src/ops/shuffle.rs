@@ -1,0 +1,208 @@
+//! Shuffles.
+//!
+//! * [`GlobalShuffle`] (random access): element `i` of epoch `e` is the parent's element
+//!   `perm(seed, e)(i)`, where `perm` is a keyed bijection ([`Permutation`]): no buffer, no
+//!   materialised index list, a new order each epoch.
+//! * [`BufferShuffle`] (streams, tf.data's `shuffle(buffer_size)`): a buffer of `size` elements;
+//!   each step emits a uniformly chosen buffered element and refills its slot. Its state holds the
+//!   stream positions of the buffered elements, not their contents; restoring re-reads them
+//!   (by index when the input is random-access, by replaying the input otherwise).
+
+use std::sync::Arc;
+
+use serde_json::{json, Value as Json};
+
+use crate::dataset::{state_field, state_u64, Dataset, DatasetIter, IterDataset, MapDataset, INFINITE};
+use crate::error::{Error, Result};
+use crate::example::Example;
+use crate::rng::{Permutation, Rng};
+
+/// A seeded global permutation per epoch over a random-access dataset.
+pub struct GlobalShuffle {
+    parent: Arc<dyn MapDataset>,
+    seed: u64,
+}
+
+impl GlobalShuffle {
+    /// Shuffles `parent` with `seed`; fails for an endless parent.
+    pub fn new(parent: Arc<dyn MapDataset>, seed: u64) -> Result<Self> {
+        if parent.len() == INFINITE {
+            return Err(Error::invalid(
+                "shuffle needs a finite dataset; shuffle before repeat()",
+            ));
+        }
+        Ok(GlobalShuffle { parent, seed })
+    }
+}
+
+impl MapDataset for GlobalShuffle {
+    fn len(&self) -> u64 {
+        self.parent.len()
+    }
+
+    fn get(&self, index: u64) -> Result<Example> {
+        let n = self.parent.len();
+        if n == 0 {
+            return Err(Error::OutOfRange { index, len: 0, what: self.name() });
+        }
+        let (epoch, i) = (index / n, index % n);
+        // Building the permutation is six hashes: cheaper than caching it per epoch.
+        let p = Permutation::new(n, self.seed, epoch).apply(i);
+        self.parent.get(epoch * n + p)
+    }
+
+    fn name(&self) -> String {
+        format!("shuffle(seed={})", self.seed)
+    }
+
+    fn parents(&self) -> Vec<Dataset> {
+        vec![Dataset::Map(self.parent.clone())]
+    }
+}
+
+/// A shuffle buffer over a stream.
+pub struct BufferShuffle {
+    parent: Dataset,
+    size: usize,
+    seed: u64,
+}
+
+impl BufferShuffle {
+    /// A buffer of `size` (> 0) elements seeded with `seed`.
+    pub fn new(parent: Dataset, size: usize, seed: u64) -> Result<Self> {
+        if size == 0 {
+            return Err(Error::invalid("shuffle buffer_size must be > 0"));
+        }
+        Ok(BufferShuffle { parent, size, seed })
+    }
+}
+
+impl IterDataset for BufferShuffle {
+    fn iter(&self, epoch: u64) -> Result<Box<dyn DatasetIter>> {
+        Ok(Box::new(BufferShuffleIter {
+            parent: self.parent.clone(),
+            epoch,
+            inner: self.parent.iter(epoch)?,
+            size: self.size,
+            rng: Rng::keyed(self.seed, &[epoch, 0x5b]),
+            buffer: Vec::with_capacity(self.size),
+            pulled: 0,
+            exhausted: false,
+        }))
+    }
+
+    fn name(&self) -> String {
+        format!("shuffle(buffer_size={}, seed={})", self.size, self.seed)
+    }
+
+    fn parents(&self) -> Vec<Dataset> {
+        vec![self.parent.clone()]
+    }
+
+    fn len(&self) -> Option<u64> {
+        self.parent.len()
+    }
+}
+
+struct BufferShuffleIter {
+    parent: Dataset,
+    epoch: u64,
+    inner: Box<dyn DatasetIter>,
+    size: usize,
+    rng: Rng,
+    /// (position in the input stream, element)
+    buffer: Vec<(u64, Example)>,
+    pulled: u64,
+    exhausted: bool,
+}
+
+impl BufferShuffleIter {
+    fn pull(&mut self) -> Result<Option<(u64, Example)>> {
+        if self.exhausted {
+            return Ok(None);
+        }
+        match self.inner.next()? {
+            Some(e) => {
+                self.pulled += 1;
+                Ok(Some((self.pulled - 1, e)))
+            }
+            None => {
+                self.exhausted = true;
+                Ok(None)
+            }
+        }
+    }
+}
+
+impl DatasetIter for BufferShuffleIter {
+    fn next(&mut self) -> Result<Option<Example>> {
+        while self.buffer.len() < self.size {
+            match self.pull()? {
+                Some(item) => self.buffer.push(item),
+                None => break,
+            }
+        }
+        if self.buffer.is_empty() {
+            return Ok(None);
+        }
+        let j = self.rng.below(self.buffer.len() as u64) as usize;
+        let out = match self.pull()? {
+            Some(item) => std::mem::replace(&mut self.buffer[j], item),
+            None => self.buffer.swap_remove(j),
+        };
+        Ok(Some(out.1))
+    }
+
+    fn state(&self) -> Json {
+        let positions: Vec<u64> = self.buffer.iter().map(|(p, _)| *p).collect();
+        json!({
+            "rng": self.rng.state().to_string(),
+            "pulled": self.pulled,
+            "exhausted": self.exhausted,
+            "buffer": positions,
+            "inner": self.inner.state(),
+        })
+    }
+
+    fn set_state(&mut self, state: &Json) -> Result<()> {
+        let rng = state_field(state, "rng")?
+            .as_str()
+            .and_then(|s| s.parse::<u64>().ok())
+            .ok_or_else(|| Error::State("shuffle: bad rng field".into()))?;
+        let pulled = state_u64(state, "pulled")?;
+        let positions: Vec<u64> = serde_json::from_value(state_field(state, "buffer")?.clone())
+            .map_err(|e| Error::State(format!("shuffle: bad buffer field: {e}")))?;
+        let mut buffer = Vec::with_capacity(positions.len());
+        if let Dataset::Map(m) = &self.parent {
+            // Random-access input: fetch the buffered elements directly.
+            let base = self.epoch * m.len();
+            for p in &positions {
+                buffer.push((*p, m.get(base + p)?));
+            }
+            self.inner.set_state(state_field(state, "inner")?)?;
+        } else {
+            // A stream: replay it from the epoch start, keeping the buffered positions.
+            let mut fresh = self.parent.iter(self.epoch)?;
+            let mut want: std::collections::HashMap<u64, usize> =
+                positions.iter().enumerate().map(|(i, p)| (*p, i)).collect();
+            let mut slots: Vec<Option<(u64, Example)>> = vec![None; positions.len()];
+            for pos in 0..pulled {
+                let e = fresh.next()?.ok_or_else(|| {
+                    Error::State(format!("shuffle: input ended at {pos} while replaying to {pulled}"))
+                })?;
+                if let Some(slot) = want.remove(&pos) {
+                    slots[slot] = Some((pos, e));
+                }
+            }
+            buffer = slots.into_iter().collect::<Option<Vec<_>>>().ok_or_else(|| {
+                Error::State("shuffle: buffered positions not found in the input".into())
+            })?;
+            self.inner = fresh;
+        }
+        self.buffer = buffer;
+        self.pulled = pulled;
+        self.exhausted = state_field(state, "exhausted")?.as_bool().unwrap_or(false);
+        self.rng = Rng::from_state(rng);
+        Ok(())
+    }
+}

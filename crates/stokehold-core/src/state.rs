@@ -1,0 +1,80 @@
+//! Checkpoints of a whole pipeline: a versioned JSON object naming the pipeline it belongs to.
+//!
+//! ```json
+//! {"format": "stokehold-state", "version": 1, "fingerprint": "…", "epoch": 0, "iter": {…}}
+//! ```
+//! `fingerprint` hashes the pipeline's description (ops and their arguments), so a state is never
+//! applied to another pipeline; `iter` is the op tree's own state (`{"pos": n}` for a random-access
+//! pipeline: a checkpoint of a few integers).
+
+use serde_json::{json, Value as Json};
+
+use crate::dataset::{state_field, state_u64, Dataset, DatasetIter};
+use crate::error::{Error, Result};
+use crate::example::Example;
+
+/// Version of the state format this build writes and reads.
+pub const STATE_VERSION: u64 = 1;
+
+/// An iterator over a pipeline that can save and restore a versioned, fingerprinted state.
+pub struct PipelineIter {
+    ds: Dataset,
+    epoch: u64,
+    inner: Box<dyn DatasetIter>,
+}
+
+impl PipelineIter {
+    /// Iterates epoch `epoch` of `ds`.
+    pub fn new(ds: Dataset, epoch: u64) -> Result<Self> {
+        let inner = ds.iter(epoch)?;
+        Ok(PipelineIter { ds, epoch, inner })
+    }
+
+    /// The next element.
+    pub fn next(&mut self) -> Result<Option<Example>> {
+        self.inner.next()
+    }
+
+    /// The epoch this iterator runs.
+    pub fn epoch(&self) -> u64 {
+        self.epoch
+    }
+
+    /// The full, versioned state.
+    pub fn state(&self) -> Json {
+        json!({
+            "format": "stokehold-state",
+            "version": STATE_VERSION,
+            "fingerprint": format!("{:016x}", self.ds.fingerprint()),
+            "epoch": self.epoch,
+            "iter": self.inner.state(),
+        })
+    }
+
+    /// Restores a state from [`PipelineIter::state`] of the same pipeline (refusing others).
+    pub fn set_state(&mut self, state: &Json) -> Result<()> {
+        if state.get("format").and_then(Json::as_str) != Some("stokehold-state") {
+            return Err(Error::State("not a stokehold iterator state".into()));
+        }
+        let version = state_u64(state, "version")?;
+        if version != STATE_VERSION {
+            return Err(Error::State(format!(
+                "state version {version} is not supported by this build (version {STATE_VERSION})"
+            )));
+        }
+        let want = format!("{:016x}", self.ds.fingerprint());
+        let got = state_field(state, "fingerprint")?.as_str().unwrap_or("");
+        if got != want {
+            return Err(Error::State(format!(
+                "state belongs to another pipeline (fingerprint {got}, this one is {want}: {})",
+                self.ds.describe()
+            )));
+        }
+        let epoch = state_u64(state, "epoch")?;
+        let mut inner = self.ds.iter(epoch)?;
+        inner.set_state(state_field(state, "iter")?)?;
+        self.inner = inner;
+        self.epoch = epoch;
+        Ok(())
+    }
+}

@@ -1,0 +1,5 @@
+//! # stokehold-io
+//!
+//! Formats and sources for stokehold pipelines. Each module owns one format and builds on the
+//! dataset model of `stokehold-core`.
+#![deny(missing_docs)]
