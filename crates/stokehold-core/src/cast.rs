@@ -78,7 +78,11 @@ pub fn fill_value(dtype: DType, value: f64) -> Vec<u8> {
         return Vec::new();
     }
     let mut out = Vec::with_capacity(8);
-    let v = if value.fract() == 0.0 && value.abs() < 1e18 { Num::Int(value as i128) } else { Num::Float(value) };
+    let v = if value.fract() == 0.0 && value.abs() < 1e18 {
+        Num::Int(value as i128)
+    } else {
+        Num::Float(value)
+    };
     write(dtype, v, &mut out);
     out
 }
@@ -89,14 +93,19 @@ pub fn cast(t: &Tensor, dtype: DType) -> Result<Tensor> {
         return Ok(t.clone());
     }
     if t.dtype() == DType::Bytes || dtype == DType::Bytes {
-        return Err(Error::invalid(format!("cannot cast {} to {dtype}", t.dtype())));
+        return Err(Error::invalid(format!(
+            "cannot cast {} to {dtype}",
+            t.dtype()
+        )));
     }
     let n = t.len();
     if t.dtype() == DType::I16 && dtype == DType::F32 {
         // The audio fast path: avoids the generic per-element dispatch.
         let src = t.data();
-        let v: Vec<f32> =
-            src.chunks_exact(2).map(|c| i16::from_le_bytes([c[0], c[1]]) as f32).collect();
+        let v: Vec<f32> = src
+            .chunks_exact(2)
+            .map(|c| i16::from_le_bytes([c[0], c[1]]) as f32)
+            .collect();
         return Tensor::from_vec(t.shape().to_vec(), v);
     }
     let mut out = Vec::with_capacity(n * dtype.size().unwrap());
@@ -105,11 +114,14 @@ pub fn cast(t: &Tensor, dtype: DType) -> Result<Tensor> {
         write(dtype, read(t.dtype(), src, i), &mut out);
     }
     // Keep the new buffer 8-byte aligned for typed views.
-    let words: Vec<u64> = out.chunks(8).map(|c| {
-        let mut w = [0u8; 8];
-        w[..c.len()].copy_from_slice(c);
-        u64::from_le_bytes(w)
-    }).collect();
+    let words: Vec<u64> = out
+        .chunks(8)
+        .map(|c| {
+            let mut w = [0u8; 8];
+            w[..c.len()].copy_from_slice(c);
+            u64::from_le_bytes(w)
+        })
+        .collect();
     let len = out.len();
     let bytes = vec_to_bytes(words).slice(0..len);
     Tensor::new(dtype, t.shape().to_vec(), bytes)
@@ -122,12 +134,24 @@ mod tests {
     #[test]
     fn casts_between_kinds() {
         let t = Tensor::from_vec(vec![3], vec![-1i32, 2, 300]).unwrap();
-        assert_eq!(cast(&t, DType::U8).unwrap().to_vec::<u8>().unwrap(), vec![255, 2, 44]);
-        assert_eq!(cast(&t, DType::F64).unwrap().to_vec::<f64>().unwrap(), vec![-1.0, 2.0, 300.0]);
+        assert_eq!(
+            cast(&t, DType::U8).unwrap().to_vec::<u8>().unwrap(),
+            vec![255, 2, 44]
+        );
+        assert_eq!(
+            cast(&t, DType::F64).unwrap().to_vec::<f64>().unwrap(),
+            vec![-1.0, 2.0, 300.0]
+        );
         let f = Tensor::from_vec(vec![2], vec![1.7f32, -1e10]).unwrap();
-        assert_eq!(cast(&f, DType::I16).unwrap().to_vec::<i16>().unwrap(), vec![1, i16::MIN]);
+        assert_eq!(
+            cast(&f, DType::I16).unwrap().to_vec::<i16>().unwrap(),
+            vec![1, i16::MIN]
+        );
         let a = Tensor::from_vec(vec![2], vec![-5i16, 7]).unwrap();
-        assert_eq!(cast(&a, DType::F32).unwrap().to_vec::<f32>().unwrap(), vec![-5.0, 7.0]);
+        assert_eq!(
+            cast(&a, DType::F32).unwrap().to_vec::<f32>().unwrap(),
+            vec![-5.0, 7.0]
+        );
         assert!(cast(&Tensor::strings(&["x"]), DType::F32).is_err());
     }
 

@@ -49,6 +49,7 @@ pub trait MapDataset: Send + Sync + 'static {
 }
 
 /// A stream of elements.
+#[allow(clippy::len_without_is_empty)] // a stream's length is often unknown
 pub trait IterDataset: Send + Sync + 'static {
     /// A new iterator over epoch `epoch` (ops that shuffle reseed per epoch).
     fn iter(&self, epoch: u64) -> Result<Box<dyn DatasetIter>>;
@@ -117,6 +118,7 @@ impl Dataset {
     }
 
     /// Wraps a stream.
+    #[allow(clippy::should_implement_trait)] // not an Iterator: builds a Dataset from a stream op
     pub fn from_iter(ds: impl IterDataset) -> Self {
         Dataset::Iter(Arc::new(ds))
     }
@@ -156,7 +158,11 @@ impl Dataset {
             ))
         })?;
         if index >= m.len() {
-            return Err(Error::OutOfRange { index, len: m.len(), what: m.name() });
+            return Err(Error::OutOfRange {
+                index,
+                len: m.len(),
+                what: m.name(),
+            });
         }
         m.get(index)
     }
@@ -195,7 +201,7 @@ impl Dataset {
     /// applied to another pipeline.
     pub fn fingerprint(&self) -> u64 {
         let d = self.describe();
-        crate::rng::key(0x5707_e401d, &d.bytes().map(u64::from).collect::<Vec<_>>())
+        crate::rng::key(0x0005_707e_401d, &d.bytes().map(u64::from).collect::<Vec<_>>())
     }
 
     /// An iterator over epoch `epoch` (for a random-access dataset: indices
@@ -220,9 +226,18 @@ impl MapIter {
     /// Iterates epoch `epoch` of `ds`.
     pub fn new(ds: Arc<dyn MapDataset>, epoch: u64) -> Self {
         let len = ds.len();
-        let start = if len == INFINITE { 0 } else { epoch.saturating_mul(len) };
+        let start = if len == INFINITE {
+            0
+        } else {
+            epoch.saturating_mul(len)
+        };
         let end = start.saturating_add(len);
-        MapIter { ds, start, pos: start, end }
+        MapIter {
+            ds,
+            start,
+            pos: start,
+            end,
+        }
     }
 }
 
@@ -264,5 +279,7 @@ pub fn state_u64(state: &Json, field: &str) -> Result<u64> {
 
 /// Reads a sub-state field of a state object, or a clear state error.
 pub fn state_field<'a>(state: &'a Json, field: &str) -> Result<&'a Json> {
-    state.get(field).ok_or_else(|| Error::State(format!("missing field {field:?} in {state}")))
+    state
+        .get(field)
+        .ok_or_else(|| Error::State(format!("missing field {field:?} in {state}")))
 }

@@ -132,7 +132,11 @@ impl FromStr for DType {
             other => {
                 return Err(Error::invalid(format!(
                     "unknown dtype {other:?}; expected one of {}",
-                    DType::ALL.iter().map(|d| d.name()).collect::<Vec<_>>().join(", ")
+                    DType::ALL
+                        .iter()
+                        .map(|d| d.name())
+                        .collect::<Vec<_>>()
+                        .join(", ")
                 )))
             }
         };

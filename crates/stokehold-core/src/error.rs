@@ -91,17 +91,27 @@ impl Error {
 
     /// Shorthand for [`Error::Schema`].
     pub fn schema(op: impl Into<String>, reason: impl Into<String>) -> Self {
-        Error::Schema { op: op.into(), reason: reason.into() }
+        Error::Schema {
+            op: op.into(),
+            reason: reason.into(),
+        }
     }
 
     /// Shorthand for [`Error::Io`].
     pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
-        Error::Io { path: path.into(), source }
+        Error::Io {
+            path: path.into(),
+            source,
+        }
     }
 
     /// Shorthand for [`Error::Corrupt`].
     pub fn corrupt(path: impl Into<PathBuf>, offset: u64, reason: impl Into<String>) -> Self {
-        Error::Corrupt { path: path.into(), offset, reason: reason.into() }
+        Error::Corrupt {
+            path: path.into(),
+            offset,
+            reason: reason.into(),
+        }
     }
 
     /// Turns a caught panic payload into an error.
@@ -111,6 +121,9 @@ impl Error {
             .map(|s| s.to_string())
             .or_else(|| payload.downcast_ref::<String>().cloned())
             .unwrap_or_else(|| "non-string panic payload".into());
-        Error::Panic { op: op.into(), message }
+        Error::Panic {
+            op: op.into(),
+            message,
+        }
     }
 }

@@ -59,12 +59,17 @@ impl Ragged {
         if i >= self.rows() {
             return Err(out_of_range(i, self.rows()));
         }
-        self.values.slice_rows(self.splits[i] as usize, self.splits[i + 1] as usize)
+        self.values
+            .slice_rows(self.splits[i] as usize, self.splits[i + 1] as usize)
     }
 }
 
 fn out_of_range(i: usize, n: usize) -> Error {
-    Error::OutOfRange { index: i as u64, len: n as u64, what: "column".into() }
+    Error::OutOfRange {
+        index: i as u64,
+        len: n as u64,
+        what: "column".into(),
+    }
 }
 
 /// The value of one feature.
@@ -104,9 +109,11 @@ impl Value {
     /// Number of rows (length of axis 0) when this value is seen as a column.
     pub fn rows(&self) -> Result<usize> {
         match self {
-            Value::Tensor(t) => {
-                t.shape().first().copied().ok_or_else(|| Error::invalid("a scalar has no rows"))
-            }
+            Value::Tensor(t) => t
+                .shape()
+                .first()
+                .copied()
+                .ok_or_else(|| Error::invalid("a scalar has no rows")),
             Value::Ragged(r) => Ok(r.rows()),
         }
     }
@@ -174,14 +181,20 @@ impl Example {
 
     /// The value of feature `name`.
     pub fn get(&self, name: &str) -> Option<&Value> {
-        self.features.iter().find(|(n, _)| &**n == name).map(|(_, v)| v)
+        self.features
+            .iter()
+            .find(|(n, _)| &**n == name)
+            .map(|(_, v)| v)
     }
 
     /// The dense tensor of feature `name`, or a schema error naming `op`.
     pub fn tensor(&self, op: &str, name: &str) -> Result<&Tensor> {
         self.get(name)
             .ok_or_else(|| {
-                Error::schema(op, format!("no feature {name:?}; features are {:?}", self.names()))
+                Error::schema(
+                    op,
+                    format!("no feature {name:?}; features are {:?}", self.names()),
+                )
             })?
             .as_tensor(op, name)
     }
@@ -226,7 +239,9 @@ impl Example {
 /// otherwise a [`Ragged`] column when only axis 0 differs. Anything else is a schema error that
 /// names `op` and `name`. One allocation, one copy per row.
 pub fn stack(op: &str, name: &str, items: &[&Tensor]) -> Result<Value> {
-    let first = items.first().ok_or_else(|| Error::invalid(format!("{op}: nothing to stack")))?;
+    let first = items
+        .first()
+        .ok_or_else(|| Error::invalid(format!("{op}: nothing to stack")))?;
     let dtype = first.dtype();
     if let Some(t) = items.iter().find(|t| t.dtype() != dtype) {
         return Err(Error::schema(
@@ -272,7 +287,11 @@ fn concat_rows(items: &[&Tensor], flat: bool) -> Result<Tensor> {
     } else {
         items.iter().map(|t| t.shape()[0]).sum()
     };
-    let mut shape = if flat { vec![rows] } else { first.shape().to_vec() };
+    let mut shape = if flat {
+        vec![rows]
+    } else {
+        first.shape().to_vec()
+    };
     if !flat {
         shape[0] = rows;
     }
@@ -284,7 +303,11 @@ fn concat_rows(items: &[&Tensor], flat: bool) -> Result<Tensor> {
         for t in items {
             let base = data.len() as u64;
             data.extend_from_slice(t.data());
-            offsets.extend(t.offsets().expect("bytes tensor")[1..].iter().map(|o| o + base));
+            offsets.extend(
+                t.offsets().expect("bytes tensor")[1..]
+                    .iter()
+                    .map(|o| o + base),
+            );
         }
         return Tensor::strings_from_parts(shape, Bytes::from(data), offsets.into());
     }
@@ -298,7 +321,9 @@ fn concat_rows(items: &[&Tensor], flat: bool) -> Result<Tensor> {
 
 /// Stacks each feature of `elements` (which must share feature names) into one batch example.
 pub fn stack_examples(op: &str, elements: &[Example]) -> Result<Example> {
-    let first = elements.first().ok_or_else(|| Error::invalid(format!("{op}: empty batch")))?;
+    let first = elements
+        .first()
+        .ok_or_else(|| Error::invalid(format!("{op}: empty batch")))?;
     let mut out = Example::new();
     for (name, _) in first.iter() {
         let items = elements
@@ -332,7 +357,9 @@ mod tests {
     fn stack_uniform_is_dense() {
         let (a, b) = (t(vec![1, 2]), t(vec![3, 4]));
         let v = stack("batch", "x", &[&a, &b]).unwrap();
-        let Value::Tensor(d) = &v else { panic!("dense expected") };
+        let Value::Tensor(d) = &v else {
+            panic!("dense expected")
+        };
         assert_eq!(d.shape(), &[2, 2]);
         assert_eq!(v.row(1).unwrap(), b);
     }
@@ -352,9 +379,15 @@ mod tests {
     fn stack_rejects_mixed_dtype_and_rank() {
         let a = t(vec![1]);
         let f = Tensor::from_vec(vec![1], vec![1.0f32]).unwrap();
-        assert!(stack("batch", "x", &[&a, &f]).unwrap_err().to_string().contains("mixes"));
+        assert!(stack("batch", "x", &[&a, &f])
+            .unwrap_err()
+            .to_string()
+            .contains("mixes"));
         let m = Tensor::from_vec(vec![1, 1], vec![1i32]).unwrap();
-        assert!(stack("batch", "x", &[&a, &m]).unwrap_err().to_string().contains("padded_batch"));
+        assert!(stack("batch", "x", &[&a, &m])
+            .unwrap_err()
+            .to_string()
+            .contains("padded_batch"));
     }
 
     #[test]

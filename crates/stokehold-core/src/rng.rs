@@ -35,7 +35,9 @@ pub struct Rng {
 impl Rng {
     /// A generator for (seed, parts...).
     pub fn keyed(seed: u64, parts: &[u64]) -> Self {
-        Rng { state: key(seed, parts) }
+        Rng {
+            state: key(seed, parts),
+        }
     }
 
     /// The generator's full state (for checkpoints).
@@ -106,7 +108,7 @@ impl Permutation {
         let half_bits = bits.div_ceil(2).max(1);
         let mut keys = [0u64; Self::ROUNDS];
         for (r, k) in keys.iter_mut().enumerate() {
-            *k = key(seed, &[epoch, r as u64, 0x5eed_0f_5487]);
+            *k = key(seed, &[epoch, r as u64, 0x005e_ed0f_5487]);
         }
         Permutation { n, half_bits, keys }
     }
@@ -158,9 +160,15 @@ mod tests {
 
     #[test]
     fn epochs_and_seeds_differ() {
-        let a: Vec<u64> = (0..50).map(|i| Permutation::new(50, 1, 0).apply(i)).collect();
-        let b: Vec<u64> = (0..50).map(|i| Permutation::new(50, 1, 1).apply(i)).collect();
-        let c: Vec<u64> = (0..50).map(|i| Permutation::new(50, 2, 0).apply(i)).collect();
+        let a: Vec<u64> = (0..50)
+            .map(|i| Permutation::new(50, 1, 0).apply(i))
+            .collect();
+        let b: Vec<u64> = (0..50)
+            .map(|i| Permutation::new(50, 1, 1).apply(i))
+            .collect();
+        let c: Vec<u64> = (0..50)
+            .map(|i| Permutation::new(50, 2, 0).apply(i))
+            .collect();
         assert_ne!(a, b);
         assert_ne!(a, c);
     }
@@ -183,6 +191,9 @@ mod tests {
         for _ in 0..100_000 {
             counts[r.below(10) as usize] += 1;
         }
-        assert!(counts.iter().all(|&c| (9_000..11_000).contains(&c)), "{counts:?}");
+        assert!(
+            counts.iter().all(|&c| (9_000..11_000).contains(&c)),
+            "{counts:?}"
+        );
     }
 }

@@ -31,6 +31,7 @@ impl PipelineIter {
     }
 
     /// The next element.
+    #[allow(clippy::should_implement_trait)] // fallible; mirrors DatasetIter::next
     pub fn next(&mut self) -> Result<Option<Example>> {
         self.inner.next()
     }

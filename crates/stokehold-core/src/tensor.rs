@@ -31,7 +31,13 @@ pub struct Tensor {
 
 impl std::fmt::Debug for Tensor {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Tensor<{}{:?}, {} bytes>", self.dtype, self.shape, self.data.len())
+        write!(
+            f,
+            "Tensor<{}{:?}, {} bytes>",
+            self.dtype,
+            self.shape,
+            self.data.len()
+        )
     }
 }
 
@@ -68,7 +74,12 @@ impl Tensor {
                 data.len()
             )));
         }
-        Ok(Tensor { dtype, shape, data, offsets: None })
+        Ok(Tensor {
+            dtype,
+            shape,
+            data,
+            offsets: None,
+        })
     }
 
     /// A dense tensor that takes ownership of `values` without copying.
@@ -107,7 +118,12 @@ impl Tensor {
                 data.len()
             )));
         }
-        Ok(Tensor { dtype: DType::Bytes, shape, data, offsets: Some(offsets) })
+        Ok(Tensor {
+            dtype: DType::Bytes,
+            shape,
+            data,
+            offsets: Some(offsets),
+        })
     }
 
     /// The element type.
@@ -175,11 +191,13 @@ impl Tensor {
     pub fn as_slice<T: Scalar>(&self) -> Result<Option<&[T]>> {
         self.check_dtype::<T>()?;
         let p = self.data.as_ptr();
-        if (p as usize) % std::mem::align_of::<T>() != 0 {
+        if !(p as usize).is_multiple_of(std::mem::align_of::<T>()) {
             return Ok(None);
         }
         // SAFETY: aligned, and the buffer holds exactly len() values of T.
-        Ok(Some(unsafe { std::slice::from_raw_parts(p as *const T, self.len()) }))
+        Ok(Some(unsafe {
+            std::slice::from_raw_parts(p as *const T, self.len())
+        }))
     }
 
     fn check_dtype<T: Scalar>(&self) -> Result<()> {
@@ -200,16 +218,25 @@ impl Tensor {
 
     /// Rows `start..end` along axis 0, as a zero-copy view.
     pub fn slice_rows(&self, start: usize, end: usize) -> Result<Tensor> {
-        let rows = *self.shape.first().ok_or_else(|| Error::invalid("cannot slice a scalar"))?;
+        let rows = *self
+            .shape
+            .first()
+            .ok_or_else(|| Error::invalid("cannot slice a scalar"))?;
         if start > end || end > rows {
-            return Err(Error::invalid(format!("row range {start}..{end} outside 0..{rows}")));
+            return Err(Error::invalid(format!(
+                "row range {start}..{end} outside 0..{rows}"
+            )));
         }
         let mut shape = self.shape.clone();
         shape[0] = end - start;
         match &self.offsets {
             None => {
                 let rb = self.row_bytes();
-                Ok(Tensor { shape, data: self.data.slice(start * rb..end * rb), ..self.clone() })
+                Ok(Tensor {
+                    shape,
+                    data: self.data.slice(start * rb..end * rb),
+                    ..self.clone()
+                })
             }
             Some(off) => {
                 let per_row: usize = self.shape.iter().skip(1).product();
@@ -225,9 +252,15 @@ impl Tensor {
     /// The same data with another shape of equal element count.
     pub fn reshape(&self, shape: Vec<usize>) -> Result<Tensor> {
         if shape.iter().product::<usize>() != self.len() {
-            return Err(Error::invalid(format!("cannot reshape {:?} to {shape:?}", self.shape)));
+            return Err(Error::invalid(format!(
+                "cannot reshape {:?} to {shape:?}",
+                self.shape
+            )));
         }
-        Ok(Tensor { shape, ..self.clone() })
+        Ok(Tensor {
+            shape,
+            ..self.clone()
+        })
     }
 }
 

@@ -111,7 +111,11 @@ impl PrefetchIter {
                 }
             })
             .map_err(|e| Error::io("<thread>", e))?;
-        self.running = Some(Running { rx, stop, pid: std::process::id() });
+        self.running = Some(Running {
+            rx,
+            stop,
+            pid: std::process::id(),
+        });
         Ok(())
     }
 }

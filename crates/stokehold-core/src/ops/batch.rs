@@ -45,7 +45,11 @@ pub struct BatchOptions {
 impl BatchOptions {
     /// Plain batching of `size`.
     pub fn new(size: usize, drop_remainder: bool) -> Self {
-        BatchOptions { size, drop_remainder, ..Default::default() }
+        BatchOptions {
+            size,
+            drop_remainder,
+            ..Default::default()
+        }
     }
 
     fn validate(&self) -> Result<()> {
@@ -56,8 +60,15 @@ impl BatchOptions {
     }
 
     fn label(&self) -> String {
-        let kind = if self.padding.is_some() { "padded_batch" } else { "batch" };
-        format!("{kind}({}, drop_remainder={})", self.size, self.drop_remainder)
+        let kind = if self.padding.is_some() {
+            "padded_batch"
+        } else {
+            "batch"
+        };
+        format!(
+            "{kind}({}, drop_remainder={})",
+            self.size, self.drop_remainder
+        )
     }
 
     /// Builds one batch from its elements.
@@ -96,7 +107,11 @@ impl MapDataset for MapBatch {
     fn get(&self, index: u64) -> Result<Example> {
         let (len, n, b) = (self.len(), self.parent.len(), self.opts.size as u64);
         if len == 0 {
-            return Err(Error::OutOfRange { index, len: 0, what: self.name() });
+            return Err(Error::OutOfRange {
+                index,
+                len: 0,
+                what: self.name(),
+            });
         }
         let (base, start) = if n == INFINITE {
             (0, index * b)
@@ -104,7 +119,9 @@ impl MapDataset for MapBatch {
             ((index / len) * n, (index % len) * b)
         };
         let end = (start + b).min(n);
-        let elements = (start..end).map(|i| self.parent.get(base + i)).collect::<Result<Vec<_>>>()?;
+        let elements = (start..end)
+            .map(|i| self.parent.get(base + i))
+            .collect::<Result<Vec<_>>>()?;
         self.opts.make(&elements)
     }
 
@@ -127,13 +144,19 @@ impl IterBatch {
     /// Batches the stream `parent`.
     pub fn new(parent: Dataset, opts: BatchOptions) -> Result<Self> {
         opts.validate()?;
-        Ok(IterBatch { parent, opts: Arc::new(opts) })
+        Ok(IterBatch {
+            parent,
+            opts: Arc::new(opts),
+        })
     }
 }
 
 impl IterDataset for IterBatch {
     fn iter(&self, epoch: u64) -> Result<Box<dyn DatasetIter>> {
-        Ok(Box::new(BatchIter { inner: self.parent.iter(epoch)?, opts: self.opts.clone() }))
+        Ok(Box::new(BatchIter {
+            inner: self.parent.iter(epoch)?,
+            opts: self.opts.clone(),
+        }))
     }
 
     fn name(&self) -> String {
@@ -191,10 +214,15 @@ fn pad_examples(
     specs: &HashMap<String, PadSpec>,
     default: &PadSpec,
 ) -> Result<Example> {
-    let first = elements.first().ok_or_else(|| Error::invalid(format!("{op}: empty batch")))?;
+    let first = elements
+        .first()
+        .ok_or_else(|| Error::invalid(format!("{op}: empty batch")))?;
     let mut out = Example::new();
     for (name, _) in first.iter() {
-        let items = elements.iter().map(|e| e.tensor(op, name)).collect::<Result<Vec<_>>>()?;
+        let items = elements
+            .iter()
+            .map(|e| e.tensor(op, name))
+            .collect::<Result<Vec<_>>>()?;
         let spec = specs.get(name).unwrap_or(default);
         let (padded, lengths) = pad_stack(op, name, &items, spec)?;
         out.insert(name, padded);
@@ -215,7 +243,10 @@ pub fn pad_stack(
 ) -> Result<(Value, Option<Tensor>)> {
     let rank = items[0].shape().len();
     let dtype = items[0].dtype();
-    if let Some(t) = items.iter().find(|t| t.shape().len() != rank || t.dtype() != dtype) {
+    if let Some(t) = items
+        .iter()
+        .find(|t| t.shape().len() != rank || t.dtype() != dtype)
+    {
         return Err(Error::schema(
             op,
             format!(
@@ -231,8 +262,15 @@ pub fn pad_stack(
         return Ok((crate::example::stack(op, name, items)?, None));
     }
     let target = target_shape(op, name, items, spec, rank)?;
-    let lengths: Vec<i64> = items.iter().flat_map(|t| t.shape().iter().map(|&d| d as i64)).collect();
-    let lshape = if rank == 1 { vec![items.len()] } else { vec![items.len(), rank] };
+    let lengths: Vec<i64> = items
+        .iter()
+        .flat_map(|t| t.shape().iter().map(|&d| d as i64))
+        .collect();
+    let lshape = if rank == 1 {
+        vec![items.len()]
+    } else {
+        vec![items.len(), rank]
+    };
     let lengths = Tensor::from_vec(lshape, lengths)?;
     let mut shape = vec![items.len()];
     shape.extend_from_slice(&target);
@@ -251,19 +289,27 @@ fn target_shape(
     spec: &PadSpec,
     rank: usize,
 ) -> Result<Vec<usize>> {
-    let mut target: Vec<usize> =
-        (0..rank).map(|d| items.iter().map(|t| t.shape()[d]).max().unwrap_or(0)).collect();
+    let mut target: Vec<usize> = (0..rank)
+        .map(|d| items.iter().map(|t| t.shape()[d]).max().unwrap_or(0))
+        .collect();
     if let Some(fixed) = &spec.shape {
         if fixed.len() != rank {
             return Err(Error::schema(
                 op,
-                format!("feature {name:?} has rank {rank}, padded_shape {fixed:?} has {}", fixed.len()),
+                format!(
+                    "feature {name:?} has rank {rank}, padded_shape {fixed:?} has {}",
+                    fixed.len()
+                ),
             ));
         }
         for (d, want) in fixed.iter().enumerate() {
             if let Some(w) = *want {
                 if target[d] > w {
-                    let (i, t) = items.iter().enumerate().find(|(_, t)| t.shape()[d] > w).unwrap();
+                    let (i, t) = items
+                        .iter()
+                        .enumerate()
+                        .find(|(_, t)| t.shape()[d] > w)
+                        .unwrap();
                     return Err(Error::schema(
                         op,
                         format!(
@@ -281,10 +327,20 @@ fn target_shape(
 }
 
 /// Copies each item into the top-left corner of its slot in a buffer pre-filled with `fill`.
-fn pad_dense(items: &[&Tensor], target: &[usize], shape: Vec<usize>, fill: &[u8]) -> Result<Tensor> {
+fn pad_dense(
+    items: &[&Tensor],
+    target: &[usize],
+    shape: Vec<usize>,
+    fill: &[u8],
+) -> Result<Tensor> {
     let isz = fill.len();
     let slot: usize = target.iter().product::<usize>() * isz;
-    let mut buf: Vec<u8> = fill.iter().copied().cycle().take(slot * items.len()).collect();
+    let mut buf: Vec<u8> = fill
+        .iter()
+        .copied()
+        .cycle()
+        .take(slot * items.len())
+        .collect();
     for (k, t) in items.iter().enumerate() {
         let src = t.data();
         let s = t.shape();
@@ -309,7 +365,9 @@ fn pad_dense(items: &[&Tensor], target: &[usize], shape: Vec<usize>, fill: &[u8]
 
 fn pad_strings(items: &[&Tensor], target: &[usize], shape: Vec<usize>) -> Result<Tensor> {
     if target.len() != 1 {
-        return Err(Error::invalid("padded_batch of bytes supports rank-1 features only"));
+        return Err(Error::invalid(
+            "padded_batch of bytes supports rank-1 features only",
+        ));
     }
     let mut strings: Vec<&[u8]> = Vec::with_capacity(items.len() * target[0]);
     for t in items {

@@ -19,7 +19,10 @@ fn slice_axis(t: &Tensor, axis: usize, start: usize, len: usize) -> Result<Tenso
         return t.slice_rows(start, start + len);
     }
     let s = t.shape();
-    let isz = t.dtype().size().ok_or_else(|| Error::invalid("cannot slice bytes on axis > 0"))?;
+    let isz = t
+        .dtype()
+        .size()
+        .ok_or_else(|| Error::invalid("cannot slice bytes on axis > 0"))?;
     let outer: usize = s[..axis].iter().product();
     let inner: usize = s[axis + 1..].iter().product::<usize>() * isz;
     let mut out = Vec::with_capacity(outer * len * inner);
@@ -35,7 +38,10 @@ fn slice_axis(t: &Tensor, axis: usize, start: usize, len: usize) -> Result<Tenso
 /// Extends `t` along `axis` to `len` with `value`.
 fn pad_axis(t: &Tensor, axis: usize, len: usize, value: f64) -> Result<Tensor> {
     let s = t.shape();
-    let isz = t.dtype().size().ok_or_else(|| Error::invalid("cannot pad bytes tensors"))?;
+    let isz = t
+        .dtype()
+        .size()
+        .ok_or_else(|| Error::invalid("cannot pad bytes tensors"))?;
     let fill = fill_value(t.dtype(), value);
     let outer: usize = s[..axis].iter().product();
     let inner: usize = s[axis + 1..].iter().product::<usize>() * isz;
@@ -126,7 +132,11 @@ mod tests {
     use super::*;
 
     fn ctx(index: u64) -> Ctx<'static> {
-        Ctx { op: "test", index, epoch: 0 }
+        Ctx {
+            op: "test",
+            index,
+            epoch: 0,
+        }
     }
 
     fn grid() -> Tensor {
@@ -150,9 +160,15 @@ mod tests {
         let err = random_crop("x", 0, 5, 1, false)(Example::new().with("x", t.clone()), &ctx(7))
             .unwrap_err()
             .to_string();
-        assert!(err.contains("element 7") && err.contains("crop size 5"), "{err}");
+        assert!(
+            err.contains("element 7") && err.contains("crop size 5"),
+            "{err}"
+        );
         let ok = random_crop("x", 0, 5, 1, true)(Example::new().with("x", t), &ctx(7)).unwrap();
-        assert_eq!(ok.tensor("t", "x").unwrap().to_vec::<i16>().unwrap(), vec![1, 2, 3, 0, 0]);
+        assert_eq!(
+            ok.tensor("t", "x").unwrap().to_vec::<i16>().unwrap(),
+            vec![1, 2, 3, 0, 0]
+        );
     }
 
     #[test]
@@ -165,6 +181,9 @@ mod tests {
         );
         let g = pad_or_trim("x", 1, 1, 0.0);
         let t = g(Example::new().with("x", grid()), &ctx(0)).unwrap();
-        assert_eq!(t.tensor("t", "x").unwrap().to_vec::<i32>().unwrap(), vec![0, 4]);
+        assert_eq!(
+            t.tensor("t", "x").unwrap().to_vec::<i32>().unwrap(),
+            vec![0, 4]
+        );
     }
 }

@@ -23,7 +23,11 @@ pub struct Filter {
 impl Filter {
     /// Keeps the elements of `parent` for which `f` returns true.
     pub fn new(parent: Dataset, f: FilterFn, label: &str) -> Self {
-        Filter { parent, f, label: format!("filter[{label}]") }
+        Filter {
+            parent,
+            f,
+            label: format!("filter[{label}]"),
+        }
     }
 }
 
@@ -58,7 +62,11 @@ struct FilterIter {
 impl DatasetIter for FilterIter {
     fn next(&mut self) -> Result<Option<Example>> {
         while let Some(e) = self.inner.next()? {
-            let ctx = Ctx { op: &self.label, index: self.seen, epoch: self.epoch };
+            let ctx = Ctx {
+                op: &self.label,
+                index: self.seen,
+                epoch: self.epoch,
+            };
             self.seen += 1;
             if (self.f)(&e, &ctx)? {
                 return Ok(Some(e));

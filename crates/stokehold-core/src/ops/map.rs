@@ -34,7 +34,11 @@ pub struct MapMap {
 impl MapMap {
     /// Applies `f` (described as `label`) to `parent`.
     pub fn new(parent: Arc<dyn MapDataset>, f: MapFn, label: &str) -> Self {
-        MapMap { parent, f, label: format!("map[{label}]") }
+        MapMap {
+            parent,
+            f,
+            label: format!("map[{label}]"),
+        }
     }
 }
 
@@ -45,9 +49,20 @@ impl MapDataset for MapMap {
 
     fn get(&self, index: u64) -> Result<Example> {
         let len = self.parent.len();
-        let epoch = if len == 0 || len == INFINITE { 0 } else { index / len };
+        let epoch = if len == 0 || len == INFINITE {
+            0
+        } else {
+            index / len
+        };
         let e = self.parent.get(index)?;
-        (self.f)(e, &Ctx { op: &self.label, index, epoch })
+        (self.f)(
+            e,
+            &Ctx {
+                op: &self.label,
+                index,
+                epoch,
+            },
+        )
     }
 
     fn name(&self) -> String {
@@ -69,7 +84,11 @@ pub struct IterMap {
 impl IterMap {
     /// Applies `f` to every element of the stream `parent`.
     pub fn new(parent: Dataset, f: MapFn, label: &str) -> Self {
-        IterMap { parent, f, label: format!("map[{label}]") }
+        IterMap {
+            parent,
+            f,
+            label: format!("map[{label}]"),
+        }
     }
 }
 
@@ -107,8 +126,14 @@ struct IterMapIter {
 
 impl DatasetIter for IterMapIter {
     fn next(&mut self) -> Result<Option<Example>> {
-        let Some(e) = self.inner.next()? else { return Ok(None) };
-        let ctx = Ctx { op: &self.label, index: self.count, epoch: self.epoch };
+        let Some(e) = self.inner.next()? else {
+            return Ok(None);
+        };
+        let ctx = Ctx {
+            op: &self.label,
+            index: self.count,
+            epoch: self.epoch,
+        };
         self.count += 1;
         (self.f)(e, &ctx).map(Some)
     }
@@ -119,6 +144,7 @@ impl DatasetIter for IterMapIter {
 
     fn set_state(&mut self, state: &Json) -> Result<()> {
         self.count = crate::dataset::state_u64(state, "count")?;
-        self.inner.set_state(crate::dataset::state_field(state, "inner")?)
+        self.inner
+            .set_state(crate::dataset::state_field(state, "inner")?)
     }
 }

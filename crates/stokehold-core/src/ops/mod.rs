@@ -51,7 +51,8 @@ impl Dataset {
 
     /// A seeded global permutation per epoch (random-access input only).
     pub fn shuffle(&self, seed: u64) -> Dataset {
-        self.try_shuffle(seed).expect("shuffle needs a finite random-access dataset")
+        self.try_shuffle(seed)
+            .expect("shuffle needs a finite random-access dataset")
     }
 
     /// Like [`Dataset::shuffle`], with an error for streams and endless inputs.
@@ -67,7 +68,11 @@ impl Dataset {
 
     /// A shuffle buffer of `size` elements (any input; the result is a stream).
     pub fn shuffle_buffer(&self, size: usize, seed: u64) -> Result<Dataset> {
-        Ok(Dataset::from_iter(BufferShuffle::new(self.clone(), size, seed)?))
+        Ok(Dataset::from_iter(BufferShuffle::new(
+            self.clone(),
+            size,
+            seed,
+        )?))
     }
 
     /// Repeats `count` times, or forever for `None`.
@@ -97,7 +102,10 @@ impl Dataset {
     /// Adds the position within the epoch as int64 feature `name`.
     pub fn enumerate(&self, name: &str) -> Dataset {
         let len = self.as_map().map(|m| m.len());
-        self.map(&format!("enumerate:{name}"), enumerate::enumerate_fn(name, len))
+        self.map(
+            &format!("enumerate:{name}"),
+            enumerate::enumerate_fn(name, len),
+        )
     }
 
     /// Stacks `size` elements per batch (ragged where shapes differ on axis 0).
@@ -119,7 +127,14 @@ impl Dataset {
     }
 
     /// A native random crop (see [`element::random_crop`]).
-    pub fn random_crop(&self, feature: &str, axis: usize, size: usize, seed: u64, pad: bool) -> Dataset {
+    pub fn random_crop(
+        &self,
+        feature: &str,
+        axis: usize,
+        size: usize,
+        seed: u64,
+        pad: bool,
+    ) -> Dataset {
         self.map(
             &format!("random_crop:{feature}:{size}"),
             element::random_crop(feature, axis, size, seed, pad),

@@ -8,7 +8,9 @@ use std::sync::Arc;
 
 use serde_json::{json, Value as Json};
 
-use crate::dataset::{state_field, state_u64, Dataset, DatasetIter, IterDataset, MapDataset, INFINITE};
+use crate::dataset::{
+    state_field, state_u64, Dataset, DatasetIter, IterDataset, MapDataset, INFINITE,
+};
 use crate::error::Result;
 use crate::example::Example;
 

@@ -12,7 +12,9 @@ use std::sync::Arc;
 
 use serde_json::{json, Value as Json};
 
-use crate::dataset::{state_field, state_u64, Dataset, DatasetIter, IterDataset, MapDataset, INFINITE};
+use crate::dataset::{
+    state_field, state_u64, Dataset, DatasetIter, IterDataset, MapDataset, INFINITE,
+};
 use crate::error::{Error, Result};
 use crate::example::Example;
 use crate::rng::{Permutation, Rng};
@@ -43,7 +45,11 @@ impl MapDataset for GlobalShuffle {
     fn get(&self, index: u64) -> Result<Example> {
         let n = self.parent.len();
         if n == 0 {
-            return Err(Error::OutOfRange { index, len: 0, what: self.name() });
+            return Err(Error::OutOfRange {
+                index,
+                len: 0,
+                what: self.name(),
+            });
         }
         let (epoch, i) = (index / n, index % n);
         // Building the permutation is six hashes: cheaper than caching it per epoch.
@@ -188,15 +194,20 @@ impl DatasetIter for BufferShuffleIter {
             let mut slots: Vec<Option<(u64, Example)>> = vec![None; positions.len()];
             for pos in 0..pulled {
                 let e = fresh.next()?.ok_or_else(|| {
-                    Error::State(format!("shuffle: input ended at {pos} while replaying to {pulled}"))
+                    Error::State(format!(
+                        "shuffle: input ended at {pos} while replaying to {pulled}"
+                    ))
                 })?;
                 if let Some(slot) = want.remove(&pos) {
                     slots[slot] = Some((pos, e));
                 }
             }
-            buffer = slots.into_iter().collect::<Option<Vec<_>>>().ok_or_else(|| {
-                Error::State("shuffle: buffered positions not found in the input".into())
-            })?;
+            buffer = slots
+                .into_iter()
+                .collect::<Option<Vec<_>>>()
+                .ok_or_else(|| {
+                    Error::State("shuffle: buffered positions not found in the input".into())
+                })?;
             self.inner = fresh;
         }
         self.buffer = buffer;

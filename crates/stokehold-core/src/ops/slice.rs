@@ -6,7 +6,9 @@ use std::sync::Arc;
 
 use serde_json::{json, Value as Json};
 
-use crate::dataset::{state_field, state_u64, Dataset, DatasetIter, IterDataset, MapDataset, INFINITE};
+use crate::dataset::{
+    state_field, state_u64, Dataset, DatasetIter, IterDataset, MapDataset, INFINITE,
+};
 use crate::error::{Error, Result};
 use crate::example::Example;
 
@@ -22,14 +24,28 @@ impl MapSlice {
     /// The first `n` elements of each epoch.
     pub fn take(parent: Arc<dyn MapDataset>, n: u64) -> Self {
         let len = parent.len().min(n);
-        MapSlice { parent, offset: 0, len, label: format!("take({n})") }
+        MapSlice {
+            parent,
+            offset: 0,
+            len,
+            label: format!("take({n})"),
+        }
     }
 
     /// All but the first `n` elements of each epoch.
     pub fn skip(parent: Arc<dyn MapDataset>, n: u64) -> Self {
         let plen = parent.len();
-        let len = if plen == INFINITE { INFINITE } else { plen.saturating_sub(n) };
-        MapSlice { parent, offset: n.min(plen), len, label: format!("skip({n})") }
+        let len = if plen == INFINITE {
+            INFINITE
+        } else {
+            plen.saturating_sub(n)
+        };
+        MapSlice {
+            parent,
+            offset: n.min(plen),
+            len,
+            label: format!("skip({n})"),
+        }
     }
 }
 
@@ -40,7 +56,11 @@ impl MapDataset for MapSlice {
 
     fn get(&self, index: u64) -> Result<Example> {
         if self.len == 0 {
-            return Err(Error::OutOfRange { index, len: 0, what: self.name() });
+            return Err(Error::OutOfRange {
+                index,
+                len: 0,
+                what: self.name(),
+            });
         }
         let plen = self.parent.len();
         if plen == INFINITE {
@@ -69,12 +89,20 @@ pub struct IterSlice {
 impl IterSlice {
     /// The first `n` elements.
     pub fn take(parent: Dataset, n: u64) -> Self {
-        IterSlice { parent, skip: 0, take: Some(n) }
+        IterSlice {
+            parent,
+            skip: 0,
+            take: Some(n),
+        }
     }
 
     /// All but the first `n` elements.
     pub fn skip(parent: Dataset, n: u64) -> Self {
-        IterSlice { parent, skip: n, take: None }
+        IterSlice {
+            parent,
+            skip: n,
+            take: None,
+        }
     }
 }
 

@@ -26,17 +26,17 @@ impl InMemory {
             })?;
             match len {
                 None => len = Some((name.to_string(), rows)),
-                Some((ref first, n)) if n != rows => {
-                    return Err(Error::invalid(format!(
-                        "features have different lengths: {first:?} has {n} rows, {name:?} has {rows}"
-                    )))
-                }
+                Some((ref first, n)) if n != rows => return Err(Error::invalid(format!(
+                    "features have different lengths: {first:?} has {n} rows, {name:?} has {rows}"
+                ))),
                 _ => {}
             }
         }
         let len = len.map_or(0, |(_, n)| n as u64);
         if columns.is_empty() {
-            return Err(Error::invalid("an in-memory dataset needs at least one feature"));
+            return Err(Error::invalid(
+                "an in-memory dataset needs at least one feature",
+            ));
         }
         Ok(InMemory { columns, len })
     }
@@ -54,13 +54,21 @@ impl MapDataset for InMemory {
 
     fn get(&self, index: u64) -> Result<Example> {
         if self.len == 0 {
-            return Err(Error::OutOfRange { index, len: 0, what: self.name() });
+            return Err(Error::OutOfRange {
+                index,
+                len: 0,
+                what: self.name(),
+            });
         }
         self.columns.row((index % self.len) as usize)
     }
 
     fn name(&self) -> String {
-        let feats: Vec<_> = self.columns.iter().map(|(n, v)| format!("{n}:{}", v.dtype())).collect();
+        let feats: Vec<_> = self
+            .columns
+            .iter()
+            .map(|(n, v)| format!("{n}:{}", v.dtype()))
+            .collect();
         format!("in_memory(n={}, [{}])", self.len, feats.join(","))
     }
 }
@@ -85,7 +93,11 @@ impl MapDataset for Range {
 
     fn get(&self, index: u64) -> Result<Example> {
         if self.n == 0 {
-            return Err(Error::OutOfRange { index, len: 0, what: self.name() });
+            return Err(Error::OutOfRange {
+                index,
+                len: 0,
+                what: self.name(),
+            });
         }
         Ok(Example::new().with("x", Tensor::scalar((index % self.n) as i64)))
     }
@@ -98,7 +110,9 @@ impl MapDataset for Range {
 /// Builds an [`InMemory`] dataset from a list of examples, stacking each feature into one arena.
 pub fn from_examples(examples: &[Example]) -> Result<InMemory> {
     if examples.is_empty() {
-        return Err(Error::invalid("from_examples needs at least one example to know the schema"));
+        return Err(Error::invalid(
+            "from_examples needs at least one example to know the schema",
+        ));
     }
     let columns = crate::example::stack_examples("from_list", examples)?;
     InMemory::new(columns)

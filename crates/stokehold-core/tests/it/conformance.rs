@@ -1,0 +1,384 @@
+//! The op conformance suite: every op runs through the same checks.
+//!
+//! For each pipeline below, on a ragged in-memory input, an empty input and a one-element input:
+//! * `len` (where known) equals the number of elements iterated;
+//! * `get(i)` (where random access holds) equals the i-th element of iteration;
+//! * the output does not depend on the prefetch depth (1 vs 8) or on running on a thread;
+//! * save at k -> restore into a fresh iterator -> continue equals the uninterrupted run, for
+//!   >= 200 cut points spread over 3 epochs, and again after a chained second resume;
+//! * a state is refused by another pipeline.
+//!
+//! An op added to the engine gets a line in `pipelines()`.
+
+use std::sync::Arc;
+
+use stokehold_core::ops::element::{cast_feature, pad_or_trim};
+use stokehold_core::rng::Rng;
+use stokehold_core::{
+    filter_fn, map_fn, stack, BatchOptions, DType, Dataset, Example, PadSpec, PipelineIter, Tensor,
+};
+
+type Build = fn(&Dataset) -> Dataset;
+
+/// (name, builder) for every op, alone and in typical chains.
+fn pipelines() -> Vec<(&'static str, Build)> {
+    vec![
+        ("identity", |d| d.clone()),
+        ("map", |d| {
+            d.map(
+                "add_one",
+                map_fn(|mut e, c| {
+                    e.insert("idx", Tensor::scalar(c.index as i64));
+                    Ok(e)
+                }),
+            )
+        }),
+        ("filter", |d| {
+            d.filter("even", filter_fn(|e, _| Ok(id(e) % 2 == 0)))
+        }),
+        ("shuffle", |d| d.shuffle(3)),
+        ("shuffle_buffer", |d| d.shuffle_buffer(4, 9).unwrap()),
+        ("shuffle_buffer_over_stream", |d| {
+            d.filter("all", filter_fn(|_, _| Ok(true)))
+                .shuffle_buffer(5, 1)
+                .unwrap()
+        }),
+        ("repeat2", |d| d.repeat(Some(2))),
+        ("repeat_stream", |d| {
+            d.filter("all", filter_fn(|_, _| Ok(true))).repeat(Some(2))
+        }),
+        ("take", |d| d.take(5)),
+        ("skip", |d| d.skip(3)),
+        ("take_stream", |d| {
+            d.filter("all", filter_fn(|_, _| Ok(true))).take(4)
+        }),
+        ("skip_stream", |d| {
+            d.filter("all", filter_fn(|_, _| Ok(true))).skip(2)
+        }),
+        ("enumerate", |d| d.enumerate("pos")),
+        ("batch", |d| d.batch(4, false).unwrap()),
+        ("batch_drop", |d| d.batch(4, true).unwrap()),
+        ("batch_stream", |d| {
+            d.filter("odd", filter_fn(|e, _| Ok(id(e) % 2 == 1)))
+                .batch(3, false)
+                .unwrap()
+        }),
+        ("padded_batch", |d| d.batch_with(padded(3)).unwrap()),
+        ("random_crop", |d| d.random_crop("audio", 0, 2, 5, true)),
+        ("pad_or_trim", |d| {
+            d.map("pad", pad_or_trim("audio", 0, 4, -1.0))
+        }),
+        ("cast", |d| d.map("cast", cast_feature("audio", DType::F32))),
+        ("prefetch", |d| d.prefetch(3).unwrap()),
+        ("demo_chain", |d| {
+            d.shuffle(11)
+                .random_crop("audio", 0, 3, 2, true)
+                .batch(4, false)
+                .unwrap()
+                .prefetch(2)
+                .unwrap()
+        }),
+        ("stream_chain", |d| {
+            d.filter("not3", filter_fn(|e, _| Ok(id(e) % 3 != 0)))
+                .shuffle_buffer(3, 4)
+                .unwrap()
+                .batch(2, false)
+                .unwrap()
+                .prefetch(2)
+                .unwrap()
+        }),
+    ]
+}
+
+fn padded(size: usize) -> BatchOptions {
+    BatchOptions {
+        size,
+        drop_remainder: false,
+        padding: Some(Default::default()),
+        default_pad: PadSpec {
+            value: -7.0,
+            shape: None,
+        },
+    }
+}
+
+fn id(e: &Example) -> i64 {
+    e.tensor("test", "id").unwrap().to_vec::<i64>().unwrap()[0]
+}
+
+/// `n` elements: an int64 id and a ragged int16 "audio" clip of 1..=6 samples.
+fn ragged_input(n: usize) -> Dataset {
+    let clips: Vec<Tensor> = (0..n)
+        .map(|i| {
+            let len = 1 + (i * 7) % 6;
+            Tensor::from_vec(vec![len], (0..len).map(|k| (i * 10 + k) as i16).collect()).unwrap()
+        })
+        .collect();
+    let ids = Tensor::from_vec(vec![n], (0..n as i64).collect()).unwrap();
+    let mut cols = Example::new().with("id", ids);
+    if n > 0 {
+        let refs: Vec<&Tensor> = clips.iter().collect();
+        cols.insert("audio", stack("test", "audio", &refs).unwrap());
+    } else {
+        cols.insert(
+            "audio",
+            Tensor::from_vec(vec![0, 1], Vec::<i16>::new()).unwrap(),
+        );
+    }
+    Dataset::from_columns(cols).unwrap()
+}
+
+fn run(ds: &Dataset, epoch: u64) -> Vec<Example> {
+    ds.iter(epoch).unwrap().collect_all().unwrap()
+}
+
+/// Three epochs, as a pipeline that repeats (so iterator state crosses epoch boundaries).
+fn three_epochs(ds: &Dataset) -> Dataset {
+    ds.repeat(Some(3))
+}
+
+fn drain(it: &mut PipelineIter) -> Vec<Example> {
+    let mut v = Vec::new();
+    while let Some(e) = it.next().unwrap() {
+        v.push(e);
+    }
+    v
+}
+
+fn check_len_and_get(name: &str, ds: &Dataset) {
+    let items = run(ds, 0);
+    if let Some(n) = ds.len() {
+        assert_eq!(n as usize, items.len(), "{name}: len vs iterated count");
+    }
+    if ds.is_random_access() {
+        for (i, e) in items.iter().enumerate() {
+            assert_eq!(&ds.get(i as u64).unwrap(), e, "{name}: get({i})");
+        }
+        assert!(
+            ds.get(items.len() as u64).is_err(),
+            "{name}: get past the end"
+        );
+    }
+}
+
+fn check_resume(name: &str, ds: &Dataset, cuts: usize) {
+    let full = {
+        let mut it = PipelineIter::new(ds.clone(), 0).unwrap();
+        drain(&mut it)
+    };
+    let mut rng = Rng::keyed(99, &[name.len() as u64]);
+    for c in 0..cuts {
+        let k = rng.below(full.len() as u64 + 1) as usize;
+        let mut it = PipelineIter::new(ds.clone(), 0).unwrap();
+        for _ in 0..k {
+            it.next().unwrap();
+        }
+        let state = it.state();
+        // Round-trip through text: states must be JSON-serialisable.
+        let state: serde_json::Value = serde_json::from_str(&state.to_string()).unwrap();
+        let mut resumed = PipelineIter::new(ds.clone(), 0).unwrap();
+        resumed.set_state(&state).unwrap();
+        if c % 2 == 0 {
+            assert_eq!(drain(&mut resumed), full[k..], "{name}: resume at {k}");
+        } else {
+            // Chained: continue a little, save again, resume again.
+            let k2 = k + rng.below((full.len() - k) as u64 + 1) as usize;
+            let mut head = Vec::new();
+            for _ in k..k2 {
+                head.push(resumed.next().unwrap().unwrap());
+            }
+            let s2 = resumed.state();
+            let mut again = PipelineIter::new(ds.clone(), 0).unwrap();
+            again.set_state(&s2).unwrap();
+            head.extend(drain(&mut again));
+            assert_eq!(head, full[k..], "{name}: chained resume at {k} then {k2}");
+        }
+    }
+}
+
+#[test]
+fn every_op_len_get_and_empty_inputs() {
+    for n in [0usize, 1, 23] {
+        for (name, build) in pipelines() {
+            let ds = build(&ragged_input(n));
+            check_len_and_get(&format!("{name}/n={n}"), &ds);
+        }
+    }
+}
+
+#[test]
+fn every_op_is_deterministic_across_runs_and_prefetch_depths() {
+    for (name, build) in pipelines() {
+        let ds = build(&ragged_input(23));
+        let a = run(&ds, 1);
+        assert_eq!(a, run(&ds, 1), "{name}: two runs");
+        assert_eq!(a, run(&ds.prefetch(1).unwrap(), 1), "{name}: prefetch(1)");
+        assert_eq!(a, run(&ds.prefetch(8).unwrap(), 1), "{name}: prefetch(8)");
+    }
+}
+
+#[test]
+fn every_op_resumes_exactly_over_three_epochs() {
+    for (name, build) in pipelines() {
+        let ds = three_epochs(&build(&ragged_input(23)));
+        check_resume(name, &ds, 200);
+    }
+}
+
+#[test]
+fn shuffles_differ_between_epochs_and_cover_the_epoch() {
+    let ds = ragged_input(50).shuffle(5);
+    let ids = |e: u64| run(&ds, e).iter().map(id).collect::<Vec<_>>();
+    let (a, b) = (ids(0), ids(1));
+    assert_ne!(a, b);
+    let mut s = a.clone();
+    s.sort();
+    assert_eq!(s, (0..50).collect::<Vec<_>>());
+}
+
+#[test]
+fn state_of_another_pipeline_is_refused() {
+    let a = ragged_input(10).shuffle(1);
+    let b = ragged_input(10).shuffle(2);
+    let mut it = PipelineIter::new(a, 0).unwrap();
+    it.next().unwrap();
+    let mut other = PipelineIter::new(b, 0).unwrap();
+    let err = other.set_state(&it.state()).unwrap_err().to_string();
+    assert!(err.contains("another pipeline"), "{err}");
+    let mut bad = it.state();
+    bad["version"] = 99.into();
+    let err = other.set_state(&bad).unwrap_err().to_string();
+    assert!(err.contains("version 99"), "{err}");
+}
+
+#[test]
+fn failing_function_reports_op_and_index() {
+    let ds = ragged_input(5).map(
+        "boom",
+        map_fn(|e, c| {
+            if c.index == 3 {
+                return Err(stokehold_core::Error::Callback {
+                    op: c.op.to_string(),
+                    index: c.index,
+                    source: "bad element".into(),
+                });
+            }
+            Ok(e)
+        }),
+    );
+    let err = ds
+        .prefetch(2)
+        .unwrap()
+        .iter(0)
+        .unwrap()
+        .collect_all()
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("map[boom]") && err.contains("element 3"),
+        "{err}"
+    );
+}
+
+#[test]
+fn panicking_function_becomes_an_error_not_a_hang() {
+    let ds = ragged_input(5).map("panics", map_fn(|_, _| panic!("kaboom")));
+    let err = ds
+        .prefetch(2)
+        .unwrap()
+        .iter(0)
+        .unwrap()
+        .collect_all()
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("kaboom"), "{err}");
+}
+
+#[test]
+fn repeat_forever_over_empty_stream_ends() {
+    let ds = ragged_input(3)
+        .filter("none", filter_fn(|_, _| Ok(false)))
+        .repeat(None);
+    assert!(run(&ds, 0).is_empty());
+}
+
+#[test]
+fn padded_batch_pads_and_reports_lengths() {
+    let ds = ragged_input(5).batch_with(padded(3)).unwrap();
+    let b = ds.get(0).unwrap();
+    let audio = b.tensor("t", "audio").unwrap();
+    // clip lengths 1, 2, 3 (1 + 7i mod 6) -> padded to 3
+    assert_eq!(audio.shape(), &[3, 3]);
+    assert_eq!(
+        audio.to_vec::<i16>().unwrap(),
+        vec![0, -7, -7, 10, 11, -7, 20, 21, 22]
+    );
+    assert_eq!(
+        b.tensor("t", "audio_lengths")
+            .unwrap()
+            .to_vec::<i64>()
+            .unwrap(),
+        vec![1, 2, 3]
+    );
+    // A fixed shape smaller than an element is an error naming the feature.
+    let mut opts = padded(3);
+    opts.default_pad.shape = Some(vec![Some(2)]);
+    let err = ragged_input(5)
+        .batch_with(opts)
+        .unwrap()
+        .get(0)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("\"audio\"") && err.contains("larger than padded_shape"),
+        "{err}"
+    );
+}
+
+#[test]
+fn batch_size_zero_is_rejected() {
+    assert!(ragged_input(3).batch(0, false).is_err());
+    assert!(ragged_input(3).prefetch(0).is_err());
+}
+
+#[test]
+fn ragged_batch_has_row_splits() {
+    let b = ragged_input(4).batch(4, false).unwrap().get(0).unwrap();
+    let stokehold_core::Value::Ragged(r) = b.get("audio").unwrap() else {
+        panic!("ragged")
+    };
+    assert_eq!(&r.splits()[..], &[0, 1, 3, 6, 10]);
+}
+
+#[test]
+fn prefetch_thread_ends_after_drop() {
+    // The closure owns a token; once the dataset handles here are dropped, only the prefetch
+    // thread's iterator keeps it alive, so the token dying proves the thread let go and exited.
+    let token = Arc::new(());
+    let alive = Arc::downgrade(&token);
+    let ds = ragged_input(23)
+        .map(
+            "slow",
+            map_fn(move |e, _| {
+                let _keep = &token;
+                std::thread::sleep(std::time::Duration::from_millis(5));
+                Ok(e)
+            }),
+        )
+        .repeat(None)
+        .prefetch(2)
+        .unwrap();
+    let mut it = ds.iter(0).unwrap();
+    it.next().unwrap();
+    drop(ds);
+    assert!(alive.upgrade().is_some());
+    drop(it);
+    let gone = (0..500).any(|_| {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+        alive.upgrade().is_none()
+    });
+    assert!(
+        gone,
+        "prefetch thread still holds the pipeline 5 s after the iterator was dropped"
+    );
+}

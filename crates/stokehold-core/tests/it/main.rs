@@ -1,0 +1,3 @@
+//! Integration tests of stokehold-core: one binary, one module per theme.
+
+mod conformance;
