@@ -1,0 +1,70 @@
+"""PNG plots from result rows (matplotlib, Agg backend); skipped if it is missing."""
+
+import os
+
+
+def _plt():
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        return plt
+    except ImportError:
+        return None
+
+
+def _series(rows, param, unit_test):
+    """{(workload, system, metric): [(x, value), ...]} for rows with params[param]."""
+    out = {}
+    for r in rows:
+        p = r.get("params") or {}
+        if param in p and r["value"] is not None and unit_test(r["unit"]):
+            key = (r["workload"], r["system"], r["metric"], r["unit"])
+            out.setdefault(key, []).append((p[param], r["value"]))
+    return {k: sorted(v) for k, v in out.items()}
+
+
+def _plot(series, path, xlabel, title, xfmt=None, xscale=None):
+    plt = _plt()
+    if plt is None or not series:
+        return None
+    workloads = sorted({k[0] for k in series})
+    fig, axes = plt.subplots(1, len(workloads), figsize=(5.5 * len(workloads), 4), squeeze=False)
+    for ax, w in zip(axes[0], workloads):
+        for (wl, system, metric, unit), pts in sorted(series.items()):
+            if wl != w:
+                continue
+            xs = [xfmt(x) if xfmt else x for x, _ in pts]
+            ax.plot(xs, [v for _, v in pts], marker="o", label=f"{system} ({metric})")
+            ax.set_ylabel(unit)
+        ax.set_title(w, fontsize=10)
+        ax.set_xlabel(xlabel)
+        if xscale:
+            ax.set_xscale(xscale)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.suptitle(title)
+    fig.tight_layout()
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return path
+
+
+def throughput_vs_parallelism(rows, path):
+    """Throughput (units with /s) against params.parallelism (0 = AUTOTUNE, drawn as 'auto')."""
+    series = _series(rows, "parallelism", lambda u: "/s" in u)
+    # AUTOTUNE (0) is drawn to the right of the largest explicit setting.
+    fixed = {}
+    for k, pts in series.items():
+        top = max([x for x, _ in pts if x] or [1])
+        fixed[k] = sorted((x if x else top + 1, v) for x, v in pts)
+    return _plot(fixed, path, "parallelism (rightmost point beyond the largest = AUTOTUNE)",
+                 "Throughput against parallelism")
+
+
+def memory_vs_size(rows, path):
+    """Memory (MiB units) against params.dataset_bytes (in MiB on the x axis)."""
+    series = _series(rows, "dataset_bytes", lambda u: u == "MiB")
+    series = {k: [(x / 2**20, v) for x, v in pts] for k, pts in series.items()}
+    return _plot(series, path, "raw dataset size (MiB)", "Memory against dataset size")

@@ -1,0 +1,66 @@
+"""Ratios to stokehold and markdown tables of result rows."""
+
+from .rows import REFERENCE, better_of
+
+
+def add_ratios(rows):
+    """Set ``ratio`` = value / stokehold's value for the same (workload, config, metric)."""
+    ref = {}
+    for r in rows:
+        if r["system"] == REFERENCE and r["value"] is not None:
+            ref[(r["workload"], r["config"], r["metric"])] = r["value"]
+    for r in rows:
+        base = ref.get((r["workload"], r["config"], r["metric"]))
+        if r["value"] is not None and base:
+            r["ratio"] = r["value"] / base
+        else:
+            r.pop("ratio", None)
+    return rows
+
+
+def fmt(v):
+    """A number in 3-4 significant digits, thousands separated; '—' for None."""
+    if v is None:
+        return "—"
+    if isinstance(v, int) or (abs(v) >= 1000 and float(v).is_integer()):
+        return f"{int(v):,}"
+    a = abs(v)
+    if a >= 1000:
+        return f"{v:,.0f}"
+    if a >= 100:
+        return f"{v:.1f}"
+    if a >= 1:
+        return f"{v:.2f}"
+    if a == 0:
+        return "0"
+    return f"{v:.3g}"
+
+
+def _cell(text):
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def table(rows):
+    """One markdown table: workload, config, metric, system, value, unit, ratio, runs, note."""
+    head = ["workload", "config", "metric", "system", "value", "unit",
+            "ratio to stokehold", "runs", "note"]
+    out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in rows:
+        arrow = "" if r["metric"] == "status" else (" ↑" if better_of(r) == "higher" else " ↓")
+        ratio = r.get("ratio")
+        ratio_s = "1 (ref)" if r["system"] == REFERENCE and ratio else (
+            f"{ratio:.2f}x" if ratio is not None else "—")
+        runs = r.get("runs")
+        runs_s = "" if runs is None else (str(len(runs)) + (" (<3!)" if len(runs) < 3 else ""))
+        cells = [r["workload"], r["config"], r["metric"] + arrow, r["system"], fmt(r["value"]),
+                 r["unit"], ratio_s, runs_s, r.get("note", "")]
+        out.append("| " + " | ".join(_cell(c) for c in cells) + " |")
+    return "\n".join(out) + "\n"
+
+
+LEGEND = (
+    "`ratio to stokehold` = the system's value / stokehold's value for the same workload, config "
+    "and metric. ↑: higher is better (a peer ratio below 1 means stokehold is ahead); ↓: lower is "
+    "better (a peer ratio above 1 means stokehold is ahead). Values are medians of `runs` runs; "
+    "`—` means the system could not run it (see note).\n"
+)

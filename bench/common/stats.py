@@ -1,0 +1,78 @@
+"""Timing helpers: medians, timed iteration, epoch-boundary stalls."""
+
+import statistics
+import time
+
+
+def median(values):
+    """Median of the non-None values, or None if there are none."""
+    vals = [v for v in values if v is not None]
+    return statistics.median(vals) if vals else None
+
+
+def timed_epochs(epoch_iters, step_s=0.0):
+    """Consume epochs of batches like a training loop; return per-batch waits.
+
+    ``epoch_iters`` yields one iterable per epoch (creating it is part of the wait
+    for that epoch's first batch, as it is for a user's ``for batch in loader``).
+    ``step_s`` simulates a training step after each batch (sleep: it frees the
+    GIL and the cores, like an accelerator step would).
+    Returns the waits per epoch, ``[[seconds, ...], ...]``, and the total elapsed
+    seconds.
+    """
+    waits = []
+    t_start = time.perf_counter()
+    for make_epoch in epoch_iters:
+        t0 = time.perf_counter()
+        it = iter(make_epoch())
+        epoch = []
+        while True:
+            try:
+                next(it)
+            except StopIteration:
+                break
+            t1 = time.perf_counter()
+            epoch.append(t1 - t0)
+            if step_s:
+                time.sleep(step_s)
+            t0 = time.perf_counter()
+        waits.append(epoch)
+    return waits, time.perf_counter() - t_start
+
+
+def timed_stream(iterable, batches_per_epoch, step_s=0.0):
+    """Like ``timed_epochs`` for one iterator that flows across epochs (repeat).
+
+    The stream is cut into epochs by count, so the result has the same shape.
+    """
+    waits, epoch = [], []
+    t_start = time.perf_counter()
+    t0 = t_start
+    for _ in iterable:
+        t1 = time.perf_counter()
+        epoch.append(t1 - t0)
+        if len(epoch) == batches_per_epoch:
+            waits.append(epoch)
+            epoch = []
+        if step_s:
+            time.sleep(step_s)
+        t0 = time.perf_counter()
+    if epoch:
+        waits.append(epoch)
+    return waits, time.perf_counter() - t_start
+
+
+def boundary_stalls(waits):
+    """Time lost at each epoch boundary, in seconds.
+
+    The wait for the first batch of epoch k+1 (iterator creation included) minus
+    the steady wait: the median wait of the batches inside epochs (first batches
+    excluded). One figure per boundary, so E epochs give E-1 figures.
+    """
+    steady = median([w for epoch in waits for w in epoch[1:]]) or 0.0
+    return [epoch[0] - steady for epoch in waits[1:] if epoch], steady
+
+
+def throughput(count, seconds):
+    """count / seconds, or None when nothing was timed."""
+    return count / seconds if seconds > 0 else None

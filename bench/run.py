@@ -1,0 +1,179 @@
+#!/usr/bin/env python3
+"""The one-command benchmark driver: stokehold vs tf.data vs PyTorch DataLoader.
+
+    python3 bench/run.py [--quick] [--python PY] [--no-build] [--only NAME,...]
+
+Without --python it creates bench/.venv (git-ignored) and installs
+bench/suite/requirements.txt there (a one-time install, not counted in the suite's
+time budget), builds stokehold in release mode into that venv, generates data in
+one temporary folder, runs every workload script (the contract is in
+bench/README.md), and writes bench/results/<date>[-quick].json and .md; a full run
+also rewrites docs/BENCHMARKS.md and its plots. It runs on the standard library
+alone, so any python3 can start it.
+"""
+
+import argparse
+import datetime
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+BENCH = ROOT / "bench"
+sys.path.insert(0, str(BENCH))
+
+from common import machine, report, rows as rowlib  # noqa: E402
+from common.docs import write_docs  # noqa: E402
+
+# (name, script): ours first, then the other areas' scripts as they land.
+WORKLOADS = [
+    ("machine limits", "bench/suite/machine_limits.py"),
+    ("audio cache + epochs", "bench/suite/audio.py"),
+    ("epoch restart", "bench/suite/epoch_restart.py"),
+    ("lazy file map / parallel map", "bench/parallel/bench.py"),
+    ("TFRecord scan + parse", "bench/tfrecord/bench.py"),
+    ("shards: reads + shuffle quality", "bench/shard/bench.py"),
+    ("feature-table gather", "bench/table/bench.py"),
+]
+TIMEOUT = {"quick": 90, "full": 360}
+REQUIREMENTS = BENCH / "suite" / "requirements.txt"
+
+
+def log(msg):
+    print(f"[bench {time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+def ensure_venv(venv):
+    """Create ``venv`` and install the requirements unless already done for this file."""
+    py = venv / "bin" / "python"
+    stamp = venv / ".requirements.sha256"
+    want = hashlib.sha256(REQUIREMENTS.read_bytes()).hexdigest()
+    if py.exists() and stamp.exists() and stamp.read_text() == want:
+        return py
+    if not py.exists():
+        log(f"creating {venv}")
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    log("installing tensorflow-cpu, torch, numpy, maturin, matplotlib (one-time, slow; "
+        "not part of the suite's time budget)")
+    subprocess.run([str(py), "-m", "pip", "install", "-q", "--upgrade", "pip"], check=True)
+    subprocess.run([str(py), "-m", "pip", "install", "-r", str(REQUIREMENTS)], check=True)
+    stamp.write_text(want)
+    return py
+
+
+def find_pyproject():
+    for cand in ("pyproject.toml", "python/pyproject.toml", "crates/stokehold-python/pyproject.toml"):
+        p = ROOT / cand
+        if p.exists() and "maturin" in p.read_text():
+            return p
+    return None
+
+
+def build_stokehold(py):
+    """maturin develop --release into the venv of ``py``; returns None or why it failed."""
+    pyproject = find_pyproject()
+    if pyproject is None:
+        return "the stokehold Python package (a maturin pyproject.toml) is not in this checkout yet"
+    venv = Path(py).parent.parent
+    env = dict(os.environ, VIRTUAL_ENV=str(venv), PATH=f"{venv}/bin:{os.environ['PATH']}")
+    env.setdefault("CARGO_TARGET_DIR", str(ROOT / "target"))
+    log(f"building stokehold (release) from {pyproject.relative_to(ROOT)}")
+    proc = subprocess.run([str(py), "-m", "maturin", "develop", "--release", "-q"],
+                          cwd=pyproject.parent, env=env, capture_output=True, text=True)
+    if proc.returncode != 0:
+        sys.stderr.write(proc.stderr[-4000:])
+        return "building stokehold failed: " + (proc.stderr.strip().splitlines() or ["?"])[-1]
+    return None
+
+
+def run_workload(py, name, script, quick, tmp, env):
+    """Run one workload script under the contract; return its rows (or a row saying why not)."""
+    path = ROOT / script
+    if not path.exists():
+        return [rowlib.unavailable(name, "all", "—", f"not yet available ({script} missing)")]
+    out = Path(tmp) / (Path(script).parent.name + ".json")
+    cmd = [str(py), str(path), "--json", str(out)] + (["--quick"] if quick else [])
+    limit = TIMEOUT["quick" if quick else "full"]
+    try:
+        proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=limit)
+    except subprocess.TimeoutExpired:
+        return [rowlib.unavailable(name, "all", "—", f"timed out after {limit} s ({script})")]
+    if proc.returncode != 0 or not out.exists():
+        tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        sys.stderr.write(proc.stderr[-3000:])
+        return [rowlib.unavailable(name, "all", "—", f"{script} failed (exit {proc.returncode}): {tail}")]
+    try:
+        got = rowlib.read_json(out)
+        for r in got:
+            rowlib.validate(r)
+        return got
+    except (ValueError, KeyError, json.JSONDecodeError) as e:
+        return [rowlib.unavailable(name, "all", "—", f"{script} wrote bad rows: {e}")]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="small sizes; the whole suite in <= 3 min")
+    ap.add_argument("--python", help="use this interpreter instead of creating bench/.venv")
+    ap.add_argument("--no-build", action="store_true", help="do not rebuild stokehold")
+    ap.add_argument("--only", help="comma-separated substrings of workload names to run")
+    ap.add_argument("--docs", action="store_true", help="rewrite docs/BENCHMARKS.md after --quick too")
+    args = ap.parse_args()
+
+    py = Path(args.python) if args.python else ensure_venv(BENCH / ".venv")
+    build_note = None if args.no_build else build_stokehold(py)
+    if build_note:
+        log(f"stokehold not built: {build_note}")
+    mode = "quick" if args.quick else "full"
+    info = machine.describe(str(py))
+    log(f"machine: {info['nproc']} cores, {info['mem_total_gib']} GiB; versions {info['versions']}")
+
+    tmp = tempfile.mkdtemp(prefix="stokehold-bench-")
+    env = dict(os.environ, BENCH_TMPDIR=tmp, PYTHONPATH=str(BENCH), TF_CPP_MIN_LOG_LEVEL="2",
+               PYTHONUNBUFFERED="1")
+    if build_note:
+        env["BENCH_STOKEHOLD_MISSING"] = build_note
+    all_rows, timings = [], []
+    t_suite = time.perf_counter()
+    try:
+        for name, script in WORKLOADS:
+            if args.only and not any(s.strip() in name for s in args.only.split(",")):
+                continue
+            load0, t0 = machine.loadavg(), time.perf_counter()
+            log(f"{name}: {script}")
+            got = run_workload(py, name, script, args.quick, tmp, env)
+            secs = time.perf_counter() - t0
+            timings.append({"workload": name, "seconds": round(secs, 1),
+                            "load_before": round(load0, 2), "load_after": round(machine.loadavg(), 2)})
+            log(f"{name}: {len(got)} rows in {secs:.0f} s (load {load0:.1f} -> {machine.loadavg():.1f})")
+            all_rows += got
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    report.add_ratios(all_rows)
+
+    date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d")
+    stem = date + ("-quick" if args.quick else "")
+    command = "make bench" + ("-quick" if args.quick else "")
+    result = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+              "mode": mode, "command": command, "machine": info, "stokehold_build": build_note,
+              "suite_seconds": round(time.perf_counter() - t_suite, 1), "timings": timings,
+              "rows": all_rows}
+    results = BENCH / "results"
+    results.mkdir(exist_ok=True)
+    (results / f"{stem}.json").write_text(json.dumps(result, indent=1) + "\n")
+    (results / f"{stem}.md").write_text(report.LEGEND + "\n" + report.table(all_rows))
+    log(f"wrote bench/results/{stem}.json and .md ({result['suite_seconds']:.0f} s)")
+    if mode == "full" or args.docs:
+        write_docs(ROOT, result)
+        log("wrote docs/BENCHMARKS.md")
+    print(report.table(all_rows))
+
+
+if __name__ == "__main__":
+    main()
