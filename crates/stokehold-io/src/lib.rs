@@ -3,3 +3,5 @@
 //! Formats and sources for stokehold pipelines. Each module owns one format and builds on the
 //! dataset model of `stokehold-core`.
 #![deny(missing_docs)]
+
+pub mod table;

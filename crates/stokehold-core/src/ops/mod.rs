@@ -7,6 +7,7 @@ pub mod batch;
 pub mod element;
 pub mod enumerate;
 pub mod filter;
+pub mod gather;
 pub mod map;
 pub mod repeat;
 pub mod shuffle;
