@@ -3,3 +3,7 @@
 mod table;
 mod table_big;
 mod table_shared;
+mod tfrecord_corrupt;
+mod tfrecord_dataset;
+mod tfrecord_interop;
+mod tfrecord_props;

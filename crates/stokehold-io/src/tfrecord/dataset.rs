@@ -1,0 +1,191 @@
+//! `TFRecordDataset`: the records of a list of files, as a stream (or, when every file has an
+//! index sidecar, at random).
+//!
+//! Each element has one feature, [`RECORD`] (`"record"`): a scalar bytes tensor holding the
+//! serialized record. Parse it per element ([`Parser::element_fn`](super::Parser::element_fn)) or,
+//! faster, batch first and parse each batch ([`Parser::batch_fn`](super::Parser::batch_fn)).
+//!
+//! The stream's state is `{"file": i, "offset": o}`: the file being read and the stream offset of
+//! its next record (for compressed files, an offset in the decompressed stream: resuming
+//! decompresses up to it).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use serde_json::{json, Value as Json};
+use stokehold_core::dataset::{state_u64, DatasetIter, IterDataset};
+use stokehold_core::{Dataset, Error, Example, Result, Tensor};
+
+use super::example::parse::RECORD;
+use super::indexed::IndexedTFRecord;
+use super::reader::{CorruptLog, ReadOptions, RecordReader};
+use super::Compression;
+
+/// A stream of the records of `files`, in order.
+#[derive(Clone)]
+pub struct TFRecordDataset {
+    files: Arc<[PathBuf]>,
+    opts: ReadOptions,
+    log: Arc<CorruptLog>,
+}
+
+impl TFRecordDataset {
+    /// The records of `files`, read with `opts`.
+    pub fn new<P: AsRef<Path>>(files: impl IntoIterator<Item = P>, opts: ReadOptions) -> Self {
+        let files = files
+            .into_iter()
+            .map(|p| p.as_ref().to_path_buf())
+            .collect();
+        TFRecordDataset {
+            files,
+            opts,
+            log: Arc::new(CorruptLog::default()),
+        }
+    }
+
+    /// Skipped corrupt records (count and first few), shared by every iterator of this dataset.
+    pub fn corrupt_log(&self) -> &Arc<CorruptLog> {
+        &self.log
+    }
+
+    /// The files.
+    pub fn files(&self) -> &[PathBuf] {
+        &self.files
+    }
+
+    /// As a stream dataset.
+    pub fn into_dataset(self) -> Dataset {
+        Dataset::from_iter(self)
+    }
+}
+
+/// The records of `files`: random-access when the files are uncompressed and every one has an
+/// up-to-date index (see [`super::index`]), a stream otherwise. Returns the dataset and the log of
+/// skipped corrupt records.
+pub fn tfrecord_dataset<P: AsRef<Path>>(
+    files: impl IntoIterator<Item = P>,
+    opts: ReadOptions,
+) -> Result<(Dataset, Arc<CorruptLog>)> {
+    let files: Vec<PathBuf> = files
+        .into_iter()
+        .map(|p| p.as_ref().to_path_buf())
+        .collect();
+    let indexed = opts.compression == Compression::None
+        && !files.is_empty()
+        && files.iter().all(|f| super::index::index_path(f).exists());
+    if indexed {
+        let ds = IndexedTFRecord::open(&files, opts.verify)?;
+        return Ok((Dataset::from_map(ds), Arc::new(CorruptLog::default())));
+    }
+    let ds = TFRecordDataset::new(files, opts);
+    let log = ds.corrupt_log().clone();
+    Ok((ds.into_dataset(), log))
+}
+
+/// A record as a dataset element: `{"record": bytes scalar}` (zero-copy over `data`).
+pub fn record_element(data: Bytes) -> Example {
+    let len = data.len() as u64;
+    let t = Tensor::strings_from_parts(vec![], data, Arc::from([0, len]))
+        .expect("offsets match the data");
+    Example::new().with(RECORD, t)
+}
+
+/// A short stable description of a file list for op names and fingerprints.
+pub fn describe_files(files: &[PathBuf]) -> String {
+    let words: Vec<u64> = files
+        .iter()
+        .flat_map(|f| {
+            f.to_string_lossy()
+                .bytes()
+                .map(u64::from)
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    let first = files
+        .first()
+        .map(|f| f.display().to_string())
+        .unwrap_or_default();
+    format!(
+        "{} files, first {first:?}, hash {:016x}",
+        files.len(),
+        stokehold_core::rng::key(7, &words)
+    )
+}
+
+impl IterDataset for TFRecordDataset {
+    fn iter(&self, _epoch: u64) -> Result<Box<dyn DatasetIter>> {
+        Ok(Box::new(TFRecordIter {
+            ds: self.clone(),
+            file: 0,
+            reader: None,
+        }))
+    }
+
+    fn name(&self) -> String {
+        format!(
+            "tfrecord({}, compression={:?}, verify={}, on_corrupt={:?})",
+            describe_files(&self.files),
+            self.opts.compression,
+            self.opts.verify,
+            self.opts.on_corrupt
+        )
+    }
+}
+
+struct TFRecordIter {
+    ds: TFRecordDataset,
+    file: usize,
+    reader: Option<RecordReader>,
+}
+
+impl TFRecordIter {
+    fn open(&mut self, offset: u64) -> Result<()> {
+        let path = &self.ds.files[self.file];
+        let r = RecordReader::open_at(path, self.ds.opts, offset)?.with_log(self.ds.log.clone());
+        self.reader = Some(r);
+        Ok(())
+    }
+}
+
+impl DatasetIter for TFRecordIter {
+    fn next(&mut self) -> Result<Option<Example>> {
+        loop {
+            if self.reader.is_none() {
+                if self.file >= self.ds.files.len() {
+                    return Ok(None);
+                }
+                self.open(0)?;
+            }
+            let r = self.reader.as_mut().expect("opened above");
+            match r.next_record()? {
+                Some((_, data)) => return Ok(Some(record_element(data))),
+                None => {
+                    self.reader = None;
+                    self.file += 1;
+                }
+            }
+        }
+    }
+
+    fn state(&self) -> Json {
+        json!({ "file": self.file, "offset": self.reader.as_ref().map_or(0, |r| r.offset()) })
+    }
+
+    fn set_state(&mut self, state: &Json) -> Result<()> {
+        let file = state_u64(state, "file")? as usize;
+        let offset = state_u64(state, "offset")?;
+        if file > self.ds.files.len() {
+            return Err(Error::State(format!(
+                "tfrecord: file {file} of a dataset with {} files",
+                self.ds.files.len()
+            )));
+        }
+        self.file = file;
+        self.reader = None;
+        if file < self.ds.files.len() {
+            self.open(offset)?;
+        }
+        Ok(())
+    }
+}

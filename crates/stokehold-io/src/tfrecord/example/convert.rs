@@ -1,0 +1,115 @@
+//! Conversions between `tf.train.Example` (via the prost messages) and the core [`Example`].
+//!
+//! Encoding flattens each dense feature: integer and bool dtypes become an Int64List, float dtypes
+//! a FloatList (float64 is rounded to float32, the only float TensorFlow stores), bytes a
+//! BytesList. Decoding without a spec gives each feature as a 1-D tensor of its list's dtype
+//! (int64, float32 or bytes), in name order (the proto map has no order).
+
+use prost::Message;
+use stokehold_core::cast::cast;
+use stokehold_core::{DType, Error, Example, Result, Tensor, Value};
+
+use super::proto::{self, BytesList, Feature, FloatList, Int64List, Kind};
+
+/// Serializes a core example (dense features only) as a `tf.train.Example`.
+pub fn encode_example(e: &Example) -> Result<Vec<u8>> {
+    Ok(to_proto(e)?.encode_to_vec())
+}
+
+/// The prost message for a core example.
+pub fn to_proto(e: &Example) -> Result<proto::Example> {
+    let mut feature = std::collections::HashMap::with_capacity(e.len());
+    for (name, v) in e.iter() {
+        let Value::Tensor(t) = v else {
+            return Err(Error::schema(
+                "encode_example",
+                format!("feature {name:?} is ragged; a tf.train.Example holds one example"),
+            ));
+        };
+        feature.insert(name.to_string(), tensor_feature(name, t)?);
+    }
+    Ok(proto::Example {
+        features: Some(proto::Features { feature }),
+    })
+}
+
+fn tensor_feature(name: &str, t: &Tensor) -> Result<Feature> {
+    let kind = match t.dtype() {
+        DType::Bytes => Kind::BytesList(BytesList {
+            value: (0..t.len())
+                .map(|i| t.string(i).unwrap_or(b"").to_vec())
+                .collect(),
+        }),
+        DType::F32 => Kind::FloatList(FloatList {
+            value: t.to_vec::<f32>()?,
+        }),
+        DType::F64 | DType::F16 | DType::BF16 => Kind::FloatList(FloatList {
+            value: cast(t, DType::F32)?.to_vec::<f32>()?,
+        }),
+        DType::I64 => Kind::Int64List(Int64List {
+            value: t.to_vec::<i64>()?,
+        }),
+        DType::U64 => {
+            // Bit-preserving: TensorFlow has no unsigned list; u64 round-trips through i64 bits.
+            let v = t.to_vec::<u64>()?.into_iter().map(|x| x as i64).collect();
+            Kind::Int64List(Int64List { value: v })
+        }
+        d => {
+            let c = cast(t, DType::I64).map_err(|e| {
+                Error::schema("encode_example", format!("feature {name:?} ({d}): {e}"))
+            })?;
+            Kind::Int64List(Int64List {
+                value: c.to_vec::<i64>()?,
+            })
+        }
+    };
+    Ok(Feature { kind: Some(kind) })
+}
+
+/// Decodes a serialized `tf.train.Example` with prost.
+pub fn decode_proto(record: &[u8]) -> Result<proto::Example> {
+    proto::Example::decode(record).map_err(|e| {
+        Error::schema(
+            "decode_example",
+            format!("not a valid tf.train.Example: {e}"),
+        )
+    })
+}
+
+/// Decodes a serialized `tf.train.Example` into 1-D tensors (no spec), features sorted by name.
+pub fn decode_example(record: &[u8]) -> Result<Example> {
+    from_proto(&decode_proto(record)?)
+}
+
+/// The core example of a prost message: each feature a 1-D tensor, sorted by name. A feature
+/// with no list becomes an empty float32 tensor (TensorFlow reads it as zero values).
+pub fn from_proto(p: &proto::Example) -> Result<Example> {
+    let mut out = Example::new();
+    let Some(f) = &p.features else { return Ok(out) };
+    let mut names: Vec<&String> = f.feature.keys().collect();
+    names.sort();
+    for name in names {
+        out.insert(name, feature_tensor(&f.feature[name])?);
+    }
+    Ok(out)
+}
+
+/// One feature as a 1-D tensor.
+pub fn feature_tensor(f: &Feature) -> Result<Tensor> {
+    Ok(match &f.kind {
+        Some(Kind::BytesList(b)) => Tensor::strings(&b.value),
+        Some(Kind::FloatList(l)) => Tensor::from_vec(vec![l.value.len()], l.value.clone())?,
+        Some(Kind::Int64List(l)) => Tensor::from_vec(vec![l.value.len()], l.value.clone())?,
+        None => Tensor::from_vec(vec![0], Vec::<f32>::new())?,
+    })
+}
+
+/// What a feature holds: its wire dtype and number of values (for `inspect`).
+pub fn feature_summary(f: &Feature) -> (Option<DType>, usize) {
+    match &f.kind {
+        Some(Kind::BytesList(b)) => (Some(DType::Bytes), b.value.len()),
+        Some(Kind::FloatList(l)) => (Some(DType::F32), l.value.len()),
+        Some(Kind::Int64List(l)) => (Some(DType::I64), l.value.len()),
+        None => (None, 0),
+    }
+}

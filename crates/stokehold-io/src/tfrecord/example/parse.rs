@@ -1,0 +1,291 @@
+//! Parsing serialized `tf.train.Example`s into tensors: per batch (the fast order: batch the
+//! serialized records, then parse each batch straight into its output buffers) or per element.
+//!
+//! ```
+//! use stokehold_core::{DType, Tensor};
+//! use stokehold_io::tfrecord::{encode_example, FeatureSpec, ParseSpec, Parser};
+//! let e = stokehold_core::Example::new()
+//!     .with("label", Tensor::from_vec(vec![1], vec![7i64]).unwrap())
+//!     .with("ids", Tensor::from_vec(vec![3], vec![1i64, 2, 3]).unwrap());
+//! let rec = encode_example(&e).unwrap();
+//! let spec = ParseSpec::new()
+//!     .with("label", FeatureSpec::fixed(vec![], DType::I64)).unwrap()
+//!     .with("ids", FeatureSpec::var(DType::I64)).unwrap();
+//! let batch = Parser::new(spec).parse_batch(&[&rec[..], &rec[..]]).unwrap();
+//! assert_eq!(batch.tensor("t", "label").unwrap().to_vec::<i64>().unwrap(), vec![7, 7]);
+//! ```
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use stokehold_core::{map_fn, DType, Error, Example, MapFn, Ragged, Result, Tensor, Value};
+
+use super::spec::{FeatureSpec, ParseSpec};
+use super::wire::{for_values, scan_example, Slot, BYTES, FLOAT, INT64};
+
+/// Name of the feature that holds a serialized record in elements of a TFRecord dataset.
+pub const RECORD: &str = "record";
+
+/// Specs with more features than this look names up in a hash map instead of comparing them.
+const LINEAR_LOOKUP: usize = 12;
+
+/// Parses serialized Examples with one spec. Cheap to clone.
+#[derive(Clone)]
+pub struct Parser {
+    spec: Arc<ParseSpec>,
+    names: Arc<HashMap<Vec<u8>, usize>>,
+}
+
+/// The output buffer of one feature over a batch.
+struct Sink {
+    data: Vec<u8>,
+    /// Byte offsets of strings (bytes features).
+    offsets: Vec<u64>,
+    /// Row splits (var-len features), in values.
+    splits: Vec<u64>,
+    count: u64,
+}
+
+impl Parser {
+    /// A parser for `spec`.
+    pub fn new(spec: ParseSpec) -> Self {
+        let names = spec
+            .features()
+            .iter()
+            .enumerate()
+            .map(|(i, (n, _))| (n.as_bytes().to_vec(), i))
+            .collect();
+        Parser {
+            spec: Arc::new(spec),
+            names: Arc::new(names),
+        }
+    }
+
+    /// The spec.
+    pub fn spec(&self) -> &ParseSpec {
+        &self.spec
+    }
+
+    /// Parses a batch: fixed-length features become `[n, *shape]` tensors, var-len features
+    /// ragged columns (values + row splits).
+    pub fn parse_batch(&self, records: &[&[u8]]) -> Result<Example> {
+        let feats = self.spec.features();
+        let mut sinks: Vec<Sink> = feats
+            .iter()
+            .map(|(_, s)| Sink::new(s, records.len()))
+            .collect();
+        let mut slots = vec![Slot::default(); feats.len()];
+        let lookup = |key: &[u8]| -> Option<usize> {
+            if feats.len() <= LINEAR_LOOKUP {
+                feats.iter().position(|(n, _)| n.as_bytes() == key)
+            } else {
+                self.names.get(key).copied()
+            }
+        };
+        for (r, rec) in records.iter().enumerate() {
+            scan_example(rec, &mut slots, &lookup).map_err(|w| {
+                Error::schema(
+                    "parse_example",
+                    format!(
+                        "record {r} is not a valid tf.train.Example: {} at byte {}",
+                        w.what, w.at
+                    ),
+                )
+            })?;
+            for ((name, spec), (slot, sink)) in feats.iter().zip(slots.iter().zip(sinks.iter_mut()))
+            {
+                sink.push(rec, slot, spec).map_err(|why| {
+                    Error::schema(
+                        "parse_example",
+                        format!("record {r}, feature {name:?}: {why}"),
+                    )
+                })?;
+            }
+        }
+        let mut out = Example::new();
+        for ((name, spec), sink) in feats.iter().zip(sinks) {
+            out.insert(name, sink.finish(spec, records.len())?);
+        }
+        Ok(out)
+    }
+
+    /// Parses one record: fixed-length features get their `shape`, var-len features a 1-D tensor.
+    pub fn parse_one(&self, record: &[u8]) -> Result<Example> {
+        let batch = self.parse_batch(&[record])?;
+        let mut out = Example::new();
+        for (name, v) in batch.iter() {
+            out.insert(name, v.row(0)?);
+        }
+        Ok(out)
+    }
+
+    /// A map function over batches whose feature `record` holds `[n]` serialized Examples: it
+    /// replaces `record` by the parsed features and keeps the others.
+    pub fn batch_fn(&self, record: &str) -> MapFn {
+        let (p, record) = (self.clone(), record.to_string());
+        map_fn(move |mut e, _ctx| {
+            let t = take_records(&mut e, &record)?;
+            let recs: Vec<&[u8]> = (0..t.len()).map(|i| t.string(i).unwrap_or(b"")).collect();
+            merge(e, p.parse_batch(&recs)?)
+        })
+    }
+
+    /// A map function over single elements whose feature `record` holds one serialized Example.
+    pub fn element_fn(&self, record: &str) -> MapFn {
+        let (p, record) = (self.clone(), record.to_string());
+        map_fn(move |mut e, _ctx| {
+            let t = take_records(&mut e, &record)?;
+            if t.len() != 1 {
+                return Err(Error::schema(
+                    "parse_example",
+                    format!(
+                        "feature {record:?} holds {} records; use the batch parser",
+                        t.len()
+                    ),
+                ));
+            }
+            merge(e, p.parse_one(t.string(0).unwrap_or(b""))?)
+        })
+    }
+}
+
+fn take_records(e: &mut Example, record: &str) -> Result<Tensor> {
+    let names = e.names().iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    match e.remove(record) {
+        Some(Value::Tensor(t)) if t.dtype() == DType::Bytes => Ok(t),
+        _ => Err(Error::schema(
+            "parse_example",
+            format!(
+                "needs a bytes feature {record:?} of serialized Examples; features are {names:?}"
+            ),
+        )),
+    }
+}
+
+fn merge(mut rest: Example, parsed: Example) -> Result<Example> {
+    for (n, v) in parsed.iter() {
+        rest.insert(n, v.clone());
+    }
+    Ok(rest)
+}
+
+fn kind_of(dtype: DType) -> u8 {
+    match dtype {
+        DType::Bytes => BYTES,
+        DType::F32 => FLOAT,
+        _ => INT64,
+    }
+}
+
+fn kind_name(kind: u8) -> &'static str {
+    match kind {
+        BYTES => "bytes_list",
+        FLOAT => "float_list",
+        _ => "int64_list",
+    }
+}
+
+impl Sink {
+    fn new(spec: &FeatureSpec, rows: usize) -> Self {
+        let per = spec.fixed_count().unwrap_or(1);
+        let width = spec.dtype().size().unwrap_or(0);
+        let mut s = Sink {
+            data: Vec::with_capacity(rows * per * width),
+            offsets: Vec::new(),
+            splits: Vec::new(),
+            count: 0,
+        };
+        if spec.dtype() == DType::Bytes {
+            s.offsets.reserve(rows * per + 1);
+            s.offsets.push(0);
+        }
+        if spec.fixed_count().is_none() {
+            s.splits.reserve(rows + 1);
+            s.splits.push(0);
+        }
+        s
+    }
+
+    /// Appends one record's values, or its default, or explains what is wrong.
+    fn push(
+        &mut self,
+        rec: &[u8],
+        slot: &Slot,
+        spec: &FeatureSpec,
+    ) -> std::result::Result<(), String> {
+        let want = kind_of(spec.dtype());
+        if slot.kind != 0 && slot.kind != want {
+            return Err(format!(
+                "holds a {} but the spec asks for {} ({})",
+                kind_name(slot.kind),
+                kind_name(want),
+                spec.dtype()
+            ));
+        }
+        let (len0, off0) = (self.data.len(), self.offsets.len());
+        let is_bytes = want == BYTES;
+        let (data, offsets) = (&mut self.data, &mut self.offsets);
+        let n = for_values(rec, slot, &mut |v| {
+            data.extend_from_slice(v);
+            if is_bytes {
+                offsets.push(data.len() as u64);
+            }
+        })
+        .map_err(|w| format!("{} at byte {}", w.what, w.at))?;
+        match spec {
+            FeatureSpec::VarLen { .. } => {
+                self.count += n as u64;
+                self.splits.push(self.count);
+            }
+            FeatureSpec::FixedLen { shape, default, .. } => {
+                let per: usize = shape.iter().product();
+                if n == per {
+                    return Ok(());
+                }
+                let Some(d) = default.as_ref().filter(|_| n == 0) else {
+                    let what = if slot.present {
+                        format!("has {n} values")
+                    } else {
+                        "is missing".into()
+                    };
+                    return Err(format!("{what}; FixedLen{shape:?} needs {per}"));
+                };
+                self.data.truncate(len0);
+                self.offsets.truncate(off0);
+                for i in 0..per {
+                    let j = if d.len() == 1 { 0 } else { i };
+                    if is_bytes {
+                        self.data.extend_from_slice(d.string(j).unwrap_or(b""));
+                        self.offsets.push(self.data.len() as u64);
+                    } else {
+                        let w = d.dtype().size().unwrap_or(0);
+                        self.data.extend_from_slice(&d.data()[j * w..(j + 1) * w]);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn finish(self, spec: &FeatureSpec, rows: usize) -> Result<Value> {
+        let dtype = spec.dtype();
+        let (shape, splits) = match spec {
+            FeatureSpec::FixedLen { shape, .. } => {
+                let mut s = vec![rows];
+                s.extend_from_slice(shape);
+                (s, None)
+            }
+            FeatureSpec::VarLen { .. } => (vec![self.count as usize], Some(self.splits)),
+        };
+        let values = if dtype == DType::Bytes {
+            Tensor::strings_from_parts(shape, Bytes::from(self.data), self.offsets.into())?
+        } else {
+            Tensor::new(dtype, shape, Bytes::from(self.data))?
+        };
+        Ok(match splits {
+            None => Value::Tensor(values),
+            Some(s) => Value::Ragged(Ragged::new(values, s.into())?),
+        })
+    }
+}

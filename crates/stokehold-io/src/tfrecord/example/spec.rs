@@ -1,0 +1,140 @@
+//! Feature specs, as in `tf.io`: what to take out of each `tf.train.Example`.
+//!
+//! * [`FeatureSpec::FixedLen`]: exactly `prod(shape)` values per example (a default fills in when
+//!   the feature is missing); per example a tensor of `shape`, per batch `[batch, *shape]`.
+//! * [`FeatureSpec::VarLen`]: any number of values; per example a 1-D tensor, per batch a ragged
+//!   column (values + row splits), never padded.
+//!
+//! The dtype is the wire type: `int64` (Int64List), `float32` (FloatList) or `bytes` (BytesList).
+
+use stokehold_core::{DType, Error, Result, Tensor};
+
+/// How to parse one feature.
+#[derive(Clone, Debug, PartialEq)]
+pub enum FeatureSpec {
+    /// A fixed number of values, reshaped to `shape`.
+    FixedLen {
+        /// Shape of the feature in one example (`[]` for a scalar).
+        shape: Vec<usize>,
+        /// `int64`, `float32` or `bytes`.
+        dtype: DType,
+        /// Used when an example lacks the feature: one value (repeated) or `prod(shape)` values,
+        /// of `dtype`. Without it a missing feature is an error.
+        default: Option<Tensor>,
+    },
+    /// Any number of values (a ragged column per batch).
+    VarLen {
+        /// `int64`, `float32` or `bytes`.
+        dtype: DType,
+    },
+}
+
+impl FeatureSpec {
+    /// A fixed-length feature without a default.
+    pub fn fixed(shape: Vec<usize>, dtype: DType) -> Self {
+        FeatureSpec::FixedLen {
+            shape,
+            dtype,
+            default: None,
+        }
+    }
+
+    /// A variable-length feature.
+    pub fn var(dtype: DType) -> Self {
+        FeatureSpec::VarLen { dtype }
+    }
+
+    /// The dtype.
+    pub fn dtype(&self) -> DType {
+        match self {
+            FeatureSpec::FixedLen { dtype, .. } | FeatureSpec::VarLen { dtype } => *dtype,
+        }
+    }
+
+    /// Values per example for fixed-length features.
+    pub fn fixed_count(&self) -> Option<usize> {
+        match self {
+            FeatureSpec::FixedLen { shape, .. } => Some(shape.iter().product()),
+            FeatureSpec::VarLen { .. } => None,
+        }
+    }
+}
+
+/// The features to parse, in output order.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ParseSpec {
+    features: Vec<(String, FeatureSpec)>,
+}
+
+impl ParseSpec {
+    /// An empty spec.
+    pub fn new() -> Self {
+        ParseSpec::default()
+    }
+
+    /// Builder-style: adds feature `name`, checking dtype and default.
+    pub fn with(mut self, name: &str, spec: FeatureSpec) -> Result<Self> {
+        self.add(name, spec)?;
+        Ok(self)
+    }
+
+    /// Adds feature `name`, checking dtype and default.
+    pub fn add(&mut self, name: &str, spec: FeatureSpec) -> Result<()> {
+        let dtype = spec.dtype();
+        if !matches!(dtype, DType::I64 | DType::F32 | DType::Bytes) {
+            return Err(Error::invalid(format!(
+                "feature {name:?}: tf.train.Example holds int64, float32 or bytes, not {dtype}"
+            )));
+        }
+        if self.features.iter().any(|(n, _)| n == name) {
+            return Err(Error::invalid(format!(
+                "feature {name:?} is in the spec twice"
+            )));
+        }
+        if let FeatureSpec::FixedLen {
+            default: Some(d),
+            shape,
+            ..
+        } = &spec
+        {
+            let n: usize = shape.iter().product();
+            if d.dtype() != dtype || (d.len() != 1 && d.len() != n) {
+                return Err(Error::invalid(format!(
+                    "feature {name:?}: default must be 1 or {n} values of {dtype}, got {}{:?}",
+                    d.dtype(),
+                    d.shape()
+                )));
+            }
+        }
+        self.features.push((name.to_string(), spec));
+        Ok(())
+    }
+
+    /// (name, spec) pairs in order.
+    pub fn features(&self) -> &[(String, FeatureSpec)] {
+        &self.features
+    }
+
+    /// Number of features.
+    pub fn len(&self) -> usize {
+        self.features.len()
+    }
+
+    /// True when there are no features.
+    pub fn is_empty(&self) -> bool {
+        self.features.is_empty()
+    }
+
+    /// Short text for op names: `label:int64[],data:bytes[?]`.
+    pub fn describe(&self) -> String {
+        let parts: Vec<_> = self
+            .features
+            .iter()
+            .map(|(n, s)| match s {
+                FeatureSpec::FixedLen { shape, dtype, .. } => format!("{n}:{dtype}{shape:?}"),
+                FeatureSpec::VarLen { dtype } => format!("{n}:{dtype}[?]"),
+            })
+            .collect();
+        parts.join(",")
+    }
+}

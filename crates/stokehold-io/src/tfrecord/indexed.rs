@@ -1,0 +1,130 @@
+//! Random access over indexed TFRecord files: `len`, `get(i)`, global shuffle.
+//!
+//! Each file is memory-mapped once; `get(i)` finds the file by binary search over cumulative
+//! record counts and returns a zero-copy slice of the mapping, after checking the header against
+//! the index and (with `verify`) the data CRC. Files must not be truncated while open.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+
+use bytes::Bytes;
+use stokehold_core::{Error, Example, MapDataset, Result};
+
+use super::crc::masked_crc;
+use super::dataset::{describe_files, record_element};
+use super::index::{read_index, IndexEntry};
+use super::reader::{FOOTER, HEADER};
+
+/// Indexed, memory-mapped TFRecord files.
+pub struct IndexedTFRecord {
+    files: Vec<PathBuf>,
+    maps: Vec<Bytes>,
+    entries: Vec<Vec<IndexEntry>>,
+    /// `cum[k]` = records in files before `k`; one more entry than files.
+    cum: Vec<u64>,
+    verify: bool,
+}
+
+impl IndexedTFRecord {
+    /// Opens `files`, each with its `.idx` sidecar (an error names a file without one).
+    pub fn open<P: AsRef<Path>>(files: &[P], verify: bool) -> Result<Self> {
+        let mut ds = IndexedTFRecord {
+            files: Vec::new(),
+            maps: Vec::new(),
+            entries: Vec::new(),
+            cum: vec![0],
+            verify,
+        };
+        for f in files {
+            let f = f.as_ref();
+            let entries = read_index(f).map_err(|e| match e {
+                Error::Io { path, source } if source.kind() == std::io::ErrorKind::NotFound => {
+                    Error::invalid(format!(
+                        "{} has no index {}: run `stokehold index` (or build_index) first",
+                        f.display(),
+                        path.display()
+                    ))
+                }
+                other => other,
+            })?;
+            ds.maps.push(map_file(f)?);
+            ds.cum.push(ds.cum.last().unwrap() + entries.len() as u64);
+            ds.entries.push(entries);
+            ds.files.push(f.to_path_buf());
+        }
+        Ok(ds)
+    }
+
+    /// The record `i` (in `0..len`) as bytes, checked.
+    pub fn record(&self, i: u64) -> Result<Bytes> {
+        let k = self.cum.partition_point(|&c| c <= i) - 1;
+        let e = self.entries[k][(i - self.cum[k]) as usize];
+        let (map, path) = (&self.maps[k], &self.files[k]);
+        let off = e.offset as usize;
+        let end = off + HEADER + e.len as usize + FOOTER;
+        if end > map.len() {
+            return Err(Error::corrupt(
+                path,
+                e.offset,
+                "record runs past the end (file changed?)",
+            ));
+        }
+        let h = &map[off..off + HEADER];
+        let len_ok = h[..8] == e.len.to_le_bytes()
+            && masked_crc(&h[..8]) == u32::from_le_bytes(h[8..12].try_into().unwrap());
+        if !len_ok {
+            return Err(Error::corrupt(
+                path,
+                e.offset,
+                "header does not match the index",
+            ));
+        }
+        let data = map.slice(off + HEADER..end - FOOTER);
+        if self.verify {
+            let crc = u32::from_le_bytes(map[end - FOOTER..end].try_into().unwrap());
+            if masked_crc(&data) != crc {
+                return Err(Error::corrupt(path, e.offset, "bad data CRC"));
+            }
+        }
+        Ok(data)
+    }
+}
+
+fn map_file(path: &Path) -> Result<Bytes> {
+    let f = File::open(path).map_err(|e| Error::io(path, e))?;
+    let len = f.metadata().map_err(|e| Error::io(path, e))?.len();
+    if len == 0 {
+        return Ok(Bytes::new());
+    }
+    // SAFETY: the mapping is read-only; stokehold's writers replace files by rename (a new
+    // inode), so a mapped file changes only if someone truncates it in place, which is documented
+    // as unsupported.
+    let map = unsafe { memmap2::Mmap::map(&f) }.map_err(|e| Error::io(path, e))?;
+    Ok(Bytes::from_owner(map))
+}
+
+impl MapDataset for IndexedTFRecord {
+    fn len(&self) -> u64 {
+        *self.cum.last().unwrap()
+    }
+
+    fn get(&self, index: u64) -> Result<Example> {
+        let n = self.len();
+        if n == 0 {
+            return Err(Error::OutOfRange {
+                index,
+                len: 0,
+                what: self.name(),
+            });
+        }
+        Ok(record_element(self.record(index % n)?))
+    }
+
+    fn name(&self) -> String {
+        format!(
+            "tfrecord_indexed({}, verify={})",
+            describe_files(&self.files),
+            self.verify
+        )
+    }
+}

@@ -1,0 +1,360 @@
+//! Reading TFRecord framing: `u64 length | u32 masked_crc(length) | data | u32 masked_crc(data)`,
+//! all little-endian.
+//!
+//! The reader owns one buffer of (decompressed) bytes and walks it record by record, so a record
+//! costs one header check, one CRC over its data and one copy out. On a corrupt record it either
+//! raises ([`OnCorrupt::Raise`], the default) an [`Error::Corrupt`] naming the file and the offset,
+//! or ([`OnCorrupt::Skip`]) counts it and resynchronises:
+//!
+//! * bad data CRC under a valid header: the header's length is trusted, the record is skipped;
+//! * bad length CRC: the reader scans forward one byte at a time for the next position whose
+//!   header CRC is valid and whose record fits in the file (and whose data CRC is valid when
+//!   verifying) and continues there: every step consumes at least one byte, so it never spins;
+//! * truncated tail (a header or a record cut short by the end of the file): counted, then the
+//!   file ends.
+
+use std::fs::File;
+use std::io::{Read, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use stokehold_core::{Error, Result};
+
+use super::compression::Compression;
+use super::crc::masked_crc;
+
+/// Bytes of a record header (length and its CRC) and footer (data CRC).
+pub const HEADER: usize = 12;
+/// Bytes of the footer (the data CRC).
+pub const FOOTER: usize = 4;
+/// First read size; the buffer grows only as far as the data that actually arrives.
+const INITIAL_BUF: usize = 1 << 20;
+/// How many corrupt records a [`CorruptLog`] keeps in detail.
+pub const KEEP_FIRST: usize = 8;
+
+/// What to do with a corrupt record.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum OnCorrupt {
+    /// Fail with [`Error::Corrupt`] naming the file and offset (the default).
+    #[default]
+    Raise,
+    /// Skip it, count it, and go on with the next good record.
+    Skip,
+}
+
+impl std::str::FromStr for OnCorrupt {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "raise" => Ok(OnCorrupt::Raise),
+            "skip" => Ok(OnCorrupt::Skip),
+            _ => Err(Error::invalid(format!(
+                "on_corrupt must be \"raise\" or \"skip\", got {s:?}"
+            ))),
+        }
+    }
+}
+
+/// Options of a TFRecord reader.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ReadOptions {
+    /// Compression of the files (default none).
+    pub compression: Compression,
+    /// Check each record's data CRC (default true). The length CRC is always checked: it costs
+    /// eight bytes of CRC and guards against acting on a garbage length.
+    pub verify: bool,
+    /// Raise (default) or skip corrupt records.
+    pub on_corrupt: OnCorrupt,
+}
+
+impl Default for ReadOptions {
+    fn default() -> Self {
+        ReadOptions {
+            compression: Compression::None,
+            verify: true,
+            on_corrupt: OnCorrupt::Raise,
+        }
+    }
+}
+
+/// One corrupt record that was skipped.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CorruptRecord {
+    /// The file.
+    pub path: PathBuf,
+    /// Offset of the bad record (in the decompressed stream for compressed files).
+    pub offset: u64,
+    /// What was wrong.
+    pub reason: String,
+}
+
+/// A shared tally of skipped corrupt records: the count and the first [`KEEP_FIRST`] in detail.
+#[derive(Debug, Default)]
+pub struct CorruptLog {
+    inner: Mutex<(u64, Vec<CorruptRecord>)>,
+}
+
+impl CorruptLog {
+    /// Records one skipped record.
+    pub fn push(&self, rec: CorruptRecord) {
+        let mut g = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        g.0 += 1;
+        if g.1.len() < KEEP_FIRST {
+            g.1.push(rec);
+        }
+    }
+
+    /// Number of corrupt records skipped so far.
+    pub fn count(&self) -> u64 {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner()).0
+    }
+
+    /// The first few skipped records.
+    pub fn first(&self) -> Vec<CorruptRecord> {
+        self.inner
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .1
+            .clone()
+    }
+}
+
+/// Reads the records of one TFRecord file (or any byte stream in TFRecord framing).
+pub struct RecordReader {
+    path: PathBuf,
+    src: Box<dyn Read + Send>,
+    buf: Vec<u8>,
+    /// Cursor and end of valid bytes in `buf`.
+    lo: usize,
+    hi: usize,
+    /// Stream offset of `buf[0]`.
+    base: u64,
+    eof: bool,
+    opts: ReadOptions,
+    records: u64,
+    skipped: u64,
+    log: Option<Arc<CorruptLog>>,
+}
+
+impl RecordReader {
+    /// Opens `path` at its start.
+    pub fn open(path: impl AsRef<Path>, opts: ReadOptions) -> Result<Self> {
+        Self::open_at(path, opts, 0)
+    }
+
+    /// Opens `path` at stream offset `offset` (a record boundary from [`RecordReader::offset`]).
+    /// Plain files seek; compressed files are decompressed up to the offset.
+    pub fn open_at(path: impl AsRef<Path>, opts: ReadOptions, offset: u64) -> Result<Self> {
+        let path = path.as_ref();
+        if opts.compression == Compression::None {
+            // No BufReader: the record buffer already makes large reads.
+            let mut f = File::open(path).map_err(|e| Error::io(path, e))?;
+            f.seek(SeekFrom::Start(offset))
+                .map_err(|e| Error::io(path, e))?;
+            let mut r = Self::new(path, f, opts);
+            r.base = offset;
+            return Ok(r);
+        }
+        let mut r = Self::new(path, opts.compression.open(path)?, opts);
+        r.discard_to(offset)?;
+        Ok(r)
+    }
+
+    /// Reads records from `src`, already decompressed; `path` names it in errors.
+    pub fn new(
+        path: impl Into<PathBuf>,
+        src: impl Read + Send + 'static,
+        opts: ReadOptions,
+    ) -> Self {
+        RecordReader {
+            path: path.into(),
+            src: Box::new(src),
+            buf: Vec::new(),
+            lo: 0,
+            hi: 0,
+            base: 0,
+            eof: false,
+            opts,
+            records: 0,
+            skipped: 0,
+            log: None,
+        }
+    }
+
+    /// Also reports skipped records to `log`.
+    pub fn with_log(mut self, log: Arc<CorruptLog>) -> Self {
+        self.log = Some(log);
+        self
+    }
+
+    /// The file (or label) this reader reads.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Stream offset of the next record.
+    pub fn offset(&self) -> u64 {
+        self.base + self.lo as u64
+    }
+
+    /// Good records returned so far.
+    pub fn records(&self) -> u64 {
+        self.records
+    }
+
+    /// Corrupt records skipped so far (skip mode).
+    pub fn skipped(&self) -> u64 {
+        self.skipped
+    }
+
+    /// The next record's offset and data, copied out of the buffer.
+    pub fn next_record(&mut self) -> Result<Option<(u64, Bytes)>> {
+        Ok(self
+            .next_ref()?
+            .map(|(o, d)| (o, Bytes::copy_from_slice(d))))
+    }
+
+    /// The next record's offset and data, borrowed from the reader's buffer.
+    pub fn next_ref(&mut self) -> Result<Option<(u64, &[u8])>> {
+        loop {
+            let off = self.offset();
+            let avail = self.fill(HEADER)?;
+            if avail == 0 {
+                return Ok(None);
+            }
+            if avail < HEADER {
+                self.corrupt(off, format!("truncated header: {avail} bytes at the end"))?;
+                self.lo = self.hi;
+                return Ok(None);
+            }
+            let Some(len) = self.header_at(self.lo) else {
+                self.corrupt(off, "bad length CRC (corrupt length)".into())?;
+                self.resync()?;
+                continue;
+            };
+            let total = record_size(len);
+            let avail = self.fill(total.unwrap_or(usize::MAX))?;
+            let Some(total) = total.filter(|t| *t <= avail) else {
+                let msg = format!("truncated record: length {len} but only {avail} bytes remain");
+                self.corrupt(off, msg)?;
+                self.lo = self.hi;
+                return Ok(None);
+            };
+            if self.opts.verify && !self.data_ok(self.lo, len as usize) {
+                self.corrupt(off, format!("bad data CRC (record of {len} bytes)"))?;
+                self.lo += total;
+                continue;
+            }
+            let start = self.lo + HEADER;
+            self.lo += total;
+            self.records += 1;
+            return Ok(Some((off, &self.buf[start..start + len as usize])));
+        }
+    }
+
+    /// The data length at buffer position `p` if the header there is valid.
+    fn header_at(&self, p: usize) -> Option<u64> {
+        let h = &self.buf[p..p + HEADER];
+        let crc = u32::from_le_bytes(h[8..12].try_into().unwrap());
+        (masked_crc(&h[..8]) == crc).then(|| u64::from_le_bytes(h[..8].try_into().unwrap()))
+    }
+
+    fn data_ok(&self, p: usize, len: usize) -> bool {
+        let d = &self.buf[p + HEADER..p + HEADER + len];
+        let f = &self.buf[p + HEADER + len..p + HEADER + len + FOOTER];
+        masked_crc(d) == u32::from_le_bytes(f.try_into().unwrap())
+    }
+
+    /// Raises, or counts and logs the corrupt record at `offset`.
+    fn corrupt(&mut self, offset: u64, reason: String) -> Result<()> {
+        if self.opts.on_corrupt == OnCorrupt::Raise {
+            return Err(Error::corrupt(&self.path, offset, reason));
+        }
+        self.skipped += 1;
+        if let Some(log) = &self.log {
+            log.push(CorruptRecord {
+                path: self.path.clone(),
+                offset,
+                reason,
+            });
+        }
+        Ok(())
+    }
+
+    /// Moves the cursor past a bad header to the next plausible record start (or the end).
+    fn resync(&mut self) -> Result<()> {
+        self.lo += 1;
+        loop {
+            if self.fill(HEADER)? < HEADER {
+                self.lo = self.hi;
+                return Ok(());
+            }
+            if let Some(total) = self.header_at(self.lo).and_then(record_size) {
+                let len = total - HEADER - FOOTER;
+                if self.fill(total)? >= total && (!self.opts.verify || self.data_ok(self.lo, len)) {
+                    return Ok(());
+                }
+            }
+            self.lo += 1;
+        }
+    }
+
+    /// Makes at least `n` bytes available from the cursor unless the stream ends first; returns
+    /// the number available. The buffer grows by doubling only as data arrives, so a garbage
+    /// length never allocates more than twice the bytes really there.
+    fn fill(&mut self, n: usize) -> Result<usize> {
+        while self.hi - self.lo < n && !self.eof {
+            if self.lo > 0 && (self.lo == self.hi || self.lo >= self.buf.len() / 2) {
+                self.buf.copy_within(self.lo..self.hi, 0);
+                self.base += self.lo as u64;
+                self.hi -= self.lo;
+                self.lo = 0;
+            }
+            if self.hi == self.buf.len() {
+                let grown = (self.buf.len() * 2).max(INITIAL_BUF);
+                self.buf.resize(grown, 0);
+            }
+            match self.src.read(&mut self.buf[self.hi..]) {
+                Ok(0) => self.eof = true,
+                Ok(k) => self.hi += k,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(self.read_error(e)),
+            }
+        }
+        Ok(self.hi - self.lo)
+    }
+
+    /// Decompression errors are corrupt data at the current offset; others are I/O errors.
+    fn read_error(&self, e: std::io::Error) -> Error {
+        match e.kind() {
+            std::io::ErrorKind::InvalidInput | std::io::ErrorKind::InvalidData => {
+                let at = self.base + self.hi as u64;
+                Error::corrupt(&self.path, at, format!("cannot decompress: {e}"))
+            }
+            _ => Error::io(&self.path, e),
+        }
+    }
+
+    /// Reads and drops bytes up to stream offset `target`.
+    fn discard_to(&mut self, target: u64) -> Result<()> {
+        while self.offset() < target {
+            let want = (target - self.offset()).min(INITIAL_BUF as u64) as usize;
+            let avail = self.fill(want)?;
+            if avail == 0 {
+                return Err(Error::State(format!(
+                    "{}: offset {target} is past the end ({})",
+                    self.path.display(),
+                    self.offset()
+                )));
+            }
+            self.lo += avail.min(want);
+        }
+        Ok(())
+    }
+}
+
+/// Header + data + footer, or `None` when it cannot fit in memory.
+fn record_size(len: u64) -> Option<usize> {
+    usize::try_from(len).ok()?.checked_add(HEADER + FOOTER)
+}

@@ -1,0 +1,269 @@
+//! TFRecord datasets: resume from state, random access with indexes, writing shards.
+
+use std::path::{Path, PathBuf};
+
+use stokehold_core::{Dataset, DatasetIter, Example, PipelineIter, Tensor};
+use stokehold_io::tfrecord::*;
+
+fn payload(e: &Example) -> Vec<u8> {
+    e.tensor("t", RECORD).unwrap().string(0).unwrap().to_vec()
+}
+
+/// `files` files of `per` records each; record j of file f is `"f{f}-r{j}"` repeated j times.
+fn make_files(
+    dir: &Path,
+    files: usize,
+    per: usize,
+    comp: Compression,
+) -> (Vec<PathBuf>, Vec<Vec<u8>>) {
+    let mut paths = Vec::new();
+    let mut all = Vec::new();
+    for f in 0..files {
+        let p = dir.join(format!("f{f}.tfrecord"));
+        let mut w = RecordWriter::create(&p, comp).unwrap();
+        for j in 0..per {
+            let rec = format!("f{f}-r{j}").repeat(j + 1).into_bytes();
+            w.write(&rec).unwrap();
+            all.push(rec);
+        }
+        w.finish().unwrap();
+        paths.push(p);
+    }
+    (paths, all)
+}
+
+#[test]
+fn stream_resumes_from_every_position() {
+    for comp in [Compression::None, Compression::Gzip, Compression::Zlib] {
+        let dir = tempfile::tempdir().unwrap();
+        let (paths, all) = make_files(dir.path(), 3, 4, comp);
+        let opts = ReadOptions {
+            compression: comp,
+            ..Default::default()
+        };
+        let ds = TFRecordDataset::new(&paths, opts).into_dataset();
+        for stop in 0..=all.len() {
+            let mut it = PipelineIter::new(ds.clone(), 0).unwrap();
+            for _ in 0..stop {
+                it.next().unwrap().unwrap();
+            }
+            let state = it.state();
+            let mut resumed = PipelineIter::new(ds.clone(), 0).unwrap();
+            resumed.set_state(&state).unwrap();
+            let mut rest = Vec::new();
+            while let Some(e) = resumed.next().unwrap() {
+                rest.push(payload(&e));
+            }
+            assert_eq!(rest, all[stop..].to_vec(), "{comp:?} stop {stop}");
+        }
+    }
+}
+
+#[test]
+fn missing_file_is_named() {
+    let ds =
+        TFRecordDataset::new(["/nonexistent/x.tfrecord"], ReadOptions::default()).into_dataset();
+    let e = ds.iter(0).unwrap().next().unwrap_err().to_string();
+    assert!(e.contains("/nonexistent/x.tfrecord"), "{e}");
+}
+
+#[test]
+fn indexes_make_random_access_and_global_shuffle() {
+    let dir = tempfile::tempdir().unwrap();
+    let (paths, all) = make_files(dir.path(), 4, 5, Compression::None);
+    for p in &paths {
+        build_index(p, ReadOptions::default()).unwrap();
+    }
+    let (ds, _) = tfrecord_dataset(&paths, ReadOptions::default()).unwrap();
+    assert!(ds.is_random_access());
+    assert_eq!(ds.len(), Some(all.len() as u64));
+    assert_eq!(payload(&ds.get(13).unwrap()), all[13]);
+    assert!(ds.get(all.len() as u64).is_err());
+    let shuffled = ds.shuffle(5);
+    let order: Vec<Vec<u8>> = shuffled
+        .iter(0)
+        .unwrap()
+        .collect_all()
+        .unwrap()
+        .iter()
+        .map(payload)
+        .collect();
+    assert_ne!(order, all);
+    let mut sorted = order.clone();
+    sorted.sort();
+    let mut want = all.clone();
+    want.sort();
+    assert_eq!(sorted, want);
+    let again: Vec<Vec<u8>> = ds
+        .shuffle(5)
+        .iter(0)
+        .unwrap()
+        .collect_all()
+        .unwrap()
+        .iter()
+        .map(payload)
+        .collect();
+    assert_eq!(again, order);
+}
+
+#[test]
+fn missing_index_is_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let (paths, _) = make_files(dir.path(), 1, 2, Compression::None);
+    let e = IndexedTFRecord::open(&paths, true)
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        e.contains("stokehold index") && e.contains("f0.tfrecord"),
+        "{e}"
+    );
+}
+
+fn listing(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn write_shards_by_count_with_indexes_and_progress() {
+    let dir = tempfile::tempdir().unwrap();
+    let ds = Dataset::range(103);
+    let opts = ShardOptions {
+        prefix: "train".into(),
+        num_shards: Some(4),
+        ..Default::default()
+    };
+    let mut calls = 0;
+    let mut last = WriteProgress::default();
+    let out = write_shards(&ds, dir.path(), &opts, &mut |p| {
+        calls += 1;
+        last = *p;
+    })
+    .unwrap();
+    assert_eq!(calls, 104);
+    assert_eq!((last.records, last.shards, last.total), (103, 4, Some(103)));
+    let names: Vec<String> = (0..4)
+        .map(|i| format!("train-{i:05}-of-00004.tfrecord"))
+        .collect();
+    let mut want: Vec<String> = names
+        .iter()
+        .flat_map(|n| [n.clone(), format!("{n}.idx")])
+        .collect();
+    want.sort();
+    assert_eq!(listing(dir.path()), want, "no temporary files left");
+    assert_eq!(
+        out,
+        names.iter().map(|n| dir.path().join(n)).collect::<Vec<_>>()
+    );
+    let (back, _) = tfrecord_dataset(&out, ReadOptions::default()).unwrap();
+    assert!(back.is_random_access());
+    let spec = ParseSpec::new()
+        .with("x", FeatureSpec::fixed(vec![], stokehold_core::DType::I64))
+        .unwrap();
+    let xs: Vec<i64> = back
+        .map("parse", Parser::new(spec).element_fn(RECORD))
+        .iter(0)
+        .unwrap()
+        .collect_all()
+        .unwrap()
+        .iter()
+        .map(|e| e.tensor("t", "x").unwrap().to_vec::<i64>().unwrap()[0])
+        .collect();
+    assert_eq!(xs, (0..103).collect::<Vec<_>>());
+    assert_eq!(back.get(26).unwrap(), back.get(26).unwrap());
+    assert_eq!(read_index(&out[0]).unwrap().len(), 26);
+    assert_eq!(read_index(&out[3]).unwrap().len(), 103 - 78);
+}
+
+#[test]
+fn write_shards_by_bytes_shuffled_and_gzip() {
+    let dir = tempfile::tempdir().unwrap();
+    let recs: Vec<Example> = (0..50)
+        .map(|i| {
+            Example::new().with(
+                RECORD,
+                Tensor::strings(&[vec![i as u8; 100]])
+                    .reshape(vec![])
+                    .unwrap(),
+            )
+        })
+        .collect();
+    let ds = Dataset::from_map(stokehold_core::ops::source::from_examples(&recs).unwrap());
+    let opts = ShardOptions {
+        bytes_per_shard: Some(1000),
+        shuffle_seed: Some(3),
+        compression: Compression::Gzip,
+        write_index: false,
+        suffix: ".tfrecord.gz".into(),
+        ..Default::default()
+    };
+    let out = write_shards(&ds, dir.path(), &opts, &mut |_| {}).unwrap();
+    // 116 framed bytes per record: 8 records fit under 1000 bytes.
+    assert_eq!(out.len(), 7);
+    assert!(out[0].ends_with("data-00000-of-00007.tfrecord.gz"));
+    let read = ReadOptions {
+        compression: Compression::Gzip,
+        ..Default::default()
+    };
+    let got: Vec<u8> = TFRecordDataset::new(&out, read)
+        .into_dataset()
+        .iter(0)
+        .unwrap()
+        .collect_all()
+        .unwrap()
+        .iter()
+        .map(|e| payload(e)[0])
+        .collect();
+    assert_ne!(got, (0..50).collect::<Vec<u8>>(), "shuffled order");
+    let mut sorted = got.clone();
+    sorted.sort();
+    assert_eq!(
+        sorted,
+        (0..50).collect::<Vec<u8>>(),
+        "raw records passed through unchanged"
+    );
+}
+
+#[test]
+fn failed_write_leaves_no_final_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = Dataset::range(10).map(
+        "fail",
+        stokehold_core::map_fn(|e, ctx| {
+            if ctx.index == 7 {
+                Err(stokehold_core::Error::invalid("boom"))
+            } else {
+                Ok(e)
+            }
+        }),
+    );
+    let opts = ShardOptions {
+        records_per_shard: Some(3),
+        ..Default::default()
+    };
+    assert!(write_shards(&bad, dir.path(), &opts, &mut |_| {}).is_err());
+    assert_eq!(listing(dir.path()), Vec::<String>::new());
+}
+
+#[test]
+fn batch_iterator_state_round_trip_over_parse() {
+    let dir = tempfile::tempdir().unwrap();
+    let (paths, _) = make_files(dir.path(), 2, 7, Compression::None);
+    let ds = TFRecordDataset::new(&paths, ReadOptions::default())
+        .into_dataset()
+        .batch(3, false)
+        .unwrap();
+    let full = ds.iter(0).unwrap().collect_all().unwrap();
+    let mut it = ds.iter(0).unwrap();
+    it.next().unwrap();
+    it.next().unwrap();
+    let s = it.state();
+    let mut it2 = ds.iter(0).unwrap();
+    it2.set_state(&s).unwrap();
+    assert_eq!(it2.collect_all().unwrap(), full[2..].to_vec());
+}
