@@ -52,14 +52,19 @@ def _plot(series, path, xlabel, title, xfmt=None, xscale=None):
 
 
 def throughput_vs_parallelism(rows, path):
-    """Throughput (units with /s) against params.parallelism (0 = AUTOTUNE, drawn as 'auto')."""
-    series = _series(rows, "parallelism", lambda u: "/s" in u)
-    # AUTOTUNE (0) is drawn to the right of the largest explicit setting.
-    fixed = {}
-    for k, pts in series.items():
-        top = max([x for x, _ in pts if x] or [1])
-        fixed[k] = sorted((x if x else top + 1, v) for x, v in pts)
-    return _plot(fixed, path, "parallelism (rightmost point beyond the largest = AUTOTUNE)",
+    """Throughput (units with /s) against params.parallelism ("autotune" drawn rightmost)."""
+    series = {}
+    for r in rows:
+        p = (r.get("params") or {}).get("parallelism")
+        if p is None or r["value"] is None or "/s" not in r["unit"]:
+            continue
+        key = (r["workload"], r["system"], r["metric"], r["unit"])
+        series.setdefault(key, []).append((p, r["value"]))
+    # AUTOTUNE (or a system's default) sits one step right of the largest explicit setting.
+    top = max([x for pts in series.values() for x, _ in pts if isinstance(x, int) and x > 0] or [1])
+    fixed = {k: sorted((x if isinstance(x, int) and x > 0 else top + 1, v) for x, v in pts)
+             for k, pts in series.items()}
+    return _plot(fixed, path, f"parallelism ({top + 1} = AUTOTUNE / the system's default)",
                  "Throughput against parallelism")
 
 

@@ -1,0 +1,147 @@
+"""Ragged audio cache + epochs (issue 2's users), stokehold vs tf.data vs torch.
+
+Clips of 5-180 s at 16 kHz int16 cached in memory; shuffle -> random 3 s crop ->
+batch 32 -> prefetch. Memory (RSS growth of the cache against raw bytes, worker
+RSS, PSS), throughput, epoch-boundary stall; each system in its own process.
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+
+import numpy as np  # noqa: E402
+
+from common import rows, stats  # noqa: E402
+
+W = "audio cache + epochs"
+MiB = 2**20
+RATE = 16000
+SYSTEMS = ["stokehold", "tf.data/ragged", "tf.data/padded", "tf.data/generator", "torch"]
+QUICK_SYSTEMS = ["stokehold", "tf.data/ragged", "torch"]
+
+
+def make_clips(folder, n, seed=7):
+    """n clips, 5-180 s uniform, int16 noise: clips.i16 (concatenated) + lengths.npy."""
+    rng = np.random.default_rng(seed)
+    lengths = rng.integers(5 * RATE, 180 * RATE + 1, size=n)
+    np.save(os.path.join(folder, "lengths.npy"), lengths)
+    with open(os.path.join(folder, "clips.i16"), "wb") as f:
+        for length in lengths:
+            rng.integers(-2**15, 2**15, size=length, dtype=np.int16).tofile(f)
+    return lengths
+
+
+def child(system, folder, n, timeout, **kw):
+    """Run audio_child.py; its JSON dict, or {"error": ...}."""
+    cmd = [sys.executable, str(HERE / "audio_child.py"), system, folder, str(n)]
+    for k, v in kw.items():
+        if v is not None:
+            cmd += [f"--{k}", str(v)]
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {"error": f"timed out after {timeout} s"}
+    lines = p.stdout.strip().splitlines()
+    if p.returncode != 0 or not lines:
+        err = (p.stderr.strip().splitlines() or ["no output"])[-1]
+        return {"error": f"exit {p.returncode}: {err[:300]}"}
+    return json.loads(lines[-1])
+
+
+def system_rows(system, results, cfg, raw):
+    """Rows of one system from its child runs (medians over runs)."""
+    ok = [r for r in results if "error" not in r]
+    if not ok:
+        missing = os.environ.get("BENCH_STOKEHOLD_MISSING") if system == "stokehold" else None
+        return [rows.unavailable(W, system, cfg, missing or results[0]["error"])]
+    note = ok[0].get("note") or None
+    med = lambda key, scale=1.0: [r[key] * scale for r in ok if key in r]  # noqa: E731
+    out = [
+        rows.median_row(W, system, cfg, "cache RSS growth", med("cache_growth", 1 / MiB), "MiB",
+                        note=note, params={"dataset_bytes": raw}),
+        rows.median_row(W, system, cfg, "cache growth / raw bytes",
+                        [r["cache_growth"] / raw for r in ok], "x"),
+        rows.median_row(W, system, cfg, "peak RSS growth (build)", med("peak_growth", 1 / MiB), "MiB"),
+        rows.median_row(W, system, cfg, "total PSS growth (main + workers)",
+                        med("pss_growth", 1 / MiB), "MiB"),
+        rows.median_row(W, system, cfg, "cache build time", med("build_s"), "s"),
+    ]
+    if any(r["workers"] for r in ok):
+        out.append(rows.median_row(W, system, cfg, "workers RSS (sum, as top shows)",
+                                   med("workers_rss", 1 / MiB), "MiB",
+                                   note=f"{ok[0]['workers']} workers; private "
+                                        f"{stats.median(med('workers_private', 1 / MiB)):.0f} MiB"))
+    thr = [stats.median(r["throughput_runs"]) for r in ok if r.get("throughput_runs")]
+    par = os.cpu_count() if system == "torch" else "autotune"
+    out.append(rows.median_row(W, system, cfg, "throughput (3 epochs, no step)", thr, "crops/s",
+                               params={"parallelism": par}))
+    stall = [s * 1e3 for r in ok for s in r.get("stalls", [])]
+    out.append(rows.median_row(W, system, cfg, "epoch-boundary stall", stall, "ms",
+                               better="lower"))
+    return out
+
+
+def main():
+    args = rows.workload_args(__doc__).parse_args()
+    n = 64 if args.quick else 400
+    repeats = 1 if args.quick else 3
+    timeout = 120 if args.quick else 240
+    folder = tempfile.mkdtemp(dir=rows.tmp_root(), prefix="audio-")
+    try:
+        lengths = make_clips(folder, n)
+        raw = int(lengths.sum()) * 2
+        padded = n * int(lengths.max()) * 2
+        cfg = f"{n} clips 5-180 s, crop 3 s, batch 32"
+        out = [
+            rows.row(W, "raw bytes", cfg, "raw sample bytes", raw / MiB, "MiB",
+                     note=f"a padded matrix would be {padded / MiB:.0f} MiB "
+                          f"({padded / raw:.2f}x; computed, not allocated)"),
+        ]
+        # --quick keeps one variant per system and skips the sweeps (3 min for the whole suite).
+        for system in (QUICK_SYSTEMS if args.quick else SYSTEMS):
+            results = [child(system, folder, n, timeout, epochs=4 if args.quick else 5)
+                       for _ in range(repeats)]
+            out += system_rows(system, results, cfg, raw)
+            print(f"audio: {system} done", file=sys.stderr)
+        if not args.quick:
+            out += sweeps(folder, n, lengths, timeout)
+        rows.write_json(args.json, out)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def sweeps(folder, n, lengths, timeout):
+    """Throughput against parallelism, and cache memory against dataset size."""
+    out = []
+    par = [("tf.data/ragged", 1), ("tf.data/ragged", 2), ("torch", 1), ("torch", 0)]
+    for system, p in par:
+        r = child(system, folder, n, timeout, parallelism=p, phases="memory,throughput")
+        cfg = f"{n} clips, parallelism={p}" + (" (in-process)" if p == 0 else "")
+        if "error" in r:
+            out.append(rows.unavailable(W, system, cfg, r["error"]))
+            continue
+        out.append(rows.median_row(W, system, cfg, "throughput (3 epochs, no step)",
+                                   r["throughput_runs"], "crops/s",
+                                   params={"parallelism": p} if p else None))
+    sizes = [n // 4, n // 2]
+    for system in QUICK_SYSTEMS:
+        for k in sizes:
+            r = child(system, folder, k, timeout, phases="memory")
+            if "error" in r:
+                continue
+            raw = int(lengths[:k].sum()) * 2
+            out.append(rows.row(W, system, f"{k} clips (memory vs size)", "cache RSS growth",
+                                r["cache_growth"] / MiB, "MiB", params={"dataset_bytes": raw},
+                                note="one run per size"))
+    return out
+
+
+if __name__ == "__main__":
+    main()

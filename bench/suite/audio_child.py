@@ -1,0 +1,109 @@
+"""One system's run of the audio workload, in its own process; prints a JSON dict.
+
+    python bench/suite/audio_child.py SYSTEM DATA_DIR N [--parallelism P] [--phases ...]
+
+Phases: ``memory`` (build the cache, drop the caller's list, run one epoch, read
+RSS/PSS), ``throughput`` (3 timed passes of 3 epochs, no step), ``stall`` (epochs
+with a simulated step; the wait at each boundary). A system that cannot run
+prints {"error": ...} instead of figures.
+"""
+
+import argparse
+import gc
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import numpy as np  # noqa: E402
+
+from common import proc, stats  # noqa: E402
+from audio_systems import BATCH, SYSTEMS  # noqa: E402
+
+
+def load_clips(folder, n):
+    """The first n clips as separate arrays, like a user's list loaded from wav files."""
+    lengths = np.load(os.path.join(folder, "lengths.npy"))[:n]
+    flat = np.fromfile(os.path.join(folder, "clips.i16"), dtype=np.int16, count=int(lengths.sum()))
+    ends = np.cumsum(lengths)
+    clips = [flat[e - n_:e].copy() for e, n_ in zip(ends, lengths)]
+    del flat
+    return clips
+
+
+def run_epochs(pipe, epochs, step_s, batches_per_epoch):
+    if pipe.stream is not None:
+        return stats.timed_stream(pipe.stream(epochs), batches_per_epoch, step_s)
+    return stats.timed_epochs([pipe.epoch] * epochs, step_s)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("system", choices=sorted(SYSTEMS))
+    ap.add_argument("data")
+    ap.add_argument("n", type=int)
+    ap.add_argument("--parallelism", type=int, default=None)
+    ap.add_argument("--phases", default="memory,throughput,stall")
+    ap.add_argument("--epochs", type=int, default=4, help="epochs of the stall phase")
+    ap.add_argument("--step", type=float, default=0.02, help="simulated step, seconds")
+    a = ap.parse_args()
+    phases = a.phases.split(",")
+    build = SYSTEMS[a.system]
+    # Import the framework before the baseline reading: its runtime is not the cache.
+    if a.system.startswith("tf."):
+        import tensorflow  # noqa: F401
+    elif a.system == "torch":
+        import torch  # noqa: F401
+    else:
+        import stokehold  # noqa: F401
+    gc.collect()
+    base = proc.rollup()
+    out = {"system": a.system, "n": a.n}
+    with proc.PeakSampler(with_children=True) as peak:
+        t0 = time.perf_counter()
+        clips = load_clips(a.data, a.n)
+        out["raw_bytes"] = sum(c.nbytes for c in clips)
+        try:
+            pipe = build(clips, a.parallelism)
+        except Exception as e:  # a peer that cannot take the data: record its own words
+            print(json.dumps({"error": f"{type(e).__name__}: {str(e).splitlines()[0][:300]}"}))
+            return
+        if not pipe.keeps_list:
+            del clips
+        gc.collect()
+        out["build_s"] = time.perf_counter() - t0
+        bpe = -(-a.n // BATCH)
+        first, _ = run_epochs(pipe, 1, 0.0, bpe)
+        out["first_batch_s"] = first[0][0]
+    proc.settle(0.3)
+    tree = proc.tree()
+    after = proc.rollup()
+    out.update(
+        cache_growth=after["rss"] - base["rss"],
+        peak_growth=peak.peak - base["rss"],
+        pss_growth=tree["total_pss"] - base["pss"],
+        workers=tree["workers"],
+        workers_rss=tree["workers_rss"],
+        workers_private=tree["workers_private"],
+        note=pipe.note,
+    )
+    if "throughput" in phases:
+        runs = []
+        for _ in range(3):
+            waits, secs = run_epochs(pipe, 3, 0.0, bpe)
+            runs.append(a.n * 3 / secs)
+        out["throughput_runs"] = runs
+    if "stall" in phases:
+        waits, _ = run_epochs(pipe, a.epochs, a.step, bpe)
+        stalls, steady = stats.boundary_stalls(waits)
+        out["stalls"] = stalls
+        out["steady_wait"] = steady
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()

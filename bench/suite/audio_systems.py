@@ -1,0 +1,136 @@
+"""The audio pipeline (shuffle -> random 3 s crop -> batch 32 -> prefetch) per system.
+
+Each builder takes the list of clips (int16 arrays) and returns a Pipeline: how to
+iterate one epoch, or one stream over all epochs, and whether the caller's list
+is still needed (it is the cache for torch and tf.data's from_generator).
+Builders import their framework lazily: each system runs in its own process.
+"""
+
+import os
+
+import numpy as np
+
+CROP = 48000  # 3 s at 16 kHz
+BATCH = 32
+SEED = 1234
+
+
+class Pipeline:
+    """``epoch()`` returns an iterable over one epoch's batches; ``stream(e)`` over e epochs
+    with one iterator (None where the system has no such thing); ``keeps_list``: the dataset
+    holds the caller's list (so dropping it frees nothing)."""
+
+    def __init__(self, epoch, keeps_list, stream=None, note=""):
+        self.epoch = epoch
+        self.stream = stream
+        self.keeps_list = keeps_list
+        self.note = note
+
+
+# ---------------------------------------------------------------- stokehold
+def stokehold_pipeline(clips, parallelism=None):
+    import stokehold as sh
+
+    ds = sh.from_list({"audio": clips})
+    ds = ds.shuffle(seed=SEED).random_crop("audio", CROP, seed=SEED).batch(BATCH).prefetch(2)
+
+    def stream(epochs):
+        return ds.repeat(epochs)
+
+    return Pipeline(lambda: ds, keeps_list=False, stream=stream)
+
+
+# ---------------------------------------------------------------- tf.data
+def _tf():
+    import tensorflow as tf
+
+    tf.get_logger().setLevel("ERROR")
+    return tf
+
+
+def _tf_crop(tf, clip, length=None):
+    n = tf.shape(clip)[0] if length is None else tf.cast(length, tf.int32)
+    start = tf.random.uniform((), 0, tf.maximum(n - CROP, 0) + 1, dtype=tf.int32)
+    return clip[start:start + CROP]
+
+
+def tf_ragged(clips, parallelism=None):
+    """from_tensor_slices(RaggedTensor): the ragged cache tf.data offers."""
+    tf = _tf()
+    lengths = np.array([len(c) for c in clips], dtype=np.int64)
+    rt = tf.RaggedTensor.from_row_lengths(np.concatenate(clips), lengths)
+    calls = parallelism or tf.data.AUTOTUNE
+    ds = (tf.data.Dataset.from_tensor_slices(rt).shuffle(len(clips), seed=SEED)
+          .map(lambda c: _tf_crop(tf, c), num_parallel_calls=calls)
+          .batch(BATCH).prefetch(tf.data.AUTOTUNE))
+    return Pipeline(lambda: ds, keeps_list=False,
+                    note="shuffle(n) buffers every clip slice; new iterator per epoch")
+
+
+def tf_padded(clips, parallelism=None):
+    """One padded int16 matrix + lengths: the dense cache (about 2x raw for 5-180 s)."""
+    tf = _tf()
+    lengths = np.array([len(c) for c in clips], dtype=np.int32)
+    padded = np.zeros((len(clips), lengths.max()), dtype=np.int16)
+    for i, c in enumerate(clips):
+        padded[i, :len(c)] = c
+    calls = parallelism or tf.data.AUTOTUNE
+    ds = tf.data.Dataset.from_tensor_slices((padded, lengths))
+    del padded  # tf.data holds its own copy now
+    ds = (ds.shuffle(len(clips), seed=SEED)
+          .map(lambda c, n: _tf_crop(tf, c, n), num_parallel_calls=calls)
+          .batch(BATCH).prefetch(tf.data.AUTOTUNE))
+    return Pipeline(lambda: ds, keeps_list=False, note="shuffle(n) buffers every padded row")
+
+
+def tf_generator(clips, parallelism=None):
+    """from_generator over the Python list: no copy of the cache, but one Python thread."""
+    tf = _tf()
+    order = np.random.default_rng(SEED)
+
+    def gen():
+        for i in order.permutation(len(clips)):
+            yield clips[i]
+
+    calls = parallelism or tf.data.AUTOTUNE
+    ds = (tf.data.Dataset.from_generator(gen, output_signature=tf.TensorSpec((None,), tf.int16))
+          .map(lambda c: _tf_crop(tf, c), num_parallel_calls=calls)
+          .batch(BATCH).prefetch(tf.data.AUTOTUNE))
+    return Pipeline(lambda: ds, keeps_list=True, note="generator runs under the GIL")
+
+
+# ---------------------------------------------------------------- torch
+def torch_loader(clips, parallelism=None):
+    """Dataset over the list; num_workers = cores, persistent workers, no pin_memory."""
+    import torch
+    from torch.utils.data import DataLoader, Dataset
+
+    class Clips(Dataset):
+        def __init__(self, clips):
+            self.clips = clips
+
+        def __len__(self):
+            return len(self.clips)
+
+        def __getitem__(self, i):
+            clip = self.clips[i]
+            # Per-(worker, call) randomness as users write it; not reproducible across
+            # worker counts, which stokehold's keyed crop is.
+            start = np.random.randint(0, max(len(clip) - CROP, 0) + 1)
+            return torch.from_numpy(clip[start:start + CROP])
+
+    workers = os.cpu_count() if parallelism is None else parallelism
+    loader = DataLoader(Clips(clips), batch_size=BATCH, shuffle=True, num_workers=workers,
+                        persistent_workers=workers > 0, pin_memory=False,
+                        generator=torch.Generator().manual_seed(SEED))
+    return Pipeline(lambda: loader, keeps_list=True,
+                    note=f"num_workers={workers}, persistent_workers, pin_memory=False")
+
+
+SYSTEMS = {
+    "stokehold": stokehold_pipeline,
+    "tf.data/ragged": tf_ragged,
+    "tf.data/padded": tf_padded,
+    "tf.data/generator": tf_generator,
+    "torch": torch_loader,
+}
