@@ -1,1 +1,47 @@
-fn main() {}
+//! The `stokehold` command.
+//!
+//! Each subcommand is one variant of [`Command`] plus one module file under `src/cmd/`. To add
+//! one: write `src/cmd/<name>.rs` with a `clap::Args` struct `Args` (nested subcommands go inside
+//! it) and `pub fn run(args: Args) -> anyhow::Result<()>`; add `pub mod <name>;` to
+//! `src/cmd/mod.rs`; add the variant below with its doc comment (the help text) and its arm in
+//! `Command::run`. Work that Python or benchmarks may want too belongs in the library
+//! (`src/lib.rs`), not in `cmd/`.
+
+mod cmd;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// stokehold: a fast, memory-lean input pipeline for ML training.
+#[derive(Parser)]
+#[command(name = "stokehold", version, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Cache synthetic audio clips ragged in memory, train on them for a few epochs, and print
+    /// the memory taken and the time lost at epoch boundaries.
+    Demo(cmd::demo::Args),
+}
+
+impl Command {
+    fn run(self) -> anyhow::Result<()> {
+        match self {
+            Command::Demo(args) => cmd::demo::run(args),
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    match Cli::parse().command.run() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("stokehold: error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,3 @@
+//! One module per subcommand (see `main.rs` for how to add one).
+
+pub mod demo;

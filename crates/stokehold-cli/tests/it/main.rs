@@ -1,0 +1,4 @@
+//! Integration tests of the `stokehold` binary and the demo library.
+
+mod cli;
+mod demo;
