@@ -1,1 +1,38 @@
+//! # stokehold-python
+//!
+//! PyO3 bindings of stokehold, built by maturin as the extension module `stokehold._native`.
+//! The Python API (docstrings, defaults, argument checks) lives in `python/stokehold/`; this crate
+//! stays thin: conversions ([`convert`]), error mapping in one place ([`errors`]), and the native
+//! `Dataset` / `Iterator` classes ([`dataset`]). The GIL is released around all Rust work and
+//! taken only while Python code (a map function) runs.
+//!
+//! ## Exposing your own Rust datasets (for other bindings in this crate)
+//! 1. Add `src/<name>.rs` with your `#[pyfunction]`s / `#[pyclass]`es and a
+//!    `pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()>` that adds them. Return a dataset
+//!    to Python as [`PyDataset::from_dataset`]`(ds)` (a `#[pyclass]`, so return it by value), and
+//!    wrap entry points in [`errors::guard`]; map errors with [`errors::to_pyerr`] / [`errors::ok`].
+//! 2. Add `mod <name>;` below and one line `<name>::register(m)?;` in `_native`.
+//! 3. On the Python side, `stokehold.Dataset._wrap(native)` turns the native dataset into the
+//!    public `Dataset` (e.g. in `python/stokehold/<name>.py`).
+#![deny(missing_docs)]
 
+mod callbacks;
+pub mod convert;
+pub mod dataset;
+pub mod errors;
+
+pub use dataset::PyDataset;
+
+use pyo3::prelude::*;
+
+/// The extension module.
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    errors::register(m)?;
+    m.add_function(wrap_pyfunction!(errors::raise_for_test, m)?)?;
+    m.add_class::<convert::TensorBuf>()?;
+    dataset::register(m)?;
+    // One line per module file, e.g. `tfrecord::register(m)?;`
+    Ok(())
+}

@@ -1,0 +1,369 @@
+//! Conversions between numpy and the core element model, zero-copy where the memory allows.
+//!
+//! In: a C-contiguous, native-endian numpy array becomes a [`Tensor`] whose [`Bytes`] owns a
+//! reference to the array ([`ArrayOwner`]): no copy, and the array stays alive as long as any
+//! tensor, slice or dataset refers to it. Out: a tensor becomes a [`TensorBuf`] that exports its
+//! memory through numpy's `__array_interface__`, and `numpy.asarray` wraps it without a copy.
+//!
+//! Why `__array_interface__` and not the buffer protocol: the wheel targets the stable ABI of
+//! Python 3.9 (abi3-py39), and `Py_buffer` (both `PyObject_GetBuffer` and `__getbuffer__`) is
+//! part of the stable ABI only from Python 3.11. numpy's array interface is zero-copy in both
+//! directions on every version.
+
+use bytes::{Bytes, BytesMut};
+use pyo3::exceptions::PyTypeError;
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
+use stokehold_core::{stack, DType, Error, Example, Ragged, Tensor, Value};
+
+use crate::errors::to_pyerr;
+
+static NUMPY: PyOnceLock<Py<PyModule>> = PyOnceLock::new();
+static RAGGED: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+static NDARRAY: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+static BFLOAT16: PyOnceLock<Option<Py<PyAny>>> = PyOnceLock::new();
+
+fn numpy(py: Python<'_>) -> PyResult<&Bound<'_, PyModule>> {
+    NUMPY
+        .get_or_try_init(py, || Ok(py.import("numpy")?.unbind()))
+        .map(|m| m.bind(py))
+}
+
+fn ndarray(py: Python<'_>) -> PyResult<&Bound<'_, PyAny>> {
+    NDARRAY
+        .get_or_try_init(py, || Ok(numpy(py)?.getattr("ndarray")?.unbind()))
+        .map(|m| m.bind(py))
+}
+
+/// The Python `stokehold.Ragged` class (imported lazily: the package imports this module).
+fn ragged_class(py: Python<'_>) -> PyResult<&Bound<'_, PyAny>> {
+    RAGGED
+        .get_or_try_init(py, || {
+            Ok(py.import("stokehold.ragged")?.getattr("Ragged")?.unbind())
+        })
+        .map(|m| m.bind(py))
+}
+
+/// `ml_dtypes.bfloat16` when installed; bf16 tensors come out as raw uint16 bits otherwise.
+fn bfloat16(py: Python<'_>) -> Option<&Bound<'_, PyAny>> {
+    BFLOAT16
+        .get_or_init(py, || {
+            py.import("ml_dtypes")
+                .and_then(|m| m.getattr("bfloat16"))
+                .ok()
+                .map(Bound::unbind)
+        })
+        .as_ref()
+        .map(|t| t.bind(py))
+}
+
+fn invalid(py: Python<'_>, msg: String) -> PyErr {
+    to_pyerr(py, Error::invalid(msg), None)
+}
+
+/// Keeps a numpy array alive while Rust reads its memory.
+struct ArrayOwner {
+    _array: Py<PyAny>,
+    ptr: *const u8,
+    len: usize,
+}
+
+// SAFETY: the pointer is into memory owned by `_array` (kept alive by the reference, and numpy
+// refuses to resize an array that has other references); `Py<PyAny>` itself is Send + Sync.
+unsafe impl Send for ArrayOwner {}
+unsafe impl Sync for ArrayOwner {}
+
+impl AsRef<[u8]> for ArrayOwner {
+    fn as_ref(&self) -> &[u8] {
+        // SAFETY: see the Send impl; `len` is the array's `nbytes`.
+        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
+    }
+}
+
+/// A Python value (numpy array, scalar, bytes, str, nested list) as a tensor.
+///
+/// Numeric arrays that are C-contiguous and native-endian are not copied; others are copied
+/// once by numpy. `S`/`U`/object arrays become [`DType::Bytes`] (str is UTF-8 encoded).
+pub fn py_to_tensor(py: Python<'_>, name: &str, obj: &Bound<'_, PyAny>) -> PyResult<Tensor> {
+    let np = numpy(py)?;
+    let arr = if obj.is_instance(ndarray(py)?)? {
+        obj.clone()
+    } else {
+        np.call_method1("asarray", (obj,))?
+    };
+    let dt = arr.getattr("dtype")?;
+    let kind: String = dt.getattr("kind")?.extract()?;
+    let shape: Vec<usize> = arr.getattr("shape")?.extract()?;
+    if matches!(kind.as_str(), "S" | "U" | "O") {
+        return strings(py, name, &arr, shape);
+    }
+    let dname: String = dt.getattr("name")?.extract()?;
+    let dtype: DType = dname.parse().map_err(|e: Error| {
+        let m = match e {
+            Error::InvalidArgument(m) => m,
+            other => other.to_string(),
+        };
+        invalid(py, format!("feature {name:?}: {m}"))
+    })?;
+    let mut arr = arr;
+    if !dt.getattr("isnative")?.is_truthy()? {
+        arr = arr.call_method1("astype", (dt.call_method1("newbyteorder", ("=",))?,))?;
+    }
+    if !arr.getattr("flags")?.getattr("c_contiguous")?.is_truthy()? {
+        arr = arr.call_method1("copy", ("C",))?;
+    }
+    let len: usize = arr.getattr("nbytes")?.extract()?;
+    let data = if len == 0 {
+        Bytes::new()
+    } else {
+        let ptr: usize = arr
+            .getattr("__array_interface__")?
+            .get_item("data")?
+            .get_item(0)?
+            .extract()?;
+        Bytes::from_owner(ArrayOwner {
+            _array: arr.unbind(),
+            ptr: ptr as *const u8,
+            len,
+        })
+    };
+    Tensor::new(dtype, shape, data).map_err(|e| to_pyerr(py, e, None))
+}
+
+fn strings(
+    py: Python<'_>,
+    name: &str,
+    arr: &Bound<'_, PyAny>,
+    shape: Vec<usize>,
+) -> PyResult<Tensor> {
+    let flat = arr.call_method1("reshape", (-1,))?.call_method0("tolist")?;
+    let list = flat.cast::<PyList>()?;
+    let mut data = Vec::new();
+    let mut offsets = Vec::with_capacity(list.len() + 1);
+    offsets.push(0u64);
+    for (i, item) in list.iter().enumerate() {
+        if let Ok(b) = item.cast::<PyBytes>() {
+            data.extend_from_slice(b.as_bytes());
+        } else if let Ok(s) = item.cast::<PyString>() {
+            data.extend_from_slice(s.to_cow()?.as_bytes());
+        } else {
+            return Err(invalid(
+                py,
+                format!(
+                    "feature {name:?}: an object array must hold bytes or str, item {i} is {}; \
+                     convert numeric object arrays with .astype(...) first",
+                    item.get_type().name()?
+                ),
+            ));
+        }
+        offsets.push(data.len() as u64);
+    }
+    Tensor::strings_from_parts(shape, Bytes::from(data), offsets.into())
+        .map_err(|e| to_pyerr(py, e, None))
+}
+
+/// A Python value as a feature value: a `stokehold.Ragged` or anything [`py_to_tensor`] takes.
+pub fn py_to_value(py: Python<'_>, name: &str, obj: &Bound<'_, PyAny>) -> PyResult<Value> {
+    if obj.is_instance(ragged_class(py)?)? {
+        let values = py_to_tensor(py, name, &obj.getattr("values")?)?;
+        let splits: Vec<u64> = numpy(py)?
+            .call_method1("asarray", (obj.getattr("row_splits")?,))?
+            .call_method0("tolist")?
+            .extract()?;
+        let r = Ragged::new(values, splits.into()).map_err(|e| to_pyerr(py, e, None))?;
+        return Ok(Value::Ragged(r));
+    }
+    Ok(Value::Tensor(py_to_tensor(py, name, obj)?))
+}
+
+/// A column of `from_arrays`: an array `[N, ...]` (zero-copy), a `Ragged`, or a list of `N` rows
+/// (stacked into one arena: dense when all rows have one shape, ragged when only axis 0 differs).
+pub fn py_to_column(py: Python<'_>, name: &str, obj: &Bound<'_, PyAny>) -> PyResult<Value> {
+    let items: Vec<Bound<'_, PyAny>> = if let Ok(l) = obj.cast::<PyList>() {
+        l.iter().collect()
+    } else if let Ok(t) = obj.cast::<PyTuple>() {
+        t.iter().collect()
+    } else {
+        return py_to_value(py, name, obj);
+    };
+    if items.is_empty() {
+        return Err(invalid(
+            py,
+            format!("feature {name:?} is an empty list; pass an array of shape [0, ...] for an empty column"),
+        ));
+    }
+    let nd = ndarray(py)?;
+    let any_array = items.iter().any(|i| i.is_instance(nd).unwrap_or(false));
+    if !any_array {
+        // Plain Python values: numpy builds the column in one go when it is rectangular.
+        if let Ok(arr) = numpy(py)?.call_method1("asarray", (obj,)) {
+            if arr.getattr("dtype")?.getattr("kind")?.extract::<String>()? != "O" {
+                return Ok(Value::Tensor(py_to_tensor(py, name, &arr)?));
+            }
+        }
+    }
+    let rows = items
+        .iter()
+        .map(|i| py_to_tensor(py, name, i))
+        .collect::<PyResult<Vec<_>>>()?;
+    let name2 = name.to_string();
+    let stacked = py.detach(move || {
+        let refs: Vec<&Tensor> = rows.iter().collect();
+        stack("from_arrays", &name2, &refs)
+    });
+    stacked.map_err(|e| to_pyerr(py, e, None))
+}
+
+/// Where a tensor's memory comes from on the Python side.
+enum Keep {
+    /// Memory shared with other tensors (a dataset's arena, an input array): read-only.
+    Shared(#[allow(dead_code)] Bytes),
+    /// Memory only this buffer refers to (a fresh batch): writable.
+    Owned(#[allow(dead_code)] BytesMut),
+}
+
+/// Tensor memory exported to numpy through `__array_interface__` (zero-copy).
+///
+/// Arrays that share memory with the dataset (elements of an in-memory dataset, arrays handed in)
+/// are read-only, so that writing to one cannot change the cache; memory that nothing else refers
+/// to (a fresh batch) is writable.
+#[pyclass(frozen, module = "stokehold._native")]
+pub struct TensorBuf {
+    _keep: Keep,
+    ptr: usize,
+    readonly: bool,
+    shape: Vec<usize>,
+    typestr: &'static str,
+}
+
+fn typestr(d: DType) -> &'static str {
+    match d {
+        DType::Bool => "|b1",
+        DType::U8 => "|u1",
+        DType::I8 => "|i1",
+        DType::U16 | DType::BF16 => "<u2",
+        DType::I16 => "<i2",
+        DType::U32 => "<u4",
+        DType::I32 => "<i4",
+        DType::U64 => "<u8",
+        DType::I64 => "<i8",
+        DType::F16 => "<f2",
+        DType::F32 => "<f4",
+        DType::F64 => "<f8",
+        _ => "|V1",
+    }
+}
+
+#[pymethods]
+impl TensorBuf {
+    /// numpy's array interface (version 3).
+    #[getter(__array_interface__)]
+    fn array_interface<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let d = PyDict::new(py);
+        d.set_item("version", 3)?;
+        d.set_item("shape", PyTuple::new(py, &self.shape)?)?;
+        d.set_item("typestr", self.typestr)?;
+        d.set_item("data", (self.ptr, self.readonly))?;
+        Ok(d)
+    }
+
+    /// Address of the first byte (to check zero-copy in tests).
+    #[getter]
+    fn address(&self) -> usize {
+        self.ptr
+    }
+}
+
+/// A tensor as a numpy array: zero-copy for numeric dtypes, an object array of `bytes` for
+/// [`DType::Bytes`].
+pub fn tensor_to_py(py: Python<'_>, t: Tensor) -> PyResult<Bound<'_, PyAny>> {
+    let np = numpy(py)?;
+    let dtype = t.dtype();
+    let shape = t.shape().to_vec();
+    if dtype == DType::Bytes {
+        let items = (0..t.len()).map(|i| PyBytes::new(py, t.string(i).unwrap_or(b"")));
+        let list = PyList::new(py, items)?;
+        let kw = PyDict::new(py);
+        kw.set_item("dtype", np.getattr("object_")?)?;
+        let a = np.call_method("array", (list,), Some(&kw))?;
+        return a.call_method1("reshape", (PyTuple::new(py, &shape)?,));
+    }
+    let data = t.data().clone();
+    drop(t);
+    let (keep, ptr, readonly) = match data.try_into_mut() {
+        Ok(mut m) => {
+            let p = m.as_mut_ptr() as usize;
+            (Keep::Owned(m), p, false)
+        }
+        Err(b) => {
+            let p = b.as_ptr() as usize;
+            (Keep::Shared(b), p, true)
+        }
+    };
+    let buf = Bound::new(
+        py,
+        TensorBuf {
+            _keep: keep,
+            ptr,
+            readonly,
+            shape,
+            typestr: typestr(dtype),
+        },
+    )?;
+    let arr = np.call_method1("asarray", (buf,))?;
+    if dtype == DType::BF16 {
+        if let Some(bf) = bfloat16(py) {
+            return arr.call_method1("view", (bf,));
+        }
+    }
+    Ok(arr)
+}
+
+/// A feature value as Python: a numpy array, or a `stokehold.Ragged`.
+pub fn value_to_py(py: Python<'_>, v: Value) -> PyResult<Bound<'_, PyAny>> {
+    match v {
+        Value::Tensor(t) => tensor_to_py(py, t),
+        Value::Ragged(r) => {
+            let values = r.values().clone();
+            let splits: Vec<i64> = r.splits().iter().map(|&s| s as i64).collect();
+            drop(r);
+            let n = splits.len();
+            let splits = Tensor::from_vec(vec![n], splits).map_err(|e| to_pyerr(py, e, None))?;
+            ragged_class(py)?.call1((tensor_to_py(py, values)?, tensor_to_py(py, splits)?))
+        }
+    }
+}
+
+/// An example as a dict of feature name to numpy array / `Ragged`, in feature order.
+pub fn example_to_dict(py: Python<'_>, e: Example) -> PyResult<Bound<'_, PyDict>> {
+    let items: Vec<(String, Value)> = e.iter().map(|(n, v)| (n.to_string(), v.clone())).collect();
+    // Drop the example first, so that memory only these values refer to is seen as unique.
+    drop(e);
+    let d = PyDict::new(py);
+    for (n, v) in items {
+        d.set_item(n, value_to_py(py, v)?)?;
+    }
+    Ok(d)
+}
+
+/// A mapping of feature name to value (a map function's result) as an example.
+pub fn dict_to_example(py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<Example> {
+    let d = obj.cast::<PyDict>().map_err(|_| {
+        PyTypeError::new_err(format!(
+            "expected a dict of feature name -> array, got {}",
+            obj.get_type()
+                .name()
+                .map(|n| n.to_string())
+                .unwrap_or_default()
+        ))
+    })?;
+    let mut e = Example::new();
+    for (k, v) in d.iter() {
+        let name: String = k
+            .extract()
+            .map_err(|_| PyTypeError::new_err("feature names must be str"))?;
+        e.insert(&name, py_to_value(py, &name, &v)?);
+    }
+    Ok(e)
+}

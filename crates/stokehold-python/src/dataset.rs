@@ -1,0 +1,378 @@
+//! The native `Dataset` and `Iterator` classes. The Python package (`stokehold/dataset.py`)
+//! wraps them with defaults, seeds, epochs and documentation; these stay thin.
+//!
+//! Every method releases the GIL around Rust work (`py.detach`) and runs under
+//! [`guard`](crate::errors::guard), so a panic becomes `WorkerPanicError`.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList};
+use stokehold_core::ops::element;
+use stokehold_core::{
+    BatchOptions, DType, Dataset, Error, Example, MapDataset, PadSpec, PipelineIter, INFINITE,
+};
+
+use crate::callbacks::{py_filter_fn, py_map_fn};
+use crate::convert::{example_to_dict, py_to_column};
+use crate::errors::{guard, ok, to_pyerr};
+
+/// A pipeline: a core [`Dataset`] seen from Python.
+///
+/// Other bindings expose their Rust datasets by returning `PyDataset::from_dataset(ds)`; the
+/// Python side wraps it with `stokehold.Dataset._wrap(native)`.
+#[pyclass(frozen, name = "Dataset", module = "stokehold._native")]
+pub struct PyDataset {
+    ds: Dataset,
+}
+
+impl PyDataset {
+    /// Wraps a core dataset.
+    pub fn from_dataset(ds: Dataset) -> Self {
+        PyDataset { ds }
+    }
+
+    /// The core dataset.
+    pub fn dataset(&self) -> &Dataset {
+        &self.ds
+    }
+}
+
+fn wrap(ds: Dataset) -> PyDataset {
+    PyDataset { ds }
+}
+
+#[pymethods]
+impl PyDataset {
+    /// An in-memory dataset from a dict of feature -> column (see `stokehold.from_arrays`).
+    #[staticmethod]
+    fn from_columns(py: Python<'_>, columns: &Bound<'_, PyDict>) -> PyResult<Self> {
+        guard(|| {
+            let mut ex = Example::new();
+            for (k, v) in columns.iter() {
+                let name: String = k.extract()?;
+                ex.insert(&name, py_to_column(py, &name, &v)?);
+            }
+            ok(py, Dataset::from_columns(ex)).map(wrap)
+        })
+    }
+
+    /// `range(n)`: int64 feature "x".
+    #[staticmethod]
+    fn range(n: u64) -> Self {
+        wrap(Dataset::range(n))
+    }
+
+    fn map(&self, f: Py<PyAny>, label: &str) -> PyResult<Self> {
+        guard(|| Ok(wrap(self.ds.map(label, py_map_fn(f)))))
+    }
+
+    fn filter(&self, f: Py<PyAny>, label: &str) -> PyResult<Self> {
+        guard(|| Ok(wrap(self.ds.filter(label, py_filter_fn(f)))))
+    }
+
+    fn shuffle(&self, py: Python<'_>, seed: u64) -> PyResult<Self> {
+        guard(|| ok(py, self.ds.try_shuffle(seed)).map(wrap))
+    }
+
+    fn shuffle_buffer(&self, py: Python<'_>, size: usize, seed: u64) -> PyResult<Self> {
+        guard(|| ok(py, self.ds.shuffle_buffer(size, seed)).map(wrap))
+    }
+
+    #[pyo3(signature = (count=None))]
+    fn repeat(&self, count: Option<u64>) -> PyResult<Self> {
+        guard(|| Ok(wrap(self.ds.repeat(count))))
+    }
+
+    fn take(&self, n: u64) -> PyResult<Self> {
+        guard(|| Ok(wrap(self.ds.take(n))))
+    }
+
+    fn skip(&self, n: u64) -> PyResult<Self> {
+        guard(|| Ok(wrap(self.ds.skip(n))))
+    }
+
+    fn enumerate(&self, name: &str) -> PyResult<Self> {
+        guard(|| Ok(wrap(self.ds.enumerate(name))))
+    }
+
+    fn batch(&self, py: Python<'_>, size: usize, drop_remainder: bool) -> PyResult<Self> {
+        guard(|| ok(py, self.ds.batch(size, drop_remainder)).map(wrap))
+    }
+
+    /// `shapes[f]`: per-axis target (None = longest in the batch); `values[f]`: padding value.
+    #[pyo3(signature = (size, drop_remainder, shapes, values, default_value))]
+    fn padded_batch(
+        &self,
+        py: Python<'_>,
+        size: usize,
+        drop_remainder: bool,
+        shapes: HashMap<String, Vec<Option<usize>>>,
+        values: HashMap<String, f64>,
+        default_value: f64,
+    ) -> PyResult<Self> {
+        guard(|| {
+            let mut specs: HashMap<String, PadSpec> = HashMap::new();
+            for (name, shape) in shapes {
+                specs
+                    .entry(name)
+                    .or_insert_with(|| PadSpec {
+                        value: default_value,
+                        shape: None,
+                    })
+                    .shape = Some(shape);
+            }
+            for (name, value) in values {
+                specs
+                    .entry(name)
+                    .or_insert_with(|| PadSpec { value, shape: None })
+                    .value = value;
+            }
+            let mut opts = BatchOptions::new(size, drop_remainder);
+            opts.padding = Some(specs);
+            opts.default_pad = PadSpec {
+                value: default_value,
+                shape: None,
+            };
+            ok(py, self.ds.batch_with(opts)).map(wrap)
+        })
+    }
+
+    fn prefetch(&self, py: Python<'_>, depth: usize) -> PyResult<Self> {
+        guard(|| ok(py, self.ds.prefetch(depth)).map(wrap))
+    }
+
+    fn random_crop(
+        &self,
+        feature: &str,
+        size: usize,
+        axis: usize,
+        seed: u64,
+        pad: bool,
+    ) -> PyResult<Self> {
+        guard(|| Ok(wrap(self.ds.random_crop(feature, axis, size, seed, pad))))
+    }
+
+    fn pad_to(&self, feature: &str, length: usize, axis: usize, value: f64) -> PyResult<Self> {
+        guard(|| {
+            let label = format!("pad_to:{feature}:{length}:axis={axis}:value={value}");
+            Ok(wrap(self.ds.map(
+                &label,
+                element::pad_or_trim(feature, axis, length, value),
+            )))
+        })
+    }
+
+    fn cast(&self, py: Python<'_>, feature: &str, dtype: &str) -> PyResult<Self> {
+        guard(|| {
+            let d: DType = ok(py, dtype.parse())?;
+            if d == DType::Bytes {
+                return Err(to_pyerr(
+                    py,
+                    Error::invalid("cast to bytes is not supported"),
+                    None,
+                ));
+            }
+            Ok(wrap(self.ds.map(
+                &format!("cast:{feature}:{d}"),
+                element::cast_feature(feature, d),
+            )))
+        })
+    }
+
+    /// Elements per epoch: None when unknown, `INFINITE` (2**64 - 1) when endless.
+    fn cardinality(&self) -> Option<u64> {
+        self.ds.len()
+    }
+
+    #[getter]
+    fn is_random_access(&self) -> bool {
+        self.ds.is_random_access()
+    }
+
+    /// Element `index` (an index past `len` reaches into later epochs).
+    fn get<'py>(&self, py: Python<'py>, index: u64) -> PyResult<Bound<'py, PyDict>> {
+        guard(|| {
+            let ds = self.ds.clone();
+            let r = py.detach(move || ds.get(index));
+            let e = r.map_err(|e| to_pyerr(py, e, Some(&self.ds.describe())))?;
+            example_to_dict(py, e)
+        })
+    }
+
+    fn describe(&self) -> String {
+        self.ds.describe()
+    }
+
+    fn fingerprint(&self) -> String {
+        format!("{:016x}", self.ds.fingerprint())
+    }
+
+    /// An iterator over epoch `epoch`.
+    fn iter(&self, py: Python<'_>, epoch: u64) -> PyResult<PyIterator> {
+        guard(|| {
+            let ds = self.ds.clone();
+            let it = ok(py, py.detach(move || PipelineIter::new(ds, epoch)))?;
+            Ok(PyIterator {
+                inner: Mutex::new(it),
+                describe: self.ds.describe(),
+            })
+        })
+    }
+
+    /// Epochs `start .. start + count` (forever for None) back to back as one random-access
+    /// dataset, for a loader whose prefetch thread runs across epoch boundaries.
+    #[pyo3(signature = (start, count=None))]
+    fn epochs(&self, py: Python<'_>, start: u64, count: Option<u64>) -> PyResult<Self> {
+        guard(|| {
+            let m = self.ds.as_map().ok_or_else(|| {
+                to_pyerr(
+                    py,
+                    Error::invalid(format!(
+                        "epochs() needs a random-access pipeline, and {} is a stream",
+                        self.ds.describe()
+                    )),
+                    None,
+                )
+            })?;
+            let len = m.len();
+            if len == INFINITE {
+                return Err(to_pyerr(
+                    py,
+                    Error::invalid("epochs() needs a finite dataset (no repeat())"),
+                    None,
+                ));
+            }
+            let total = match count {
+                Some(c) => len.saturating_mul(c),
+                None => INFINITE,
+            };
+            Ok(wrap(Dataset::from_map(EpochRange {
+                parent: m.clone(),
+                start: start.saturating_mul(len),
+                len: total,
+            })))
+        })
+    }
+}
+
+/// Global indices `start .. start + len` of a random-access dataset (whole epochs back to back).
+struct EpochRange {
+    parent: Arc<dyn MapDataset>,
+    start: u64,
+    len: u64,
+}
+
+impl MapDataset for EpochRange {
+    fn len(&self) -> u64 {
+        self.len
+    }
+
+    fn get(&self, index: u64) -> stokehold_core::Result<Example> {
+        self.parent.get(self.start.saturating_add(index))
+    }
+
+    fn name(&self) -> String {
+        format!("epochs(start_index={}, len={})", self.start, self.len)
+    }
+
+    fn parents(&self) -> Vec<Dataset> {
+        vec![Dataset::Map(self.parent.clone())]
+    }
+}
+
+/// An iterator over one epoch of a pipeline, with a checkpointable state.
+#[pyclass(frozen, name = "Iterator", module = "stokehold._native")]
+pub struct PyIterator {
+    inner: Mutex<PipelineIter>,
+    describe: String,
+}
+
+impl PyIterator {
+    fn run<T: Send>(
+        &self,
+        py: Python<'_>,
+        f: impl FnOnce(&mut PipelineIter) -> stokehold_core::Result<T> + Send,
+    ) -> PyResult<T> {
+        let r = py.detach(|| {
+            let mut g = self.inner.lock().map_err(|_| {
+                Error::Cancelled("this iterator is unusable after an earlier panic".into())
+            })?;
+            f(&mut g)
+        });
+        r.map_err(|e| to_pyerr(py, e, Some(&self.describe)))
+    }
+}
+
+#[pymethods]
+impl PyIterator {
+    fn __iter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
+        slf
+    }
+
+    fn __next__<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
+        guard(|| match self.run(py, |it| it.next())? {
+            Some(e) => example_to_dict(py, e).map(Some),
+            None => Ok(None),
+        })
+    }
+
+    /// Up to `n` elements as a list (one GIL release for all of them).
+    fn next_many<'py>(&self, py: Python<'py>, n: usize) -> PyResult<Bound<'py, PyList>> {
+        guard(|| {
+            let items = self.run(py, |it| {
+                let mut v = Vec::with_capacity(n);
+                while v.len() < n {
+                    match it.next()? {
+                        Some(e) => v.push(e),
+                        None => break,
+                    }
+                }
+                Ok(v)
+            })?;
+            let list = PyList::empty(py);
+            for e in items {
+                list.append(example_to_dict(py, e)?)?;
+            }
+            Ok(list)
+        })
+    }
+
+    /// The epoch this iterator runs.
+    #[getter]
+    fn epoch(&self, py: Python<'_>) -> PyResult<u64> {
+        guard(|| self.run(py, |it| Ok(it.epoch())))
+    }
+
+    /// The state as a JSON string.
+    fn get_state(&self, py: Python<'_>) -> PyResult<String> {
+        guard(|| self.run(py, |it| Ok(it.state().to_string())))
+    }
+
+    /// Restores a state from `get_state` (a JSON string).
+    fn set_state(&self, py: Python<'_>, state: &str) -> PyResult<()> {
+        guard(|| {
+            let json: serde_json::Value = serde_json::from_str(state).map_err(|e| {
+                to_pyerr(
+                    py,
+                    Error::State(format!("state is not valid JSON: {e}")),
+                    None,
+                )
+            })?;
+            self.run(py, move |it| it.set_state(&json))
+        })
+    }
+
+    fn describe(&self) -> String {
+        self.describe.clone()
+    }
+}
+
+/// Adds the classes to the module.
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<PyDataset>()?;
+    m.add_class::<PyIterator>()?;
+    m.add("INFINITE", INFINITE)?;
+    Ok(())
+}

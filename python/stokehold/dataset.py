@@ -1,0 +1,513 @@
+"""The ``Dataset`` class: tf.data-like ops over a Rust engine, with random access and state.
+
+Elements are dicts of feature name to numpy array (or :class:`stokehold.Ragged` for batches of
+variable-length features). Arrays come out of the engine without a copy; see ``from_arrays`` for
+what is shared with the input.
+"""
+
+from __future__ import annotations
+
+import json
+import operator
+import os
+from typing import Any, Callable, Dict, Iterable, Mapping, Optional, Sequence, Union
+
+import numpy as np
+
+from . import _native
+from ._native import InvalidArgumentError, OutOfRangeError, StateError
+
+__all__ = [
+    "AUTOTUNE",
+    "INFINITE",
+    "UNKNOWN",
+    "Dataset",
+    "Iterator",
+    "from_arrays",
+    "from_list",
+]
+
+#: ``cardinality()`` of an endless dataset (as in tf.data).
+INFINITE = -1
+#: ``cardinality()`` of a dataset whose length is not known without iterating it.
+UNKNOWN = -2
+#: ``prefetch(AUTOTUNE)``: let stokehold choose the depth (currently 2).
+AUTOTUNE = -1
+
+Element = Dict[str, Any]
+
+
+def _draw_seed() -> int:
+    """A fresh 63-bit seed from the OS (used when ``seed=None``)."""
+    return int.from_bytes(os.urandom(8), "little") >> 1
+
+
+def _count(name: str, value: Any, minimum: int = 0) -> int:
+    try:
+        v = operator.index(value)
+    except TypeError:
+        raise InvalidArgumentError(f"{name} must be an int, got {type(value).__name__}") from None
+    if v < minimum:
+        raise InvalidArgumentError(f"{name} must be >= {minimum}, got {v}")
+    return v
+
+
+def _dtype_name(dtype: Any) -> str:
+    if isinstance(dtype, str):
+        return dtype
+    return np.dtype(dtype).name
+
+
+def from_arrays(columns: Mapping[str, Any]) -> "Dataset":
+    """An in-memory, random-access dataset from columns.
+
+    Args:
+        columns: feature name -> one of
+
+            * a numpy array ``[N, ...]``: element ``i`` is ``array[i]``. A C-contiguous,
+              native-endian numeric array is **not copied**: the dataset keeps a reference to it,
+              so writing to the array later changes what the dataset returns (elements come out
+              as read-only views of it). Other arrays are copied once.
+            * a list of ``N`` arrays (or values): stored in one contiguous arena. Rows of one shape
+              make a dense column; rows that differ only along axis 0 make a **ragged** column
+              (values back to back plus row splits, no padding).
+            * a :class:`stokehold.Ragged` (used as is, zero-copy).
+
+            Numeric dtypes: bool, (u)int8/16/32/64, float16/32/64 (bfloat16 with ``ml_dtypes``).
+            Bytes features: numpy ``S``/``U`` arrays or object arrays of ``bytes``/``str``
+            (str is UTF-8 encoded); they come out as object arrays of ``bytes``.
+
+    Raises:
+        InvalidArgumentError: columns of different lengths, an unknown dtype (e.g. complex128),
+            an object array holding something other than bytes/str, an empty mapping.
+    """
+    if not isinstance(columns, Mapping):
+        raise InvalidArgumentError(
+            f"from_arrays takes a dict of feature -> array, got {type(columns).__name__}"
+        )
+    if not columns:
+        raise InvalidArgumentError("from_arrays needs at least one feature")
+    for k in columns:
+        if not isinstance(k, str):
+            raise InvalidArgumentError(f"feature names must be str, got {k!r}")
+    return Dataset._wrap(_native.Dataset.from_columns(dict(columns)))
+
+
+def from_list(elements: Iterable[Mapping[str, Any]]) -> "Dataset":
+    """An in-memory dataset from a list of elements (dicts with the same features).
+
+    Each feature is stacked into one contiguous arena (ragged where lengths differ along axis 0),
+    as with a list column in :func:`from_arrays`.
+
+    Raises:
+        InvalidArgumentError: an empty list, an element that is not a dict, or elements whose
+            features differ.
+    """
+    items = list(elements)
+    if not items:
+        raise InvalidArgumentError("from_list needs at least one element to know the features")
+    first = items[0]
+    if not isinstance(first, Mapping):
+        raise InvalidArgumentError(f"element 0 is a {type(first).__name__}, not a dict")
+    keys = list(first.keys())
+    for i, e in enumerate(items):
+        if not isinstance(e, Mapping):
+            raise InvalidArgumentError(f"element {i} is a {type(e).__name__}, not a dict")
+        if set(e.keys()) != set(keys):
+            raise InvalidArgumentError(
+                f"element {i} has features {sorted(e.keys())}, element 0 has {sorted(keys)}"
+            )
+    return from_arrays({k: [e[k] for e in items] for k in keys})
+
+
+class Dataset:
+    """A pipeline of elements (dicts of numpy arrays), random access where the ops allow it.
+
+    Build one with :func:`from_arrays` / :func:`from_list`, chain ops (each returns a new
+    ``Dataset``), and iterate. Every ``for`` loop over the same ``Dataset`` object starts the next
+    epoch (``epoch`` counts them), so shuffles and random crops draw anew each time, like
+    tf.data's ``reshuffle_each_iteration``; ``iter(epoch=k)`` runs a given epoch. Randomness is
+    keyed by (seed, epoch, index): the same seed gives the same batches whatever the prefetch
+    depth or thread timing.
+    """
+
+    def __init__(self, native: Any, *, _prefetch_of: Optional[tuple] = None) -> None:
+        self._native = native
+        self._epoch = 0
+        # (random-access parent, depth) when this dataset is `parent.prefetch(depth)`: `epochs()`
+        # looks through the prefetch to keep random access.
+        self._prefetch_of = _prefetch_of
+
+    @classmethod
+    def _wrap(cls, native: Any) -> "Dataset":
+        """Wraps a native dataset (for bindings that expose their own Rust datasets)."""
+        return cls(native)
+
+    @staticmethod
+    def range(n: int) -> "Dataset":
+        """The integers ``0..n`` as int64 scalar feature ``"x"``."""
+        return Dataset(_native.Dataset.range(_count("n", n)))
+
+    # ---- ops -------------------------------------------------------------------------------
+
+    def map(self, fn: Callable[[Element], Mapping[str, Any]], name: Optional[str] = None) -> "Dataset":
+        """Applies ``fn`` to every element; keeps random access.
+
+        ``fn`` receives a dict of numpy arrays and returns a dict (values: numpy arrays, Python
+        scalars, bytes, :class:`Ragged`). An exception raised by ``fn`` reaches the caller as
+        itself, with a note naming the op and the element index (Python 3.11+).
+
+        Args:
+            fn: the function.
+            name: label in ``describe()`` and errors (default: ``fn.__qualname__``).
+        """
+        if not callable(fn):
+            raise TypeError(f"map takes a callable, got {type(fn).__name__}")
+        return Dataset(self._native.map(fn, name or _label(fn)))
+
+    def filter(self, predicate: Callable[[Element], Any], name: Optional[str] = None) -> "Dataset":
+        """Keeps the elements for which ``predicate(element)`` is true. The result is a stream
+        (no ``len``, no indexing)."""
+        if not callable(predicate):
+            raise TypeError(f"filter takes a callable, got {type(predicate).__name__}")
+        return Dataset(self._native.filter(predicate, name or _label(predicate)))
+
+    def shuffle(self, seed: Optional[int] = None, buffer_size: Optional[int] = None) -> "Dataset":
+        """Shuffles, with a new order each epoch.
+
+        Args:
+            seed: the seed; ``None`` draws one now from the OS, so this ``Dataset`` object is
+                deterministic but another process gets another order (pass a seed to resume a
+                saved iterator state elsewhere).
+            buffer_size: ``None`` (default): a global permutation of a random-access dataset,
+                with no buffer and O(1) memory; keeps random access. An int: a shuffle buffer of
+                that many elements (any dataset; the result is a stream).
+        """
+        seed = _draw_seed() if seed is None else _count("seed", seed)
+        if buffer_size is None:
+            return Dataset(self._native.shuffle(seed))
+        return Dataset(self._native.shuffle_buffer(_count("buffer_size", buffer_size, 1), seed))
+
+    def repeat(self, count: Optional[int] = None) -> "Dataset":
+        """Repeats ``count`` times (default: forever). Each repetition is a new epoch of the
+        input (reshuffled); keeps random access."""
+        return Dataset(self._native.repeat(None if count is None else _count("count", count)))
+
+    def take(self, count: int) -> "Dataset":
+        """The first ``count`` elements (of each epoch)."""
+        return Dataset(self._native.take(_count("count", count)))
+
+    def skip(self, count: int) -> "Dataset":
+        """All but the first ``count`` elements (of each epoch)."""
+        return Dataset(self._native.skip(_count("count", count)))
+
+    def enumerate(self, name: str = "index") -> "Dataset":
+        """Adds the position within the epoch as int64 feature ``name`` (default ``"index"``)."""
+        return Dataset(self._native.enumerate(str(name)))
+
+    def batch(self, batch_size: int, drop_remainder: bool = False) -> "Dataset":
+        """Stacks ``batch_size`` elements into one: a dense array ``[batch, ...]`` per feature when
+        shapes agree, a :class:`Ragged` when they differ only along axis 0.
+
+        Args:
+            batch_size: elements per batch (> 0).
+            drop_remainder: drop a last, smaller batch (default False).
+        """
+        return Dataset(self._native.batch(_count("batch_size", batch_size), bool(drop_remainder)))
+
+    def padded_batch(
+        self,
+        batch_size: int,
+        padded_shapes: Optional[Mapping[str, Sequence[Optional[int]]]] = None,
+        padding_values: Union[None, float, Mapping[str, float]] = None,
+        drop_remainder: bool = False,
+    ) -> "Dataset":
+        """Batches with padding: each feature of rank >= 1 is padded to the longest element of the
+        batch, or to a fixed shape, and a feature ``<name>_lengths`` (int64 ``[batch]`` for rank 1,
+        ``[batch, rank]`` otherwise) gives the original shapes.
+
+        Args:
+            batch_size: elements per batch (> 0).
+            padded_shapes: feature -> shape; an axis given as ``None`` or ``-1`` pads to the
+                longest in the batch (default for every feature and axis). An element larger than
+                a fixed shape is a :class:`SchemaError`.
+            padding_values: one number for every feature, or feature -> number (default 0).
+                Bytes features pad with ``b""``.
+            drop_remainder: drop a last, smaller batch (default False).
+        """
+        shapes: Dict[str, list] = {}
+        if padded_shapes is not None:
+            if not isinstance(padded_shapes, Mapping):
+                raise InvalidArgumentError("padded_shapes must be a dict of feature -> shape")
+            for k, shape in padded_shapes.items():
+                shapes[str(k)] = [None if d is None or d == -1 else _count(f"padded_shapes[{k!r}]", d) for d in shape]
+        values: Dict[str, float] = {}
+        default = 0.0
+        if isinstance(padding_values, Mapping):
+            values = {str(k): float(v) for k, v in padding_values.items()}
+        elif padding_values is not None:
+            default = float(padding_values)
+        native = self._native.padded_batch(
+            _count("batch_size", batch_size), bool(drop_remainder), shapes, values, default
+        )
+        return Dataset(native)
+
+    def prefetch(self, buffer_size: int = 2) -> "Dataset":
+        """Runs the pipeline on a background thread, ``buffer_size`` elements ahead (default 2;
+        ``AUTOTUNE`` means 2). The thread lives as long as the iterator; with ``repeat()``
+        upstream it flows into the next epoch with nothing rebuilt. The result is a stream; see
+        :meth:`epochs` for a loop over epochs with no stall at their boundaries."""
+        depth = 2 if buffer_size == AUTOTUNE else _count("buffer_size", buffer_size)
+        native = self._native.prefetch(depth)
+        parent = (self, depth) if self.is_random_access else None
+        return Dataset(native, _prefetch_of=parent)
+
+    def random_crop(
+        self, feature: str, size: int, axis: int = 0, seed: Optional[int] = None, pad: bool = False
+    ) -> "Dataset":
+        """A random window of ``size`` along ``axis`` of ``feature`` (native, no Python per
+        element). The offset is drawn from (seed, epoch, index).
+
+        Args:
+            feature: the feature to crop.
+            size: window length.
+            axis: axis to crop along (default 0).
+            seed: ``None`` draws one now (see :meth:`shuffle`).
+            pad: an element shorter than ``size`` is a :class:`SchemaError` naming the element
+                (default), or with ``pad=True`` is zero-padded at the end to ``size``.
+        """
+        seed = _draw_seed() if seed is None else _count("seed", seed)
+        return Dataset(
+            self._native.random_crop(str(feature), _count("size", size), _count("axis", axis), seed, bool(pad))
+        )
+
+    def pad_to(self, feature: str, length: int, axis: int = 0, value: float = 0) -> "Dataset":
+        """Pads (with ``value``, default 0) or trims ``feature`` to exactly ``length`` along
+        ``axis`` (default 0)."""
+        return Dataset(
+            self._native.pad_to(str(feature), _count("length", length), _count("axis", axis), float(value))
+        )
+
+    def cast(self, feature: str, dtype: Any) -> "Dataset":
+        """Casts ``feature`` to ``dtype`` (a numpy dtype or its name; C-style conversion:
+        truncation toward zero, saturating float-to-int)."""
+        return Dataset(self._native.cast(str(feature), _dtype_name(dtype)))
+
+    # ---- inspection ------------------------------------------------------------------------
+
+    @property
+    def is_random_access(self) -> bool:
+        """True when ``len()`` and ``ds[i]`` are available (no filter, buffer shuffle or
+        prefetch in the pipeline)."""
+        return bool(self._native.is_random_access)
+
+    def cardinality(self) -> int:
+        """Elements per epoch; ``INFINITE`` (-1) for an endless dataset, ``UNKNOWN`` (-2) when
+        it is not known without iterating (as in tf.data)."""
+        n = self._native.cardinality()
+        if n is None:
+            return UNKNOWN
+        if n == _native.INFINITE:
+            return INFINITE
+        return int(n)
+
+    def __len__(self) -> int:
+        n = self._native.cardinality()
+        if n is None:
+            raise TypeError(
+                f"the length of this dataset is not known without iterating it "
+                f"({self.describe()}); cardinality() returns UNKNOWN"
+            )
+        if n == _native.INFINITE:
+            raise TypeError(f"this dataset is infinite ({self.describe()}); cardinality() returns INFINITE")
+        return int(n)
+
+    def __getitem__(self, index: int) -> Element:
+        """Element ``index`` (negative counts from the end) of a random-access dataset.
+
+        Raises:
+            TypeError: the dataset is a stream, or the index is not an int.
+            OutOfRangeError: (an IndexError) the index is out of range.
+        """
+        if not self.is_random_access:
+            raise TypeError(
+                f"this dataset is a stream and has no random access ({self.describe()}); "
+                f"index it before filter / shuffle(buffer_size=...) / prefetch"
+            )
+        i = operator.index(index)
+        if i < 0:
+            n = self._native.cardinality()
+            if n == _native.INFINITE:
+                raise OutOfRangeError(f"negative index {i} into an infinite dataset")
+            i += n
+            if i < 0:
+                raise OutOfRangeError(f"index {index} out of range for a dataset of length {n}")
+        return self._native.get(i)
+
+    def describe(self) -> str:
+        """The pipeline as text, inputs first: ``in_memory(...) -> shuffle(seed=1) -> batch(4)``."""
+        return str(self._native.describe())
+
+    def __repr__(self) -> str:
+        return f"<stokehold.Dataset {self.describe()}>"
+
+    # ---- iteration -------------------------------------------------------------------------
+
+    @property
+    def epoch(self) -> int:
+        """The epoch the next ``iter()`` / ``for`` loop will run (starts at 0)."""
+        return self._epoch
+
+    @epoch.setter
+    def epoch(self, value: int) -> None:
+        self._epoch = _count("epoch", value)
+
+    def __iter__(self) -> "Iterator":
+        return self.iter()
+
+    def iter(self, epoch: Optional[int] = None) -> "Iterator":
+        """An iterator over one epoch.
+
+        Args:
+            epoch: ``None`` (default): the next epoch of this object (advances ``epoch``);
+                an int: that epoch (``epoch`` is left as it is).
+        """
+        if epoch is None:
+            epoch = self._epoch
+            self._epoch += 1
+        return Iterator(self._native.iter(_count("epoch", epoch)))
+
+    def epochs(self, count: Optional[int] = None, buffer_size: Optional[int] = None) -> "EpochLoader":
+        """Iterates ``count`` epochs (default: forever) through ONE prefetching iterator.
+
+        ``for ep in ds.epochs(5): for batch in ep: ...``: a single background thread runs
+        across epoch boundaries, so the first batch of epoch k+1 is ready when the last of epoch
+        k is consumed (a plain ``for`` loop per epoch starts a new prefetch thread each time).
+        Each ``ep`` yields exactly ``len(ds)`` elements; leaving one early skips the rest of it.
+        Epochs are the same as ``iter(epoch=k)`` would give, starting at ``self.epoch`` (which
+        advances by ``count``).
+
+        Needs a finite random-access pipeline; a trailing ``prefetch(n)`` is looked through and
+        sets the depth.
+
+        Args:
+            count: number of epochs (``None``: endless).
+            buffer_size: prefetch depth (default: the trailing prefetch's, else 2).
+        """
+        base, depth = self._prefetch_of or (self, 2)
+        if buffer_size is not None:
+            depth = _count("buffer_size", buffer_size, 1)
+        if count is not None:
+            count = _count("count", count)
+        start = self._epoch
+        native = base._native.epochs(start, count).prefetch(depth)
+        per_epoch = len(base)
+        self._epoch = start + count if count is not None else start
+        return EpochLoader(native, per_epoch, start, count)
+
+
+def _label(fn: Any) -> str:
+    return str(getattr(fn, "__qualname__", None) or type(fn).__name__)
+
+
+class Iterator:
+    """An iterator over one epoch, yielding dicts of numpy arrays.
+
+    ``get_state()`` returns a JSON-serialisable dict; ``set_state(state)`` on an iterator of the
+    same pipeline continues exactly there (a state of another pipeline is refused with
+    :class:`StateError`).
+    """
+
+    __slots__ = ("_native",)
+
+    def __init__(self, native: Any) -> None:
+        self._native = native
+
+    def __iter__(self) -> "Iterator":
+        return self
+
+    def __next__(self) -> Element:
+        return self._native.__next__()
+
+    @property
+    def epoch(self) -> int:
+        """The epoch this iterator runs."""
+        return int(self._native.epoch)
+
+    def get_state(self) -> Dict[str, Any]:
+        """The position, as a JSON-serialisable dict."""
+        return json.loads(self._native.get_state())
+
+    def set_state(self, state: Union[Mapping[str, Any], str]) -> None:
+        """Moves to a position from :meth:`get_state` (a dict or its JSON text)."""
+        if isinstance(state, Mapping):
+            text = json.dumps(dict(state))
+        elif isinstance(state, str):
+            text = state
+        else:
+            raise StateError(f"a state is a dict from get_state(), got {type(state).__name__}")
+        self._native.set_state(text)
+
+
+class Epoch:
+    """One epoch of an :class:`EpochLoader`: yields ``len(ds)`` elements."""
+
+    def __init__(self, it: Any, n: int, epoch: int) -> None:
+        self._it = it
+        self._left = n
+        self._n = n
+        #: The epoch number.
+        self.epoch = epoch
+
+    def __len__(self) -> int:
+        return self._n
+
+    def __iter__(self) -> "Epoch":
+        return self
+
+    def __next__(self) -> Element:
+        if self._left <= 0:
+            raise StopIteration
+        item = self._it.__next__()
+        self._left -= 1
+        return item
+
+    def _drain(self) -> None:
+        while self._left > 0:
+            got = self._it.next_many(min(self._left, 64))
+            if not got:
+                break
+            self._left -= len(got)
+
+
+class EpochLoader:
+    """Epochs from one prefetching iterator (see :meth:`Dataset.epochs`). Single pass;
+    ``len()`` is the number of epochs still to come."""
+
+    def __init__(self, native: Any, per_epoch: int, start: int, count: Optional[int]) -> None:
+        self._native = native
+        self._it: Any = None
+        self._per_epoch = per_epoch
+        self._next = start
+        self._end = None if count is None else start + count
+        self._current: Optional[Epoch] = None
+
+    def __len__(self) -> int:
+        if self._end is None:
+            raise TypeError("this loader runs forever (epochs() without a count)")
+        return self._end - self._next
+
+    def __iter__(self) -> "EpochLoader":
+        return self
+
+    def __next__(self) -> Epoch:
+        if self._current is not None:
+            self._current._drain()
+            self._current = None
+        if self._end is not None and self._next >= self._end:
+            raise StopIteration
+        if self._it is None:
+            self._it = self._native.iter(0)
+        self._current = Epoch(self._it, self._per_epoch, self._next)
+        self._next += 1
+        return self._current

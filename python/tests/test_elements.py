@@ -1,0 +1,151 @@
+"""from_arrays / from_list, indexing, length, zero-copy in and out, ragged and bytes features."""
+
+import numpy as np
+import pytest
+
+import stokehold as sh
+
+
+def clips(n=7, seed=0):
+    rng = np.random.default_rng(seed)
+    return [rng.integers(-1000, 1000, size=int(rng.integers(1, 20)), dtype=np.int16) for _ in range(n)]
+
+
+def test_getitem_equals_iteration_and_len_equals_count():
+    data = clips(11)
+    ds = sh.from_arrays({"audio": data, "label": np.arange(11, dtype=np.int64)})
+    for pipe in [ds, ds.shuffle(seed=3), ds.shuffle(seed=3).map(lambda e: e).batch(4)]:
+        seen = list(pipe.iter(epoch=0))
+        assert len(pipe) == len(seen)
+        for i, e in enumerate(seen):
+            got = pipe[i]
+            assert got.keys() == e.keys()
+            for k in e:
+                a, b = got[k], e[k]
+                if isinstance(a, sh.Ragged):
+                    assert a.row_splits.tolist() == b.row_splits.tolist()
+                    a, b = a.values, b.values
+                np.testing.assert_array_equal(a, b)
+    # The elements are the input rows.
+    for i in range(11):
+        np.testing.assert_array_equal(ds[i]["audio"], data[i])
+        assert ds[i]["label"] == i
+
+
+def test_negative_and_out_of_range_indices():
+    ds = sh.from_arrays({"x": np.arange(5)})
+    assert ds[-1]["x"] == 4
+    assert ds[-5]["x"] == 0
+    with pytest.raises(IndexError):
+        ds[5]
+    with pytest.raises(sh.OutOfRangeError):
+        ds[-6]
+    with pytest.raises(TypeError):
+        ds["a"]
+
+
+def test_len_of_streams_and_infinite_is_a_clear_type_error():
+    ds = sh.from_arrays({"x": np.arange(5)})
+    with pytest.raises(TypeError, match="not known without iterating"):
+        len(ds.filter(lambda e: True))
+    with pytest.raises(TypeError, match="infinite"):
+        len(ds.repeat())
+    assert ds.repeat().cardinality() == sh.INFINITE
+    assert ds.filter(lambda e: True).cardinality() == sh.UNKNOWN
+    assert ds.repeat(3).cardinality() == 15
+    assert ds.repeat()[12]["x"] == 2
+    stream = ds.shuffle(seed=1, buffer_size=2)
+    assert not stream.is_random_access
+    with pytest.raises(TypeError, match="stream"):
+        stream[0]
+
+
+def test_zero_copy_input_is_shared_and_documented_mutation_is_visible():
+    src = np.arange(12, dtype=np.float32).reshape(6, 2)
+    ds = sh.from_arrays({"x": src})
+    row = ds[2]["x"]
+    assert np.shares_memory(row, src)
+    assert not row.flags.writeable  # elements are read-only views of the cache
+    src[2, 0] = 99.0
+    assert ds[2]["x"][0] == 99.0
+
+
+def test_non_contiguous_input_is_copied_once():
+    src = np.arange(24, dtype=np.int32).reshape(6, 4)[:, ::2]
+    ds = sh.from_arrays({"x": src})
+    assert not np.shares_memory(ds[0]["x"], src)
+    np.testing.assert_array_equal(ds[3]["x"], src[3])
+
+
+def test_zero_copy_output_batch_is_writable_and_not_copied():
+    ds = sh.from_arrays({"x": np.arange(64, dtype=np.float64).reshape(16, 4)}).batch(8)
+    b = ds[1]["x"]
+    assert b.shape == (8, 4)
+    # The array's memory is the engine's buffer: numpy's base chain ends at the native buffer and
+    # the data address is the one the engine exported.
+    base = b
+    while isinstance(base, np.ndarray) and base.base is not None:
+        base = base.base
+    assert type(base).__name__ == "TensorBuf"
+    assert b.__array_interface__["data"][0] == base.address
+    assert b.flags.writeable  # a fresh batch is owned by nobody else
+    b[0, 0] = -1.0
+    np.testing.assert_array_equal(ds[1]["x"][0], [32, 33, 34, 35])
+
+
+def test_ragged_storage_and_batches():
+    data = clips(9, seed=1)
+    ds = sh.from_arrays({"audio": data})
+    batches = list(ds.batch(4).iter(0))
+    assert [len(b["audio"]) for b in batches] == [4, 4, 1]
+    r = batches[1]["audio"]
+    assert isinstance(r, sh.Ragged)
+    assert r.values.dtype == np.int16
+    assert r.row_lengths().tolist() == [len(c) for c in data[4:8]]
+    assert r.values.size == sum(len(c) for c in data[4:8])  # no padding
+    for i, row in enumerate(r.to_list()):
+        np.testing.assert_array_equal(row, data[4 + i])
+        assert np.shares_memory(row, r.values)
+    np.testing.assert_array_equal(r[-1], data[7])
+    # The last batch has one element: dense.
+    assert isinstance(batches[2]["audio"], np.ndarray)
+
+
+def test_ragged_roundtrip_through_a_map_function():
+    ds = sh.from_arrays({"audio": clips(6)}).batch(3)
+
+    def double(e):
+        r = e["audio"]
+        return {"audio": sh.Ragged(r.values.astype(np.int32) * 2, r.row_splits)}
+
+    for a, b in zip(ds.iter(0), ds.map(double).iter(0)):
+        np.testing.assert_array_equal(b["audio"].values, a["audio"].values.astype(np.int32) * 2)
+        np.testing.assert_array_equal(b["audio"].row_splits, a["audio"].row_splits)
+
+
+def test_from_list_and_bytes_features():
+    rows = [
+        {"name": b"a", "text": "héllo", "v": np.ones(2, np.float32)},
+        {"name": b"bcd", "text": "", "v": np.zeros(2, np.float32)},
+    ]
+    ds = sh.from_list(rows)
+    e = ds[0]
+    assert e["name"].dtype == object and e["name"].item() == b"a"
+    assert e["text"].item() == "héllo".encode()
+    b = next(iter(ds.batch(2)))
+    assert b["name"].tolist() == [b"a", b"bcd"]
+    assert b["v"].shape == (2, 2)
+    s = sh.from_arrays({"s": np.array([b"x", b"yy"]), "o": np.array([b"p", "q"], dtype=object)})
+    assert s[1]["s"].item() == b"yy" and s[1]["o"].item() == b"q"
+
+
+def test_dtypes_round_trip():
+    for dt in ["bool", "uint8", "int8", "uint16", "int16", "uint32", "int32", "uint64", "int64",
+               "float16", "float32", "float64"]:
+        a = (np.arange(6) % 2).astype(dt).reshape(3, 2)
+        ds = sh.from_arrays({"x": a})
+        np.testing.assert_array_equal(ds[1]["x"], a[1])
+        assert ds[1]["x"].dtype == np.dtype(dt)
+        assert next(iter(ds.batch(3)))["x"].dtype == np.dtype(dt)
+    big = np.arange(4, dtype=">i4")
+    assert sh.from_arrays({"x": big})[3]["x"] == 3

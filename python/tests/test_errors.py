@@ -1,0 +1,151 @@
+"""Bad input, each a test; the exception tree; user exceptions re-raised as themselves."""
+
+import numpy as np
+import pytest
+
+import stokehold as sh
+
+
+def test_exception_tree_mixes_in_builtins():
+    assert issubclass(sh.InvalidArgumentError, (sh.StokeholdError, ValueError))
+    assert issubclass(sh.SchemaError, ValueError) and issubclass(sh.StateError, ValueError)
+    assert issubclass(sh.OutOfRangeError, IndexError)
+    assert issubclass(sh.StokeholdIOError, OSError)
+    assert issubclass(sh.StokeholdFileNotFoundError, FileNotFoundError)
+    for name in ["DataCorruptionError", "CancelledError", "WorkerPanicError"]:
+        assert issubclass(getattr(sh, name), sh.StokeholdError)
+    assert sh.SchemaError.__module__ == "stokehold"
+
+
+@pytest.mark.parametrize(
+    "kind, cls",
+    [
+        ("invalid", sh.InvalidArgumentError),
+        ("schema", sh.SchemaError),
+        ("out_of_range", sh.OutOfRangeError),
+        ("corrupt", sh.DataCorruptionError),
+        ("io", sh.StokeholdIOError),
+        ("state", sh.StateError),
+        ("cancelled", sh.CancelledError),
+        ("worker_panic", sh.WorkerPanicError),
+    ],
+)
+def test_each_core_error_maps_to_its_class(kind, cls):
+    with pytest.raises(cls):
+        sh._native._raise_for_test(kind)
+
+
+def test_io_not_found_is_file_not_found_with_filename():
+    with pytest.raises(FileNotFoundError) as info:
+        sh._native._raise_for_test("not_found")
+    assert info.value.filename == "/no/such/file.tfrecord"
+    assert info.value.errno == 2
+    assert isinstance(info.value, sh.StokeholdIOError)
+
+
+def test_a_rust_panic_is_worker_panic_error_not_an_abort():
+    with pytest.raises(sh.WorkerPanicError, match="deliberate panic"):
+        sh._native._raise_for_test("panic")
+
+
+def test_columns_of_different_lengths():
+    with pytest.raises(sh.InvalidArgumentError, match="different lengths"):
+        sh.from_arrays({"a": np.zeros(3), "b": np.zeros(4)})
+
+
+def test_unknown_dtype():
+    with pytest.raises(sh.InvalidArgumentError, match="complex128"):
+        sh.from_arrays({"a": np.zeros(3, dtype=np.complex128)})
+
+
+def test_object_array_of_non_bytes():
+    with pytest.raises(sh.InvalidArgumentError, match="object array must hold bytes or str"):
+        sh.from_arrays({"a": np.array([1, "x", None], dtype=object)})
+
+
+def test_other_bad_from_arrays_inputs():
+    with pytest.raises(sh.InvalidArgumentError):
+        sh.from_arrays({})
+    with pytest.raises(sh.InvalidArgumentError):
+        sh.from_arrays([np.zeros(3)])
+    with pytest.raises(sh.InvalidArgumentError, match="scalar"):
+        sh.from_arrays({"a": np.float32(1.0)})
+    with pytest.raises(sh.SchemaError, match="padded_batch"):
+        sh.from_arrays({"a": [np.zeros((2, 3)), np.zeros((2, 4))]})
+    with pytest.raises(sh.InvalidArgumentError, match="element 1 has features"):
+        sh.from_list([{"a": 1}, {"b": 2}])
+
+
+def test_batch_size_zero():
+    ds = sh.from_arrays({"x": np.arange(4)})
+    with pytest.raises(sh.InvalidArgumentError, match="batch size must be > 0"):
+        ds.batch(0)
+    with pytest.raises(sh.InvalidArgumentError):
+        ds.padded_batch(0)
+    with pytest.raises(sh.InvalidArgumentError):
+        ds.batch(-1)
+
+
+def test_fixed_pad_shape_smaller_than_an_element():
+    ds = sh.from_arrays({"x": [np.ones(3), np.ones(5)]}).padded_batch(2, padded_shapes={"x": [4]})
+    with pytest.raises(sh.SchemaError, match=r"element 1 of the batch has shape \[5\]"):
+        list(ds)
+
+
+def test_crop_longer_than_clip_is_an_error_or_pads():
+    ds = sh.from_arrays({"x": [np.ones(3, np.int16), np.ones(8, np.int16)]})
+    with pytest.raises(sh.SchemaError, match="element 0.*crop size 5"):
+        list(ds.random_crop("x", 5, seed=1).iter(0))
+    out = list(ds.random_crop("x", 5, seed=1, pad=True).iter(0))
+    assert out[0]["x"].tolist() == [1, 1, 1, 0, 0]
+    assert out[1]["x"].shape == (5,)
+
+
+class MyError(Exception):
+    pass
+
+
+def test_map_function_exception_reaches_the_caller_as_itself():
+    raised = []
+
+    def f(e):
+        if int(e["x"]) == 3:
+            err = MyError("bad element")
+            raised.append(err)
+            raise err
+        return e
+
+    ds = sh.from_arrays({"x": np.arange(6)}).map(f).batch(2).prefetch(2)
+    with pytest.raises(MyError) as info:
+        list(ds)
+    assert info.value is raised[0]
+    notes = " ".join(getattr(info.value, "__notes__", []))
+    assert "map[test_map_function_exception_reaches_the_caller_as_itself.<locals>.f]" in notes
+    assert "element 3" in notes
+    # Random access too.
+    with pytest.raises(MyError):
+        sh.from_arrays({"x": np.arange(6)}).map(f)[3]
+
+
+def test_filter_exception_and_bad_map_result():
+    ds = sh.from_arrays({"x": np.arange(3)})
+    with pytest.raises(ZeroDivisionError):
+        list(ds.filter(lambda e: 1 / 0))
+    with pytest.raises(TypeError, match="expected a dict"):
+        list(ds.map(lambda e: 5))
+    with pytest.raises(sh.InvalidArgumentError, match="complex128"):
+        list(ds.map(lambda e: {"y": np.zeros(2, complex)}))
+
+
+def test_rust_side_errors_arrive_as_python_exceptions():
+    ds = sh.from_arrays({"x": np.arange(3), "s": np.array([b"a", b"b", b"c"])})
+    with pytest.raises(sh.SchemaError, match="no feature"):
+        list(ds.random_crop("missing", 1, seed=0))
+    with pytest.raises(sh.SchemaError, match="cannot cast bytes"):
+        list(ds.cast("s", "float32"))
+    with pytest.raises(sh.InvalidArgumentError, match="stream"):
+        ds.filter(lambda e: True).shuffle(seed=1)
+    with pytest.raises(sh.InvalidArgumentError, match="unknown dtype"):
+        ds.cast("x", "complex64")
+    with pytest.raises(sh.InvalidArgumentError, match="prefetch buffer size"):
+        ds.prefetch(0)
