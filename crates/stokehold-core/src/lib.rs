@@ -30,6 +30,7 @@ pub use dtype::{DType, Scalar};
 pub use error::{BoxError, Error, Result};
 pub use example::{stack, stack_examples, Example, Ragged, Value};
 pub use ops::batch::{BatchOptions, PadSpec};
+pub use ops::shard::ShardPolicy;
 pub use ops::filter::FilterFn;
 pub use ops::map::{Ctx, MapFn};
 pub use ops::{filter_fn, map_fn};

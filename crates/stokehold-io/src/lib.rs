@@ -4,5 +4,6 @@
 //! dataset model of `stokehold-core`.
 #![deny(missing_docs)]
 
+pub mod shard;
 pub mod table;
 pub mod tfrecord;

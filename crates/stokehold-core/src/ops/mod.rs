@@ -4,15 +4,18 @@
 //! returns a stream. The conformance suite (`tests/it/conformance.rs`) runs every op.
 
 pub mod batch;
+pub mod cache;
 pub mod element;
 pub mod enumerate;
 pub mod filter;
 pub mod gather;
 pub mod map;
 pub mod repeat;
+pub mod shard;
 pub mod shuffle;
 pub mod slice;
 pub mod source;
+pub mod window_shuffle;
 
 use std::sync::Arc;
 

@@ -7,3 +7,7 @@ mod tfrecord_corrupt;
 mod tfrecord_dataset;
 mod tfrecord_interop;
 mod tfrecord_props;
+mod shard_bad;
+mod shard_crash;
+mod shard_format;
+mod shard_resume;

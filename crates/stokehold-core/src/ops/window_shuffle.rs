@@ -1,0 +1,142 @@
+//! `window_shuffle(window, seed)`: a cheaper, local shuffle for random-access inputs.
+//!
+//! The epoch is cut into windows of `window` consecutive positions (the last one shorter); each
+//! epoch visits the windows in a keyed random order and each window's positions in a keyed random
+//! order of their own. Over a shard folder written in order, a window of about one shard's
+//! records keeps reads inside one or two shards at a time (so readahead and the page cache work,
+//! and a remote reader fetches whole shards), at the cost of a weaker shuffle than the global
+//! one: neighbours in the output come from the same window (see bench/shard/ for the figures).
+//! Like every random-access op it is stateless: element `i` of epoch `e` is a pure function of
+//! (seed, e, i), so its checkpoint is the position alone. O(1) memory and time per element.
+
+use std::sync::Arc;
+
+use crate::dataset::{Dataset, MapDataset, INFINITE};
+use crate::error::{Error, Result};
+use crate::example::Example;
+use crate::rng::{key, Permutation, Rng};
+
+/// A windowed shuffle over a random-access dataset.
+pub struct WindowShuffle {
+    parent: Arc<dyn MapDataset>,
+    window: u64,
+    seed: u64,
+}
+
+impl WindowShuffle {
+    /// Shuffles `parent` in windows of `window` (> 0) elements with `seed`.
+    pub fn new(parent: Arc<dyn MapDataset>, window: u64, seed: u64) -> Result<Self> {
+        if window == 0 {
+            return Err(Error::invalid("window_shuffle window must be > 0"));
+        }
+        if parent.len() == INFINITE {
+            return Err(Error::invalid(
+                "window_shuffle needs a finite dataset; shuffle before repeat()",
+            ));
+        }
+        Ok(WindowShuffle {
+            parent,
+            window,
+            seed,
+        })
+    }
+
+    /// The input position that output position `i` of epoch `epoch` reads.
+    pub fn source(&self, epoch: u64, i: u64) -> u64 {
+        let (n, w) = (self.parent.len(), self.window);
+        let full = n / w;
+        let tail = n - full * w;
+        // The short window goes to a random slot among the full ones, so the epoch's last
+        // positions are not always the input's last ones.
+        let t = if tail > 0 {
+            Rng::keyed(self.seed, &[epoch, 0x7a11]).below(full + 1)
+        } else {
+            full
+        };
+        let (slot, j) = if i < t * w {
+            (i / w, i % w)
+        } else if i < t * w + tail {
+            let inner = Permutation::new(tail, key(self.seed, &[epoch, full]), 0x7a11);
+            return full * w + inner.apply(i - t * w);
+        } else {
+            ((i - tail) / w, (i - tail) % w)
+        };
+        let win = Permutation::new(full, self.seed, epoch).apply(slot);
+        win * w + Permutation::new(w, key(self.seed, &[epoch, win]), 0x3d).apply(j)
+    }
+}
+
+impl MapDataset for WindowShuffle {
+    fn len(&self) -> u64 {
+        self.parent.len()
+    }
+
+    fn get(&self, index: u64) -> Result<Example> {
+        let n = self.parent.len();
+        if n == 0 {
+            return Err(Error::OutOfRange {
+                index,
+                len: 0,
+                what: self.name(),
+            });
+        }
+        let (epoch, i) = (index / n, index % n);
+        self.parent.get(epoch * n + self.source(epoch, i))
+    }
+
+    fn name(&self) -> String {
+        format!("window_shuffle(window={}, seed={})", self.window, self.seed)
+    }
+
+    fn parents(&self) -> Vec<Dataset> {
+        vec![Dataset::Map(self.parent.clone())]
+    }
+}
+
+impl Dataset {
+    /// A windowed shuffle (random-access input only; see [`WindowShuffle`]).
+    pub fn window_shuffle(&self, window: u64, seed: u64) -> Result<Dataset> {
+        let m = self.as_map().ok_or_else(|| {
+            Error::invalid(format!(
+                "{} is a stream: use shuffle_buffer for streams",
+                self.name()
+            ))
+        })?;
+        Ok(Dataset::from_map(WindowShuffle::new(
+            m.clone(),
+            window,
+            seed,
+        )?))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ops::source::Range;
+
+    #[test]
+    fn is_a_permutation_that_stays_in_windows() {
+        for (n, w) in [(10u64, 3u64), (12, 4), (7, 10), (1, 1), (100, 7)] {
+            let s = WindowShuffle::new(Arc::new(Range::new(n)), w, 9).unwrap();
+            for epoch in 0..3 {
+                let src: Vec<u64> = (0..n).map(|i| s.source(epoch, i)).collect();
+                let mut sorted = src.clone();
+                sorted.sort_unstable();
+                assert_eq!(sorted, (0..n).collect::<Vec<_>>(), "n={n} w={w}");
+            }
+            let a: Vec<u64> = (0..n).map(|i| s.source(0, i)).collect();
+            let b: Vec<u64> = (0..n).map(|i| s.source(1, i)).collect();
+            assert!(n < 4 || a != b, "epochs differ");
+        }
+    }
+
+    #[test]
+    fn windows_are_contiguous_in_the_output() {
+        let s = WindowShuffle::new(Arc::new(Range::new(40)), 8, 3).unwrap();
+        for k in 0..5 {
+            let wins: Vec<u64> = (k * 8..(k + 1) * 8).map(|i| s.source(0, i) / 8).collect();
+            assert!(wins.iter().all(|w| *w == wins[0]), "{wins:?}");
+        }
+    }
+}

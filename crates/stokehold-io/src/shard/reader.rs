@@ -1,0 +1,361 @@
+//! Reading a shard folder as a random-access dataset.
+//!
+//! Opening checks everything that costs no more than reading the manifest, the footers and the
+//! indexes: the manifest's format and version, that every shard name is a plain name inside the
+//! folder, each file's size, magic, version, record count and index checksum. Each record's
+//! checksum is checked when it is read; [`ShardDataset::verify`] also checks whole-file checksums.
+//! Record `i` is found by a binary search over the shards' first indices (a few hundred at most)
+//! and one index entry: no scan, no per-record state in memory.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use stokehold_core::rng::key;
+use stokehold_core::{Error, Example, MapDataset, Result};
+
+use super::codec;
+use super::format::*;
+
+struct ShardFile {
+    path: PathBuf,
+    data: Bytes,
+    index_offset: usize,
+    records: u64,
+}
+
+/// A shard folder opened for reading: a [`MapDataset`] whose tensors are zero-copy views of the
+/// memory map when records are stored uncompressed.
+pub struct ShardDataset {
+    dir: PathBuf,
+    manifest: Manifest,
+    shards: Vec<ShardFile>,
+    starts: Vec<u64>,
+    names: Vec<Arc<str>>,
+    verify_records: bool,
+}
+
+impl ShardDataset {
+    /// Opens `dir`, checking records' checksums as they are read.
+    pub fn open(dir: impl AsRef<Path>) -> Result<Self> {
+        Self::open_with(dir, true)
+    }
+
+    /// Opens `dir`; `verify_records` (default true) checks each record's CRC32C on read.
+    pub fn open_with(dir: impl AsRef<Path>, verify_records: bool) -> Result<Self> {
+        let dir = dir.as_ref().to_path_buf();
+        let manifest = read_manifest(&dir)?;
+        let mut shards = Vec::with_capacity(manifest.shards.len());
+        let mut starts = Vec::with_capacity(manifest.shards.len());
+        let mut total = 0u64;
+        for entry in &manifest.shards {
+            starts.push(total);
+            let s = open_shard(&dir, entry)?;
+            total += s.records;
+            shards.push(s);
+        }
+        let mpath = dir.join(MANIFEST_NAME);
+        if total != manifest.num_records {
+            return Err(Error::corrupt(
+                mpath,
+                0,
+                format!(
+                    "num_records is {} but the shards hold {total}",
+                    manifest.num_records
+                ),
+            ));
+        }
+        let names = manifest
+            .schema
+            .iter()
+            .map(|f| Arc::from(f.name.as_str()))
+            .collect();
+        Ok(ShardDataset {
+            dir,
+            manifest,
+            shards,
+            starts,
+            names,
+            verify_records,
+        })
+    }
+
+    /// The folder.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The manifest.
+    pub fn manifest(&self) -> &Manifest {
+        &self.manifest
+    }
+
+    /// (shard number, record within the shard) of dataset record `i` (< len).
+    pub fn locate(&self, i: u64) -> (usize, u64) {
+        let s = self.starts.partition_point(|&st| st <= i) - 1;
+        (s, i - self.starts[s])
+    }
+
+    /// First dataset record of each shard, and the total at the end.
+    pub fn shard_starts(&self) -> Vec<u64> {
+        let mut v = self.starts.clone();
+        v.push(self.manifest.num_records);
+        v
+    }
+
+    /// The stored bytes of record `i` after decompression (checksum checked when enabled).
+    pub fn raw_record(&self, i: u64) -> Result<Bytes> {
+        let (s, local) = self.locate(i);
+        let sh = &self.shards[s];
+        let at = sh.index_offset + local as usize * ENTRY_LEN;
+        let e = Entry::decode(&sh.data[at..at + ENTRY_LEN]);
+        let bad = |offset: u64, why: String| {
+            Error::corrupt(
+                &sh.path,
+                offset,
+                format!("record {local} (dataset record {i}): {why}"),
+            )
+        };
+        let end = e.offset.checked_add(e.stored_len as u64);
+        if e.offset < HEADER_LEN as u64 || end.is_none_or(|end| end > sh.index_offset as u64) {
+            return Err(bad(
+                at as u64,
+                "index entry points outside the records".into(),
+            ));
+        }
+        let stored = sh
+            .data
+            .slice(e.offset as usize..end.expect("checked") as usize);
+        if self.verify_records && crc32c(&stored) != e.crc {
+            return Err(bad(
+                e.offset,
+                format!("checksum mismatch (stored {:08x})", e.crc),
+            ));
+        }
+        let raw_len = e.raw_len as usize;
+        let raw = match Compression::from_code(e.codec) {
+            Some(Compression::None) => return Ok(stored),
+            Some(Compression::Lz4) => {
+                let mut out = vec![0u8; raw_len];
+                lz4_flex::block::decompress_into(&stored, &mut out)
+                    .map(|n| out.truncate(n))
+                    .map_err(|x| bad(e.offset, format!("lz4: {x}")))?;
+                out
+            }
+            Some(Compression::Zstd) => zstd::bulk::decompress(&stored, raw_len)
+                .map_err(|x| bad(e.offset, format!("zstd: {x}")))?,
+            None => return Err(bad(at as u64, format!("unknown codec {}", e.codec))),
+        };
+        if raw.len() != raw_len {
+            return Err(bad(
+                e.offset,
+                format!("{} bytes decompressed, index says {raw_len}", raw.len()),
+            ));
+        }
+        Ok(Bytes::from(raw))
+    }
+
+    /// Reads every byte: each file's CRC32C against the manifest, and every record (checksum and
+    /// decoding). Errors name the file and the record.
+    pub fn verify(&self) -> Result<()> {
+        for (sh, entry) in self.shards.iter().zip(&self.manifest.shards) {
+            let got = format!("{:08x}", crc32c(&sh.data));
+            if got != entry.crc32c {
+                return Err(Error::corrupt(
+                    &sh.path,
+                    0,
+                    format!("file checksum {got}, manifest says {}", entry.crc32c),
+                ));
+            }
+        }
+        let strict = ShardDataset {
+            verify_records: true,
+            ..self.clone_handles()
+        };
+        (0..self.manifest.num_records).try_for_each(|i| strict.get(i).map(drop))
+    }
+
+    fn clone_handles(&self) -> ShardDataset {
+        ShardDataset {
+            dir: self.dir.clone(),
+            manifest: self.manifest.clone(),
+            shards: self
+                .shards
+                .iter()
+                .map(|s| ShardFile {
+                    path: s.path.clone(),
+                    data: s.data.clone(),
+                    ..*s
+                })
+                .collect(),
+            starts: self.starts.clone(),
+            names: self.names.clone(),
+            verify_records: self.verify_records,
+        }
+    }
+}
+
+impl MapDataset for ShardDataset {
+    fn len(&self) -> u64 {
+        self.manifest.num_records
+    }
+
+    fn get(&self, index: u64) -> Result<Example> {
+        let n = self.len();
+        if n == 0 {
+            return Err(Error::OutOfRange {
+                index,
+                len: 0,
+                what: self.name(),
+            });
+        }
+        let i = index % n;
+        let raw = self.raw_record(i)?;
+        codec::decode(&raw, &self.names).map_err(|why| {
+            let (s, local) = self.locate(i);
+            Error::corrupt(
+                &self.shards[s].path,
+                0,
+                format!("record {local} (dataset record {i}): {why}"),
+            )
+        })
+    }
+
+    /// Named by content (record count and shard checksums), not by path: a checkpoint stays valid
+    /// when the folder is moved or copied.
+    fn name(&self) -> String {
+        let crcs: Vec<u64> = self
+            .manifest
+            .shards
+            .iter()
+            .map(|s| u64::from_str_radix(&s.crc32c, 16).unwrap_or(0))
+            .collect();
+        format!(
+            "shards(n={}, id={:016x})",
+            self.len(),
+            key(self.len(), &crcs)
+        )
+    }
+}
+
+/// Reads and checks the manifest of `dir`; a missing manifest means an incomplete folder.
+pub fn read_manifest(dir: &Path) -> Result<Manifest> {
+    let path = dir.join(MANIFEST_NAME);
+    let text = match std::fs::read(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let tmp = std::fs::read_dir(dir)
+                .map(|d| {
+                    d.filter_map(|e| e.ok())
+                        .filter(|e| e.file_name().to_string_lossy().ends_with(TMP_SUFFIX))
+                        .count()
+                })
+                .map_err(|e| Error::io(dir, e))?;
+            return Err(Error::corrupt(
+                dir,
+                0,
+                format!(
+                    "incomplete dataset: no {MANIFEST_NAME} (a write was interrupted or is \
+                     running; {tmp} temporary files); write it again"
+                ),
+            ));
+        }
+        Err(e) => return Err(Error::io(&path, e)),
+    };
+    let head: serde_json::Value = serde_json::from_slice(&text)
+        .map_err(|e| Error::corrupt(&path, e.column() as u64, format!("not JSON: {e}")))?;
+    if head.get("format").and_then(|f| f.as_str()) != Some(MANIFEST_FORMAT) {
+        return Err(Error::corrupt(
+            &path,
+            0,
+            format!("not a {MANIFEST_FORMAT} manifest"),
+        ));
+    }
+    let version = head.get("version").and_then(|v| v.as_u64());
+    if version != Some(FORMAT_VERSION as u64) {
+        return Err(Error::corrupt(
+            &path,
+            0,
+            format!(
+                "unknown format version {}; this build reads version {FORMAT_VERSION}",
+                head.get("version")
+                    .map_or("(none)".into(), |v| v.to_string())
+            ),
+        ));
+    }
+    let m: Manifest = serde_json::from_value(head)
+        .map_err(|e| Error::corrupt(&path, 0, format!("bad manifest: {e}")))?;
+    for s in &m.shards {
+        if !is_plain_name(&s.file) {
+            return Err(Error::corrupt(
+                &path,
+                0,
+                format!(
+                    "shard file {:?} is not a plain name inside the folder (refused)",
+                    s.file
+                ),
+            ));
+        }
+    }
+    Ok(m)
+}
+
+fn open_shard(dir: &Path, entry: &ShardEntry) -> Result<ShardFile> {
+    let path = dir.join(&entry.file);
+    let file = File::open(&path).map_err(|e| Error::io(&path, e))?;
+    let size = file.metadata().map_err(|e| Error::io(&path, e))?.len();
+    if size != entry.bytes {
+        return Err(Error::corrupt(
+            &path,
+            size.min(entry.bytes),
+            format!(
+                "{size} bytes on disk, manifest says {} (truncated or replaced)",
+                entry.bytes
+            ),
+        ));
+    }
+    if size < (HEADER_LEN + FOOTER_LEN) as u64 {
+        return Err(Error::corrupt(&path, 0, "too short for a shard"));
+    }
+    // SAFETY: the map is read-only; a file changed underneath by another process can show
+    // inconsistent bytes, which the checksums catch, but never unsafety in this process beyond
+    // what any mmap reader accepts (documented in docs/FORMAT.md).
+    let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| Error::io(&path, e))?;
+    let data = Bytes::from_owner(map);
+    check_header(&data, &path)?;
+    let foot_at = data.len() - FOOTER_LEN;
+    let footer = Footer::decode(&data[foot_at..], &path, foot_at as u64)?;
+    if footer.records != entry.records {
+        return Err(Error::corrupt(
+            &path,
+            foot_at as u64,
+            format!(
+                "footer says {} records, manifest says {}",
+                footer.records, entry.records
+            ),
+        ));
+    }
+    let index_len = footer.records.checked_mul(ENTRY_LEN as u64);
+    if index_len.and_then(|l| l.checked_add(footer.index_offset)) != Some(foot_at as u64) {
+        return Err(Error::corrupt(
+            &path,
+            foot_at as u64,
+            "index does not end at the footer",
+        ));
+    }
+    let index = &data[footer.index_offset as usize..foot_at];
+    if crc32c(index) != footer.index_crc {
+        return Err(Error::corrupt(
+            &path,
+            footer.index_offset,
+            "index checksum mismatch",
+        ));
+    }
+    Ok(ShardFile {
+        path,
+        index_offset: footer.index_offset as usize,
+        records: footer.records,
+        data,
+    })
+}
