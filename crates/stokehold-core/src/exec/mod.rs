@@ -1,3 +1,15 @@
-//! Execution: threads, channels and the ops that own them.
+//! Execution: threads, channels, budgets, autotuning, stats, and the ops that own threads.
 
+pub mod autotune;
+pub mod budget;
+pub mod executor;
+pub mod parallel;
+pub mod pool;
 pub mod prefetch;
+pub mod stats;
+pub mod trace;
+
+pub use budget::Budget;
+pub use executor::{ExecIter, ExecOptions, Executor, DEFAULT_MEMORY_BUDGET};
+pub use parallel::Parallelism;
+pub use stats::{OpReport, OpStats, StatsReport};

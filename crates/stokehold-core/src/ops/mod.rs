@@ -10,6 +10,7 @@ pub mod enumerate;
 pub mod filter;
 pub mod gather;
 pub mod map;
+pub mod parallel_map;
 pub mod repeat;
 pub mod shard;
 pub mod shuffle;

@@ -1,3 +1,5 @@
 //! Integration tests of stokehold-core: one binary, one module per theme.
 
+mod common;
 mod conformance;
+mod parallel;

@@ -1,0 +1,506 @@
+//! The parallel map engine: worker loops on the executor's pool feeding an ordered (or
+//! as-completed) output buffer.
+//!
+//! * Random-access input: a worker claims the next sequence number `s` and computes `get(start +
+//!   s)` itself — fetch, map, and any batching upstream all run on the worker.
+//! * Stream input: a worker takes the input lock, pulls the next element (its sequence number is
+//!   its stream position) and records the input's state after it, then maps outside the lock.
+//!
+//! Results wait in a buffer keyed by sequence number. In order mode the consumer takes `low`, the
+//! next number; as-completed mode takes any ready one. The buffer is bounded twice: by a window of
+//! claimed-but-not-taken elements, and by the pipeline's memory budget (an empty buffer may always
+//! take one element). The checkpoint is `low` plus the numbers already handed out past it
+//! (as-completed mode only) and, for a stream, the input's state before `low`: restoring
+//! recomputes whatever was in flight, so save -> restore -> continue equals an uninterrupted run.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value as Json};
+
+use super::autotune::Tuner;
+use super::executor::Executor;
+use super::stats::OpStats;
+use crate::dataset::{state_field, state_u64, Dataset, DatasetIter, MapDataset, INFINITE};
+use crate::error::{Error, Result};
+use crate::example::Example;
+use crate::ops::map::{Ctx, MapFn};
+
+/// How many worker threads an op uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Parallelism {
+    /// Exactly this many (> 0).
+    Fixed(usize),
+    /// Chosen online within the executor's cores and memory budget (see [`super::autotune`]).
+    Autotune,
+}
+
+impl std::fmt::Display for Parallelism {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Parallelism::Fixed(n) => write!(f, "{n}"),
+            Parallelism::Autotune => write!(f, "autotune"),
+        }
+    }
+}
+
+/// Where workers get their input.
+pub(crate) enum Source {
+    /// Element `start + s` of a random-access dataset.
+    Index { ds: Arc<dyn MapDataset>, start: u64 },
+    /// The next element of a stream, mapped by `f`.
+    Stream { input: Mutex<StreamInput>, f: Option<MapFn>, epoch: u64 },
+}
+
+pub(crate) struct StreamInput {
+    it: Box<dyn DatasetIter>,
+    next_seq: u64,
+    done: bool,
+}
+
+struct Item {
+    res: Result<Example>,
+    bytes: usize,
+}
+
+struct St {
+    next_claim: u64,
+    /// Sequence numbers handed out before a restore (as-completed mode): not recomputed.
+    skip: BTreeSet<u64>,
+    ready: BTreeMap<u64, Item>,
+    in_flight: usize,
+    end: Option<u64>,
+    low: u64,
+    ahead: BTreeSet<u64>,
+    /// Stream input only: the input's state before each sequence number from `low` on.
+    states: BTreeMap<u64, Json>,
+    target: usize,
+    spawned: usize,
+    live: usize,
+    window: usize,
+    est_bytes: usize,
+    stop: bool,
+}
+
+struct Shared {
+    label: String,
+    source: Source,
+    st: Mutex<St>,
+    cv_out: Condvar,
+    cv_in: Condvar,
+    stats: Arc<OpStats>,
+    exec: Executor,
+    ordered: bool,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, St> {
+        self.st.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// Settings of one parallel stage.
+#[derive(Clone)]
+pub(crate) struct StageSpec {
+    pub label: String,
+    pub par: Parallelism,
+    pub ordered: bool,
+}
+
+/// The consumer side of a parallel stage.
+pub(crate) struct ParallelIter {
+    spec: StageSpec,
+    parent: Dataset,
+    f: Option<MapFn>,
+    epoch: u64,
+    exec: Executor,
+    stats: Arc<OpStats>,
+    shared: Arc<Shared>,
+    tuner: Option<Tuner>,
+    pid: u32,
+}
+
+fn window_for(p: usize) -> usize {
+    2 * p + 2
+}
+
+impl ParallelIter {
+    /// A stage over `parent` (mapped by `f` when given) for epoch `epoch`.
+    pub(crate) fn new(spec: StageSpec, parent: Dataset, f: Option<MapFn>, epoch: u64) -> Result<Self> {
+        let exec = Executor::current_or_default();
+        let stats = Arc::new(OpStats::new(spec.label.clone()));
+        exec.register(&stats);
+        let tuner = match spec.par {
+            Parallelism::Autotune => Some(Tuner::new(&exec)),
+            Parallelism::Fixed(_) => None,
+        };
+        let shared = build(&spec, &parent, &f, epoch, &exec, &stats, 0, BTreeSet::new(), None)?;
+        Ok(ParallelIter { spec, parent, f, epoch, exec, stats, shared, tuner, pid: std::process::id() })
+    }
+
+    fn start(&self, st: &mut St) -> Result<()> {
+        while st.spawned < st.target {
+            let sh = self.shared.clone();
+            let id = st.spawned;
+            st.spawned += 1;
+            st.live += 1;
+            if let Err(e) = self.exec.spawn(move || worker(sh, id)) {
+                st.live -= 1;
+                return Err(e);
+            }
+        }
+        Ok(())
+    }
+
+    fn take(&self, st: &mut St) -> Option<(u64, Item)> {
+        let (seq, item) = if self.shared.ordered {
+            let low = st.low;
+            (low, st.ready.remove(&low)?)
+        } else {
+            st.ready.pop_first()?
+        };
+        if seq == st.low {
+            st.low += 1;
+            loop {
+                let l = st.low;
+                if !st.ahead.remove(&l) {
+                    break;
+                }
+                st.low += 1;
+            }
+            let low = st.low;
+            if !st.states.is_empty() {
+                st.states = st.states.split_off(&low);
+            }
+        } else {
+            st.ahead.insert(seq);
+        }
+        Some((seq, item))
+    }
+
+    fn retune(&mut self) -> Result<()> {
+        let Some(tuner) = self.tuner.as_mut() else { return Ok(()) };
+        let p = self.shared.lock().target;
+        if let Some(np) = tuner.tick(&self.exec, &self.stats, p) {
+            let mut st = self.shared.lock();
+            st.target = np;
+            st.window = window_for(np);
+            self.stats.set_shape(np, st.window);
+            self.shared.cv_in.notify_all();
+            self.start(&mut st)?;
+        }
+        Ok(())
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn build(
+    spec: &StageSpec,
+    parent: &Dataset,
+    f: &Option<MapFn>,
+    epoch: u64,
+    exec: &Executor,
+    stats: &Arc<OpStats>,
+    low: u64,
+    ahead: BTreeSet<u64>,
+    inner_state: Option<&Json>,
+) -> Result<Arc<Shared>> {
+    let mut states = BTreeMap::new();
+    let (source, end) = match parent {
+        Dataset::Map(m) => {
+            let len = m.len();
+            let start = if len == INFINITE { 0 } else { epoch.saturating_mul(len) };
+            let end = (len != INFINITE).then_some(len);
+            let ds: Arc<dyn MapDataset> = match f {
+                Some(f) => Arc::new(crate::ops::map::MapMap::new(m.clone(), f.clone(), &spec.label)),
+                None => m.clone(),
+            };
+            (Source::Index { ds, start }, end)
+        }
+        Dataset::Iter(_) => {
+            let mut it = exec.enter(|| parent.iter(epoch))?;
+            if let Some(s) = inner_state {
+                exec.enter(|| it.set_state(s))?;
+            }
+            states.insert(low, it.state());
+            let input = Mutex::new(StreamInput { it, next_seq: low, done: false });
+            (Source::Stream { input, f: f.clone(), epoch }, None)
+        }
+    };
+    let p = match spec.par {
+        Parallelism::Fixed(n) => n.max(1),
+        Parallelism::Autotune => 1,
+    };
+    stats.set_shape(p, window_for(p));
+    let st = St {
+        next_claim: low,
+        skip: ahead.clone(),
+        ready: BTreeMap::new(),
+        in_flight: 0,
+        end,
+        low,
+        ahead,
+        states,
+        target: p,
+        spawned: 0,
+        live: 0,
+        window: window_for(p),
+        est_bytes: 0,
+        stop: false,
+    };
+    Ok(Arc::new(Shared {
+        label: spec.label.clone(),
+        source,
+        st: Mutex::new(st),
+        cv_out: Condvar::new(),
+        cv_in: Condvar::new(),
+        stats: stats.clone(),
+        exec: exec.clone(),
+        ordered: spec.ordered,
+    }))
+}
+
+impl Drop for ParallelIter {
+    fn drop(&mut self) {
+        stop(&self.shared);
+        if let Some(t) = self.tuner.as_mut() {
+            t.release(&self.exec);
+        }
+    }
+}
+
+fn stop(sh: &Shared) {
+    let mut st = sh.lock();
+    st.stop = true;
+    let held: usize = st.ready.values().map(|i| i.bytes).sum();
+    st.ready.clear();
+    sh.exec.budget().sub(held);
+    sh.cv_in.notify_all();
+    sh.cv_out.notify_all();
+}
+
+impl DatasetIter for ParallelIter {
+    fn next(&mut self) -> Result<Option<Example>> {
+        if self.pid != std::process::id() {
+            return Err(Error::Cancelled(format!(
+                "{}: this iterator was started in process {} and its workers did not survive \
+                 fork(); create a new iterator in this process",
+                self.spec.label, self.pid
+            )));
+        }
+        let sh = self.shared.clone();
+        let mut st = sh.lock();
+        if st.spawned == 0 {
+            self.start(&mut st)?;
+        }
+        let t0 = Instant::now();
+        let mut waited = false;
+        let out = loop {
+            if let Some((_, item)) = self.take(&mut st) {
+                sh.exec.budget().sub(item.bytes);
+                self.stats.produced(item.bytes, st.ready.len());
+                sh.cv_in.notify_all();
+                break Some(item.res);
+            }
+            if st.end.is_some_and(|e| st.low >= e) {
+                break None;
+            }
+            if st.live == 0 {
+                return Err(Error::Panic {
+                    op: self.spec.label.clone(),
+                    message: "every worker ended before the input did".into(),
+                });
+            }
+            waited = true;
+            st = sh.cv_out.wait_timeout(st, Duration::from_millis(100)).unwrap_or_else(|e| e.into_inner()).0;
+        };
+        drop(st);
+        if waited {
+            self.stats.add_consumer_wait(t0);
+            self.exec.trace().span("wait", &self.spec.label, t0);
+        }
+        match out {
+            None => Ok(None),
+            Some(r) => {
+                self.retune()?;
+                r.map(Some)
+            }
+        }
+    }
+
+    fn state(&self) -> Json {
+        let st = self.shared.lock();
+        let ahead: Vec<u64> = st.ahead.iter().copied().collect();
+        match &self.shared.source {
+            Source::Index { .. } => json!({ "low": st.low, "ahead": ahead }),
+            Source::Stream { .. } => {
+                json!({ "low": st.low, "ahead": ahead, "inner": st.states.get(&st.low) })
+            }
+        }
+    }
+
+    fn set_state(&mut self, state: &Json) -> Result<()> {
+        let low = state_u64(state, "low")?;
+        let ahead: BTreeSet<u64> = serde_json::from_value(state_field(state, "ahead")?.clone())
+            .map_err(|e| Error::State(format!("{}: bad ahead field: {e}", self.spec.label)))?;
+        let inner = match &self.parent {
+            Dataset::Map(m) => {
+                if m.len() != INFINITE && low > m.len() {
+                    return Err(Error::State(format!(
+                        "{}: position {low} past the end ({})",
+                        self.spec.label,
+                        m.len()
+                    )));
+                }
+                None
+            }
+            Dataset::Iter(_) => Some(state_field(state, "inner")?),
+        };
+        let target = self.shared.lock().target;
+        stop(&self.shared);
+        let shared =
+            build(&self.spec, &self.parent, &self.f, self.epoch, &self.exec, &self.stats, low, ahead, inner)?;
+        {
+            let mut st = shared.lock();
+            st.target = target;
+            st.window = window_for(target);
+        }
+        self.shared = shared;
+        Ok(())
+    }
+}
+
+/// Decrements the live count when a worker ends, however it ends.
+struct LiveGuard(Arc<Shared>);
+
+impl Drop for LiveGuard {
+    fn drop(&mut self) {
+        let mut st = self.0.lock();
+        st.live -= 1;
+        self.0.cv_out.notify_all();
+    }
+}
+
+/// Waits until worker `id` may claim an element; `None` when it should exit.
+fn admit(sh: &Shared, id: usize) -> Option<MutexGuard<'_, St>> {
+    let mut st = sh.lock();
+    loop {
+        if st.stop || st.end.is_some_and(|e| st.next_claim >= e) {
+            return None;
+        }
+        let room = st.in_flight + st.ready.len() < st.window;
+        let empty = st.in_flight == 0 && st.ready.is_empty();
+        let mem = empty || sh.exec.budget().fits(st.est_bytes * (st.in_flight + 1));
+        if id < st.target && room && mem {
+            return Some(st);
+        }
+        // Timed: the budget is shared with other ops, whose releases do not notify us.
+        st = sh.cv_in.wait_timeout(st, Duration::from_millis(20)).unwrap_or_else(|e| e.into_inner()).0;
+    }
+}
+
+fn worker(sh: Arc<Shared>, id: usize) {
+    let _live = LiveGuard(sh.clone());
+    loop {
+        let Some(mut st) = admit(&sh, id) else { return };
+        st.in_flight += 1;
+        let claimed = match &sh.source {
+            Source::Index { .. } => {
+                loop {
+                    let c = st.next_claim;
+                    if !st.skip.remove(&c) {
+                        break;
+                    }
+                    st.next_claim += 1;
+                }
+                if st.end.is_some_and(|e| st.next_claim >= e) {
+                    st.in_flight -= 1;
+                    return;
+                }
+                let seq = st.next_claim;
+                st.next_claim += 1;
+                drop(st);
+                Some((seq, None))
+            }
+            Source::Stream { .. } => {
+                drop(st);
+                pull(&sh)
+            }
+        };
+        let Some((seq, element)) = claimed else { return };
+        let t = Instant::now();
+        let res = compute(&sh, seq, element);
+        sh.stats.add_busy(t);
+        sh.exec.trace().span("element", &sh.label, t);
+        let mut st = sh.lock();
+        st.in_flight -= 1;
+        let Some(res) = res else {
+            sh.cv_in.notify_all();
+            continue;
+        };
+        let bytes = res.as_ref().map_or(0, Example::nbytes);
+        st.est_bytes = if st.est_bytes == 0 { bytes } else { (st.est_bytes * 7 + bytes) / 8 };
+        if st.stop {
+            return;
+        }
+        sh.exec.budget().add(bytes);
+        st.ready.insert(seq, Item { res, bytes });
+        sh.cv_out.notify_all();
+    }
+}
+
+/// Pulls the next stream element; `None` at the end of the input (or when stopping).
+fn pull(sh: &Shared) -> Option<(u64, Option<Result<Example>>)> {
+    let Source::Stream { input, .. } = &sh.source else { unreachable!("stream source") };
+    let t = Instant::now();
+    let mut inp = input.lock().unwrap_or_else(|e| e.into_inner());
+    loop {
+        if inp.done || sh.lock().stop {
+            let mut st = sh.lock();
+            st.in_flight -= 1;
+            return None;
+        }
+        let seq = inp.next_seq;
+        let r = catch_unwind(AssertUnwindSafe(|| inp.it.next()))
+            .unwrap_or_else(|p| Err(Error::from_panic(&sh.label, p)));
+        let got = match r {
+            Ok(None) => {
+                inp.done = true;
+                let mut st = sh.lock();
+                st.end = Some(seq);
+                st.in_flight -= 1;
+                sh.cv_out.notify_all();
+                sh.cv_in.notify_all();
+                return None;
+            }
+            Ok(Some(e)) => Ok(e),
+            Err(e) => Err(e),
+        };
+        inp.next_seq += 1;
+        let after = inp.it.state();
+        let mut st = sh.lock();
+        st.states.insert(seq + 1, after);
+        if st.skip.remove(&seq) {
+            continue;
+        }
+        drop(st);
+        sh.stats.add_input_wait(t);
+        return Some((seq, Some(got)));
+    }
+}
+
+/// Computes element `seq`: `None` when there is nothing to hand out.
+fn compute(sh: &Shared, seq: u64, element: Option<Result<Example>>) -> Option<Result<Example>> {
+    let r = catch_unwind(AssertUnwindSafe(|| match (&sh.source, element) {
+        (Source::Index { ds, start }, _) => ds.get(start + seq),
+        (Source::Stream { .. }, Some(Err(e))) => Err(e),
+        (Source::Stream { f: None, .. }, Some(Ok(e))) => Ok(e),
+        (Source::Stream { f: Some(f), epoch, .. }, Some(Ok(e))) => {
+            f(e, &Ctx { op: &sh.label, index: seq, epoch: *epoch })
+        }
+        (Source::Stream { .. }, None) => unreachable!("stream elements are pulled"),
+    }));
+    Some(r.unwrap_or_else(|p| Err(Error::from_panic(&sh.label, p))))
+}

@@ -1,0 +1,255 @@
+//! Per-op statistics and the pipeline verdict.
+//!
+//! Each parallel op owns an [`OpStats`] of atomic counters, registered with its pipeline's
+//! [`Executor`](super::Executor). Sequential ops (map, batch, ...) running inside a parallel op's
+//! workers count as that op's busy time: the table shows where threads spend their time, by the
+//! stage that owns the threads.
+//!
+//! Verdict: if the consumer rarely waits for the last stage, the pipeline is *consumer-bound*
+//! (faster than needed). Otherwise the stage whose workers are busiest per thread is the bottleneck
+//! ("bound in op X"); if that stage's workers mostly wait for their own input, the pipeline is
+//! *input-bound*.
+
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Mutex;
+use std::time::Instant;
+
+use serde::Serialize;
+
+/// Live counters of one op.
+#[derive(Debug)]
+pub struct OpStats {
+    /// The op's description.
+    pub name: String,
+    created: Instant,
+    elements: AtomicU64,
+    bytes: AtomicU64,
+    busy_ns: AtomicU64,
+    consumer_wait_ns: AtomicU64,
+    input_wait_ns: AtomicU64,
+    fill_sum: AtomicU64,
+    fill_samples: AtomicU64,
+    capacity: AtomicUsize,
+    parallelism: AtomicUsize,
+    note: Mutex<String>,
+}
+
+impl OpStats {
+    /// Counters for the op `name`.
+    pub fn new(name: String) -> Self {
+        OpStats {
+            name,
+            created: Instant::now(),
+            elements: AtomicU64::new(0),
+            bytes: AtomicU64::new(0),
+            busy_ns: AtomicU64::new(0),
+            consumer_wait_ns: AtomicU64::new(0),
+            input_wait_ns: AtomicU64::new(0),
+            fill_sum: AtomicU64::new(0),
+            fill_samples: AtomicU64::new(0),
+            capacity: AtomicUsize::new(0),
+            parallelism: AtomicUsize::new(0),
+            note: Mutex::new(String::new()),
+        }
+    }
+
+    /// One element of `bytes` handed downstream, with `buffered` elements left in the buffer.
+    pub fn produced(&self, bytes: usize, buffered: usize) {
+        self.elements.fetch_add(1, Ordering::Relaxed);
+        self.bytes.fetch_add(bytes as u64, Ordering::Relaxed);
+        self.fill_sum.fetch_add(buffered as u64, Ordering::Relaxed);
+        self.fill_samples.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Worker time spent producing elements.
+    pub fn add_busy(&self, since: Instant) {
+        self.busy_ns.fetch_add(since.elapsed().as_nanos() as u64, Ordering::Relaxed);
+    }
+
+    /// Consumer time spent waiting for this op.
+    pub fn add_consumer_wait(&self, since: Instant) {
+        self.consumer_wait_ns.fetch_add(since.elapsed().as_nanos() as u64, Ordering::Relaxed);
+    }
+
+    /// Worker time spent waiting for this op's input.
+    pub fn add_input_wait(&self, since: Instant) {
+        self.input_wait_ns.fetch_add(since.elapsed().as_nanos() as u64, Ordering::Relaxed);
+    }
+
+    /// The current parallelism and buffer capacity.
+    pub fn set_shape(&self, parallelism: usize, capacity: usize) {
+        self.parallelism.store(parallelism, Ordering::Relaxed);
+        self.capacity.store(capacity, Ordering::Relaxed);
+    }
+
+    /// Sets the autotuner's explanation.
+    pub fn set_note(&self, note: String) {
+        *self.note.lock().unwrap_or_else(|e| e.into_inner()) = note;
+    }
+
+    /// Elements produced so far.
+    pub fn elements(&self) -> u64 {
+        self.elements.load(Ordering::Relaxed)
+    }
+
+    /// Consumer wait so far, in nanoseconds.
+    pub fn consumer_wait_ns(&self) -> u64 {
+        self.consumer_wait_ns.load(Ordering::Relaxed)
+    }
+
+    /// A snapshot.
+    pub fn report(&self) -> OpReport {
+        let secs = self.created.elapsed().as_secs_f64().max(1e-9);
+        let n = self.elements.load(Ordering::Relaxed);
+        let samples = self.fill_samples.load(Ordering::Relaxed).max(1);
+        let cap = self.capacity.load(Ordering::Relaxed);
+        let p = self.parallelism.load(Ordering::Relaxed);
+        let busy = self.busy_ns.load(Ordering::Relaxed) as f64 / 1e9;
+        OpReport {
+            op: self.name.clone(),
+            elements: n,
+            elements_per_s: n as f64 / secs,
+            bytes_per_s: self.bytes.load(Ordering::Relaxed) as f64 / secs,
+            busy_s: busy,
+            busy_per_thread: if p > 0 { busy / (secs * p as f64) } else { 0.0 },
+            consumer_wait_s: self.consumer_wait_ns.load(Ordering::Relaxed) as f64 / 1e9,
+            input_wait_s: self.input_wait_ns.load(Ordering::Relaxed) as f64 / 1e9,
+            queue_fill: if cap > 0 {
+                self.fill_sum.load(Ordering::Relaxed) as f64 / samples as f64 / cap as f64
+            } else {
+                0.0
+            },
+            capacity: cap,
+            parallelism: p,
+            wall_s: secs,
+            autotune: self.note.lock().unwrap_or_else(|e| e.into_inner()).clone(),
+        }
+    }
+}
+
+/// A snapshot of one op's counters.
+#[derive(Clone, Debug, Serialize)]
+pub struct OpReport {
+    /// The op.
+    pub op: String,
+    /// Elements handed downstream.
+    pub elements: u64,
+    /// Elements per second since the op started.
+    pub elements_per_s: f64,
+    /// Bytes per second handed downstream.
+    pub bytes_per_s: f64,
+    /// Worker seconds spent producing elements.
+    pub busy_s: f64,
+    /// Busy fraction per worker thread (1.0: every thread busy all the time).
+    pub busy_per_thread: f64,
+    /// Seconds the consumer of this op waited for it.
+    pub consumer_wait_s: f64,
+    /// Seconds this op's workers waited for its input.
+    pub input_wait_s: f64,
+    /// Mean buffer fill as a fraction of the capacity.
+    pub queue_fill: f64,
+    /// Buffer capacity (elements).
+    pub capacity: usize,
+    /// Worker threads now.
+    pub parallelism: usize,
+    /// Seconds since the op started.
+    pub wall_s: f64,
+    /// What AUTOTUNE chose and why (empty for fixed settings).
+    pub autotune: String,
+}
+
+/// Stats of a whole pipeline.
+#[derive(Clone, Debug, Serialize)]
+pub struct StatsReport {
+    /// One row per parallel op, outermost last.
+    pub ops: Vec<OpReport>,
+    /// Memory budget in bytes.
+    pub memory_budget: usize,
+    /// Bytes held by buffers now.
+    pub memory_used: usize,
+    /// Most bytes held at once.
+    pub memory_peak: usize,
+    /// Cores the autotuner may use.
+    pub cores: usize,
+    /// What limits throughput.
+    pub verdict: String,
+}
+
+impl StatsReport {
+    /// Builds the report and its verdict from op snapshots (in creation order: inner ops first).
+    pub fn new(ops: Vec<OpReport>, budget: &super::Budget, cores: usize) -> Self {
+        let verdict = verdict(&ops);
+        StatsReport {
+            ops,
+            memory_budget: budget.limit(),
+            memory_used: budget.used(),
+            memory_peak: budget.peak(),
+            cores,
+            verdict,
+        }
+    }
+
+    /// A fixed-width table for terminals.
+    pub fn table(&self) -> String {
+        let mut s = format!(
+            "{:<44} {:>9} {:>10} {:>9} {:>6} {:>8} {:>8} {:>5} {:>4}\n",
+            "op", "elems", "elem/s", "MB/s", "busy", "c.wait", "in.wait", "fill", "par"
+        );
+        for o in &self.ops {
+            let name: String = o.op.chars().take(44).collect();
+            s += &format!(
+                "{:<44} {:>9} {:>10.1} {:>9.1} {:>5.0}% {:>7.2}s {:>7.2}s {:>4.0}% {:>4}\n",
+                name,
+                o.elements,
+                o.elements_per_s,
+                o.bytes_per_s / 1e6,
+                o.busy_per_thread * 100.0,
+                o.consumer_wait_s,
+                o.input_wait_s,
+                o.queue_fill * 100.0,
+                o.parallelism
+            );
+            if !o.autotune.is_empty() {
+                s += &format!("    autotune: {}\n", o.autotune);
+            }
+        }
+        s += &format!(
+            "memory: {:.1} MiB used, {:.1} MiB peak, budget {:.1} MiB; cores {}\nverdict: {}\n",
+            self.memory_used as f64 / 1048576.0,
+            self.memory_peak as f64 / 1048576.0,
+            self.memory_budget as f64 / 1048576.0,
+            self.cores,
+            self.verdict
+        );
+        s
+    }
+}
+
+fn verdict(ops: &[OpReport]) -> String {
+    let Some(last) = ops.last() else {
+        return "no parallel stage ran (sequential pipeline)".into();
+    };
+    if last.elements == 0 {
+        return "no elements yet".into();
+    }
+    if last.consumer_wait_s < 0.1 * last.wall_s {
+        return format!(
+            "consumer-bound: the consumer waited {:.0}% of the time for {}",
+            100.0 * last.consumer_wait_s / last.wall_s,
+            last.op
+        );
+    }
+    let worst = ops
+        .iter()
+        .max_by(|a, b| a.busy_per_thread.total_cmp(&b.busy_per_thread))
+        .expect("non-empty");
+    if worst.input_wait_s > worst.busy_s {
+        return format!("input-bound: {} waits for its input more than it works", worst.op);
+    }
+    format!(
+        "bound in op {}: its threads are busy {:.0}% of the time (parallelism {})",
+        worst.op,
+        worst.busy_per_thread * 100.0,
+        worst.parallelism
+    )
+}
