@@ -34,5 +34,8 @@ pub use ops::shard::ShardPolicy;
 pub use ops::filter::FilterFn;
 pub use ops::map::{Ctx, MapFn};
 pub use ops::{filter_fn, map_fn};
+pub use exec::{Executor, ExecOptions, Parallelism};
+pub use ops::interleave::{interleave_fn, InterleaveFn};
+pub use ops::mix::sample_from_datasets;
 pub use state::PipelineIter;
 pub use tensor::Tensor;

@@ -1,6 +1,7 @@
 //! Execution: threads, channels, budgets, autotuning, stats, and the ops that own threads.
 
 pub mod autotune;
+pub mod background;
 pub mod budget;
 pub mod executor;
 pub mod parallel;

@@ -5,11 +5,14 @@
 
 pub mod batch;
 pub mod cache;
+pub mod concatenate;
 pub mod element;
 pub mod enumerate;
 pub mod filter;
 pub mod gather;
+pub mod interleave;
 pub mod map;
+pub mod mix;
 pub mod parallel_map;
 pub mod repeat;
 pub mod shard;
@@ -17,6 +20,7 @@ pub mod shuffle;
 pub mod slice;
 pub mod source;
 pub mod window_shuffle;
+pub mod zip;
 
 use std::sync::Arc;
 

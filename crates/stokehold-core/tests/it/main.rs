@@ -1,5 +1,7 @@
 //! Integration tests of stokehold-core: one binary, one module per theme.
 
+mod combine;
 mod common;
 mod conformance;
+mod interleave;
 mod parallel;

@@ -1,0 +1,352 @@
+//! `interleave` and `flat_map`: each input element opens a dataset; outputs are interleaved.
+//!
+//! The order is tf.data's documented one (checked against fixtures made by TensorFlow, see
+//! `testdata/interleave`): `cycle_length` inputs are open at once; the op takes `block_length`
+//! elements from one, then moves to the next in the cycle. An exhausted input's slot is refilled
+//! with the next input element the next time the cycle reaches it; once the input is exhausted,
+//! empty slots are skipped. `flat_map` is `cycle_length = block_length = 1`.
+//!
+//! With `num_parallel_calls`, every open input runs ahead on a pool thread (at most
+//! `num_parallel_calls` of them inside `next()` at once, queues bounded by `block_length` and the
+//! memory budget): the order is unchanged when `deterministic`; otherwise, when the current input
+//! has nothing ready, the cycle moves on to one that does. The state is the number of input
+//! elements consumed, the cycle position, and each open input's index and own state; restoring
+//! re-reads the input up to that point and reopens the open inputs at their positions.
+
+use std::sync::Arc;
+
+use serde_json::{json, Value as Json};
+
+use crate::dataset::{state_field, state_u64, Dataset, DatasetIter, IterDataset};
+use crate::error::{Error, Result};
+use crate::exec::background::{Background, Permits};
+use crate::exec::stats::OpStats;
+use crate::exec::{Executor, Parallelism};
+use crate::example::Example;
+use crate::ops::map::Ctx;
+
+/// A function from an element to the dataset it opens.
+pub type InterleaveFn = Arc<dyn Fn(Example, &Ctx) -> Result<Dataset> + Send + Sync>;
+
+/// Builds an [`InterleaveFn`] from a closure.
+pub fn interleave_fn(f: impl Fn(Example, &Ctx) -> Result<Dataset> + Send + Sync + 'static) -> InterleaveFn {
+    Arc::new(f)
+}
+
+/// `interleave` over any input.
+pub struct Interleave {
+    parent: Dataset,
+    f: InterleaveFn,
+    label: String,
+    cycle_length: usize,
+    block_length: usize,
+    par: Option<Parallelism>,
+    deterministic: bool,
+}
+
+impl Interleave {
+    /// Interleaves the datasets `f` opens for each element of `parent`.
+    pub fn new(
+        parent: Dataset,
+        f: InterleaveFn,
+        label: &str,
+        cycle_length: usize,
+        block_length: usize,
+        par: Option<Parallelism>,
+        deterministic: bool,
+    ) -> Result<Self> {
+        if cycle_length == 0 || block_length == 0 {
+            return Err(Error::invalid("interleave: cycle_length and block_length must be > 0"));
+        }
+        if par == Some(Parallelism::Fixed(0)) {
+            return Err(Error::invalid("interleave: num_parallel_calls must be > 0"));
+        }
+        let label = if cycle_length == 1 && block_length == 1 && par.is_none() {
+            format!("flat_map[{label}]")
+        } else {
+            format!("interleave[{label}](cycle_length={cycle_length}, block_length={block_length})")
+        };
+        Ok(Interleave { parent, f, label, cycle_length, block_length, par, deterministic })
+    }
+}
+
+impl IterDataset for Interleave {
+    fn iter(&self, epoch: u64) -> Result<Box<dyn DatasetIter>> {
+        let exec = Executor::current_or_default();
+        let stats = Arc::new(OpStats::new(self.label.clone()));
+        let permits = self.par.map(|p| {
+            let n = match p {
+                Parallelism::Fixed(n) => n,
+                // Readers block on I/O as often as they compute: one per core keeps the cores busy
+                // without oversubscribing them.
+                Parallelism::Autotune => {
+                    let n = exec.options().cores;
+                    stats.set_note(format!("readers in next() at once: {n} (= cores)"));
+                    n
+                }
+            };
+            stats.set_shape(n, self.block_length.max(2) * self.cycle_length);
+            exec.register(&stats);
+            Permits::new(n)
+        });
+        Ok(Box::new(InterleaveIter {
+            input: exec.enter(|| self.parent.iter(epoch))?,
+            parent: self.parent.clone(),
+            f: self.f.clone(),
+            label: self.label.clone(),
+            epoch,
+            cycle_length: self.cycle_length,
+            block_length: self.block_length,
+            permits,
+            deterministic: self.deterministic,
+            exec,
+            stats,
+            slots: (0..self.cycle_length).map(|_| None).collect(),
+            cycle: 0,
+            block: 0,
+            input_pos: 0,
+            end_of_input: false,
+            num_open: 0,
+        }))
+    }
+
+    fn name(&self) -> String {
+        self.label.clone()
+    }
+
+    fn parents(&self) -> Vec<Dataset> {
+        vec![self.parent.clone()]
+    }
+}
+
+enum Reader {
+    Direct(Box<dyn DatasetIter>),
+    Ahead(Background),
+}
+
+struct Slot {
+    input: u64,
+    reader: Reader,
+    /// State of the inner iterator after the elements taken from it (for `Ahead` readers; a
+    /// direct reader is asked).
+    state: Json,
+}
+
+impl Slot {
+    fn next(&mut self) -> Result<Option<Example>> {
+        match &mut self.reader {
+            Reader::Direct(it) => it.next(),
+            Reader::Ahead(bg) => {
+                let (e, state) = bg.next()?;
+                self.state = state;
+                Ok(e)
+            }
+        }
+    }
+
+    fn ready(&self) -> bool {
+        match &self.reader {
+            Reader::Direct(_) => true,
+            Reader::Ahead(bg) => bg.ready(),
+        }
+    }
+
+    fn state(&self) -> Json {
+        match &self.reader {
+            Reader::Direct(it) => it.state(),
+            Reader::Ahead(_) => self.state.clone(),
+        }
+    }
+}
+
+struct InterleaveIter {
+    input: Box<dyn DatasetIter>,
+    parent: Dataset,
+    f: InterleaveFn,
+    label: String,
+    epoch: u64,
+    cycle_length: usize,
+    block_length: usize,
+    permits: Option<Arc<Permits>>,
+    deterministic: bool,
+    exec: Executor,
+    stats: Arc<OpStats>,
+    slots: Vec<Option<Slot>>,
+    cycle: usize,
+    block: usize,
+    input_pos: u64,
+    end_of_input: bool,
+    num_open: usize,
+}
+
+impl InterleaveIter {
+    fn advance(&mut self) {
+        self.block = 0;
+        self.cycle = (self.cycle + 1) % self.cycle_length;
+    }
+
+    /// Opens the dataset of input element number `index`, positioned at `state` if given.
+    fn open(&self, element: Example, index: u64, state: Option<&Json>) -> Result<Slot> {
+        let ctx = Ctx { op: &self.label, index, epoch: self.epoch };
+        let ds = (self.f)(element, &ctx)?;
+        let mut it = self.exec.enter(|| ds.iter(self.epoch))?;
+        if let Some(s) = state {
+            self.exec.enter(|| it.set_state(s))?;
+        }
+        let state = it.state();
+        let reader = match &self.permits {
+            None => Reader::Direct(it),
+            Some(p) => Reader::Ahead(Background::start(
+                it,
+                self.block_length.max(2),
+                Some(p.clone()),
+                &self.exec,
+                self.stats.clone(),
+                self.label.clone(),
+            )?),
+        };
+        Ok(Slot { input: index, reader, state })
+    }
+
+    /// As-completed mode: when the current input has nothing ready, move to one that has.
+    fn skip_to_ready(&mut self) {
+        let current_ready = self.slots[self.cycle].as_ref().is_none_or(Slot::ready);
+        if self.deterministic || current_ready {
+            return;
+        }
+        for k in 1..self.cycle_length {
+            let j = (self.cycle + k) % self.cycle_length;
+            if self.slots[j].as_ref().is_some_and(Slot::ready) {
+                self.cycle = j;
+                self.block = 0;
+                return;
+            }
+        }
+    }
+}
+
+impl DatasetIter for InterleaveIter {
+    fn next(&mut self) -> Result<Option<Example>> {
+        while !self.end_of_input || self.num_open > 0 {
+            self.skip_to_ready();
+            if let Some(slot) = self.slots[self.cycle].as_mut() {
+                match slot.next()? {
+                    Some(e) => {
+                        self.block += 1;
+                        if self.block == self.block_length {
+                            self.advance();
+                        }
+                        return Ok(Some(e));
+                    }
+                    None => {
+                        self.slots[self.cycle] = None;
+                        self.num_open -= 1;
+                        self.advance();
+                    }
+                }
+            } else if !self.end_of_input {
+                let input = &mut self.input;
+                match self.exec.enter(|| input.next())? {
+                    None => self.end_of_input = true,
+                    Some(x) => {
+                        let slot = self.open(x, self.input_pos, None)?;
+                        self.input_pos += 1;
+                        self.slots[self.cycle] = Some(slot);
+                        self.num_open += 1;
+                    }
+                }
+            } else {
+                self.advance();
+            }
+        }
+        Ok(None)
+    }
+
+    fn state(&self) -> Json {
+        let slots: Vec<Json> = self
+            .slots
+            .iter()
+            .map(|s| s.as_ref().map_or(Json::Null, |s| json!({"input": s.input, "inner": s.state()})))
+            .collect();
+        json!({
+            "input_pos": self.input_pos,
+            "end_of_input": self.end_of_input,
+            "cycle": self.cycle,
+            "block": self.block,
+            "slots": slots,
+        })
+    }
+
+    fn set_state(&mut self, state: &Json) -> Result<()> {
+        let input_pos = state_u64(state, "input_pos")?;
+        let saved = state_field(state, "slots")?
+            .as_array()
+            .filter(|a| a.len() == self.cycle_length)
+            .ok_or_else(|| Error::State(format!("{}: bad slots field", self.label)))?
+            .clone();
+        let wanted: Vec<Option<u64>> = saved.iter().map(|s| s.get("input").and_then(Json::as_u64)).collect();
+        // Re-read the input up to where it was, keeping the elements of the open slots.
+        let mut input = self.exec.enter(|| self.parent.iter(self.epoch))?;
+        let mut elements: Vec<Option<Example>> = vec![None; self.cycle_length];
+        for pos in 0..input_pos {
+            let e = self.exec.enter(|| input.next())?.ok_or_else(|| {
+                Error::State(format!("{}: input ended at {pos} while restoring to {input_pos}", self.label))
+            })?;
+            for (k, w) in wanted.iter().enumerate() {
+                if *w == Some(pos) {
+                    elements[k] = Some(e.clone());
+                }
+            }
+        }
+        let mut slots = Vec::with_capacity(self.cycle_length);
+        for (k, s) in saved.iter().enumerate() {
+            slots.push(match (wanted[k], elements[k].take()) {
+                (Some(idx), Some(e)) => Some(self.open(e, idx, Some(state_field(s, "inner")?))?),
+                (None, _) => None,
+                (Some(idx), None) => {
+                    return Err(Error::State(format!("{}: open input {idx} not found", self.label)))
+                }
+            });
+        }
+        self.num_open = slots.iter().filter(|s| s.is_some()).count();
+        self.slots = slots;
+        self.input = input;
+        self.input_pos = input_pos;
+        self.end_of_input = state_field(state, "end_of_input")?.as_bool().unwrap_or(false);
+        self.cycle = state_u64(state, "cycle")? as usize % self.cycle_length;
+        self.block = state_u64(state, "block")? as usize;
+        Ok(())
+    }
+}
+
+impl Dataset {
+    /// tf.data's `interleave`: opens `f(element)` for each input element and interleaves their
+    /// outputs, `cycle_length` at a time, `block_length` consecutive elements from each.
+    /// `num_parallel_calls` (`None`: sequential) reads the open inputs ahead on worker threads.
+    pub fn interleave(
+        &self,
+        label: &str,
+        f: InterleaveFn,
+        cycle_length: usize,
+        block_length: usize,
+        num_parallel_calls: Option<Parallelism>,
+        deterministic: bool,
+    ) -> Result<Dataset> {
+        Ok(Dataset::from_iter(Interleave::new(
+            self.clone(),
+            f,
+            label,
+            cycle_length,
+            block_length,
+            num_parallel_calls,
+            deterministic,
+        )?))
+    }
+
+    /// tf.data's `flat_map`: the datasets `f` opens, one after the other.
+    pub fn flat_map(&self, label: &str, f: InterleaveFn) -> Dataset {
+        Dataset::from_iter(
+            Interleave::new(self.clone(), f, label, 1, 1, None, true).expect("valid constant arguments"),
+        )
+    }
+}
