@@ -29,13 +29,13 @@ pub use dataset::{Dataset, DatasetIter, IterDataset, MapDataset, MapIter, INFINI
 pub use dtype::{DType, Scalar};
 pub use error::{BoxError, Error, Result};
 pub use example::{stack, stack_examples, Example, Ragged, Value};
+pub use exec::{ExecOptions, Executor, Parallelism};
 pub use ops::batch::{BatchOptions, PadSpec};
 pub use ops::shard::ShardPolicy;
 pub use ops::filter::FilterFn;
-pub use ops::map::{Ctx, MapFn};
-pub use ops::{filter_fn, map_fn};
-pub use exec::{Executor, ExecOptions, Parallelism};
 pub use ops::interleave::{interleave_fn, InterleaveFn};
+pub use ops::map::{Ctx, MapFn};
 pub use ops::mix::sample_from_datasets;
+pub use ops::{filter_fn, map_fn};
 pub use state::PipelineIter;
 pub use tensor::Tensor;

@@ -23,8 +23,14 @@ const COOLDOWN: u32 = 20;
 enum Phase {
     Steady,
     /// Just changed parallelism: the next period only resets the baseline.
-    Settling { from: usize, base_rate: f64 },
-    Probing { from: usize, base_rate: f64 },
+    Settling {
+        from: usize,
+        base_rate: f64,
+    },
+    Probing {
+        from: usize,
+        base_rate: f64,
+    },
 }
 
 /// The tuner of one op.
@@ -102,7 +108,14 @@ impl Tuner {
         }
     }
 
-    fn steady(&mut self, exec: &Executor, stats: &OpStats, p: usize, rate: f64, wait_frac: f64) -> Option<usize> {
+    fn steady(
+        &mut self,
+        exec: &Executor,
+        stats: &OpStats,
+        p: usize,
+        rate: f64,
+        wait_frac: f64,
+    ) -> Option<usize> {
         if self.cooldown > 0 {
             self.cooldown -= 1;
             return None;
@@ -134,7 +147,10 @@ impl Tuner {
             return None;
         }
         self.held += 1;
-        self.phase = Phase::Settling { from: p, base_rate: rate };
+        self.phase = Phase::Settling {
+            from: p,
+            base_rate: rate,
+        };
         Some(p + 1)
     }
 }

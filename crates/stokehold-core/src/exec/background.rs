@@ -28,7 +28,10 @@ pub struct Permits {
 impl Permits {
     /// `n` permits.
     pub fn new(n: usize) -> Arc<Self> {
-        Arc::new(Permits { free: Mutex::new(n.max(1)), cv: Condvar::new() })
+        Arc::new(Permits {
+            free: Mutex::new(n.max(1)),
+            cv: Condvar::new(),
+        })
     }
 
     /// Takes a permit, giving up (false) when `stop` becomes true.
@@ -42,7 +45,11 @@ impl Permits {
                 *free -= 1;
                 return true;
             }
-            free = self.cv.wait_timeout(free, Duration::from_millis(20)).unwrap_or_else(|e| e.into_inner()).0;
+            free = self
+                .cv
+                .wait_timeout(free, Duration::from_millis(20))
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
         }
     }
 
@@ -92,7 +99,11 @@ impl Background {
         label: String,
     ) -> Result<Self> {
         let shared = Arc::new(Shared {
-            st: Mutex::new(St { items: VecDeque::new(), stop: false, live: true }),
+            st: Mutex::new(St {
+                items: VecDeque::new(),
+                stop: false,
+                live: true,
+            }),
             cv_out: Condvar::new(),
             cv_in: Condvar::new(),
             depth: depth.max(1),
@@ -116,7 +127,7 @@ impl Background {
     }
 
     /// The next element and the iterator's state after it.
-    pub fn next(&mut self) -> Result<(Option<Example>, Json)> {
+    pub fn take_next(&mut self) -> Result<(Option<Example>, Json)> {
         let sh = &self.shared;
         let mut st = sh.lock();
         let t0 = Instant::now();
@@ -137,7 +148,11 @@ impl Background {
                     message: "reader thread ended without a result".into(),
                 });
             }
-            st = sh.cv_out.wait_timeout(st, Duration::from_millis(100)).unwrap_or_else(|e| e.into_inner()).0;
+            st = sh
+                .cv_out
+                .wait_timeout(st, Duration::from_millis(100))
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
         }
     }
 }
@@ -166,7 +181,11 @@ fn read_ahead(sh: &Shared, it: &mut dyn DatasetIter, permits: Option<&Permits>) 
                 if n == 0 || (n < sh.depth && sh.exec.budget().fits(est)) {
                     break;
                 }
-                st = sh.cv_in.wait_timeout(st, Duration::from_millis(20)).unwrap_or_else(|e| e.into_inner()).0;
+                st = sh
+                    .cv_in
+                    .wait_timeout(st, Duration::from_millis(20))
+                    .unwrap_or_else(|e| e.into_inner())
+                    .0;
             }
         }
         let stopped = || sh.lock().stop;
@@ -184,7 +203,11 @@ fn read_ahead(sh: &Shared, it: &mut dyn DatasetIter, permits: Option<&Permits>) 
         sh.stats.add_busy(t);
         sh.exec.trace().span("element", &sh.label, t);
         let last = !matches!(r, Ok(Some(_)));
-        let bytes = r.as_ref().ok().and_then(|e| e.as_ref()).map_or(0, Example::nbytes);
+        let bytes = r
+            .as_ref()
+            .ok()
+            .and_then(|e| e.as_ref())
+            .map_or(0, Example::nbytes);
         est = bytes.max(est / 2);
         let state = it.state();
         let mut st = sh.lock();

@@ -18,7 +18,11 @@ pub struct Budget {
 impl Budget {
     /// A budget of `limit` bytes.
     pub fn new(limit: usize) -> Self {
-        Budget { limit, used: AtomicUsize::new(0), peak: AtomicUsize::new(0) }
+        Budget {
+            limit,
+            used: AtomicUsize::new(0),
+            peak: AtomicUsize::new(0),
+        }
     }
 
     /// The limit in bytes.

@@ -119,7 +119,10 @@ impl Executor {
     /// An iterator over epoch `epoch` of `ds` whose parallel ops run on this executor.
     pub fn iter(&self, ds: &Dataset, epoch: u64) -> Result<ExecIter> {
         let inner = self.enter(|| ds.iter(epoch))?;
-        Ok(ExecIter { exec: self.clone(), inner })
+        Ok(ExecIter {
+            exec: self.clone(),
+            inner,
+        })
     }
 
     /// The options.
@@ -157,10 +160,13 @@ impl Executor {
     /// Takes up to `want` CPU slots for an autotuned op; returns how many it got.
     pub fn take_slots(&self, want: usize) -> usize {
         let mut got = 0;
-        let _ = self.inner.free_slots.fetch_update(Ordering::AcqRel, Ordering::Acquire, |free| {
-            got = free.min(want);
-            Some(free - got)
-        });
+        let _ = self
+            .inner
+            .free_slots
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |free| {
+                got = free.min(want);
+                Some(free - got)
+            });
         got
     }
 
@@ -182,7 +188,11 @@ impl Executor {
     /// Stats of the live ops of this pipeline.
     pub fn stats(&self) -> StatsReport {
         let ops = self.inner.ops.lock().unwrap_or_else(|e| e.into_inner());
-        let reports = ops.iter().filter_map(Weak::upgrade).map(|s| s.report()).collect();
+        let reports = ops
+            .iter()
+            .filter_map(Weak::upgrade)
+            .map(|s| s.report())
+            .collect();
         StatsReport::new(reports, &self.inner.budget, self.inner.opts.cores)
     }
 

@@ -51,7 +51,11 @@ pub(crate) enum Source {
     /// Element `start + s` of a random-access dataset.
     Index { ds: Arc<dyn MapDataset>, start: u64 },
     /// The next element of a stream, mapped by `f`.
-    Stream { input: Mutex<StreamInput>, f: Option<MapFn>, epoch: u64 },
+    Stream {
+        input: Mutex<StreamInput>,
+        f: Option<MapFn>,
+        epoch: u64,
+    },
 }
 
 pub(crate) struct StreamInput {
@@ -128,7 +132,12 @@ fn window_for(p: usize) -> usize {
 
 impl ParallelIter {
     /// A stage over `parent` (mapped by `f` when given) for epoch `epoch`.
-    pub(crate) fn new(spec: StageSpec, parent: Dataset, f: Option<MapFn>, epoch: u64) -> Result<Self> {
+    pub(crate) fn new(
+        spec: StageSpec,
+        parent: Dataset,
+        f: Option<MapFn>,
+        epoch: u64,
+    ) -> Result<Self> {
         let exec = Executor::current_or_default();
         let stats = Arc::new(OpStats::new(spec.label.clone()));
         exec.register(&stats);
@@ -136,8 +145,28 @@ impl ParallelIter {
             Parallelism::Autotune => Some(Tuner::new(&exec)),
             Parallelism::Fixed(_) => None,
         };
-        let shared = build(&spec, &parent, &f, epoch, &exec, &stats, 0, BTreeSet::new(), None)?;
-        Ok(ParallelIter { spec, parent, f, epoch, exec, stats, shared, tuner, pid: std::process::id() })
+        let shared = build(
+            &spec,
+            &parent,
+            &f,
+            epoch,
+            &exec,
+            &stats,
+            0,
+            BTreeSet::new(),
+            None,
+        )?;
+        Ok(ParallelIter {
+            spec,
+            parent,
+            f,
+            epoch,
+            exec,
+            stats,
+            shared,
+            tuner,
+            pid: std::process::id(),
+        })
     }
 
     fn start(&self, st: &mut St) -> Result<()> {
@@ -181,7 +210,9 @@ impl ParallelIter {
     }
 
     fn retune(&mut self) -> Result<()> {
-        let Some(tuner) = self.tuner.as_mut() else { return Ok(()) };
+        let Some(tuner) = self.tuner.as_mut() else {
+            return Ok(());
+        };
         let p = self.shared.lock().target;
         if let Some(np) = tuner.tick(&self.exec, &self.stats, p) {
             let mut st = self.shared.lock();
@@ -211,10 +242,18 @@ fn build(
     let (source, end) = match parent {
         Dataset::Map(m) => {
             let len = m.len();
-            let start = if len == INFINITE { 0 } else { epoch.saturating_mul(len) };
+            let start = if len == INFINITE {
+                0
+            } else {
+                epoch.saturating_mul(len)
+            };
             let end = (len != INFINITE).then_some(len);
             let ds: Arc<dyn MapDataset> = match f {
-                Some(f) => Arc::new(crate::ops::map::MapMap::new(m.clone(), f.clone(), &spec.label)),
+                Some(f) => Arc::new(crate::ops::map::MapMap::new(
+                    m.clone(),
+                    f.clone(),
+                    &spec.label,
+                )),
                 None => m.clone(),
             };
             (Source::Index { ds, start }, end)
@@ -225,8 +264,19 @@ fn build(
                 exec.enter(|| it.set_state(s))?;
             }
             states.insert(low, it.state());
-            let input = Mutex::new(StreamInput { it, next_seq: low, done: false });
-            (Source::Stream { input, f: f.clone(), epoch }, None)
+            let input = Mutex::new(StreamInput {
+                it,
+                next_seq: low,
+                done: false,
+            });
+            (
+                Source::Stream {
+                    input,
+                    f: f.clone(),
+                    epoch,
+                },
+                None,
+            )
         }
     };
     let p = match spec.par {
@@ -314,7 +364,11 @@ impl DatasetIter for ParallelIter {
                 });
             }
             waited = true;
-            st = sh.cv_out.wait_timeout(st, Duration::from_millis(100)).unwrap_or_else(|e| e.into_inner()).0;
+            st = sh
+                .cv_out
+                .wait_timeout(st, Duration::from_millis(100))
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
         };
         drop(st);
         if waited {
@@ -360,8 +414,17 @@ impl DatasetIter for ParallelIter {
         };
         let target = self.shared.lock().target;
         stop(&self.shared);
-        let shared =
-            build(&self.spec, &self.parent, &self.f, self.epoch, &self.exec, &self.stats, low, ahead, inner)?;
+        let shared = build(
+            &self.spec,
+            &self.parent,
+            &self.f,
+            self.epoch,
+            &self.exec,
+            &self.stats,
+            low,
+            ahead,
+            inner,
+        )?;
         {
             let mut st = shared.lock();
             st.target = target;
@@ -392,12 +455,18 @@ fn admit(sh: &Shared, id: usize) -> Option<MutexGuard<'_, St>> {
         }
         let room = st.in_flight + st.ready.len() < st.window;
         let empty = st.in_flight == 0 && st.ready.is_empty();
-        let mem = empty || sh.exec.budget().fits(st.est_bytes * (st.in_flight + 1));
+        // Until one element has been measured its size is unknown: one at a time.
+        let known = st.est_bytes > 0 || st.ready.len() + st.in_flight == 0;
+        let mem = empty || (known && sh.exec.budget().fits(st.est_bytes * (st.in_flight + 1)));
         if id < st.target && room && mem {
             return Some(st);
         }
         // Timed: the budget is shared with other ops, whose releases do not notify us.
-        st = sh.cv_in.wait_timeout(st, Duration::from_millis(20)).unwrap_or_else(|e| e.into_inner()).0;
+        st = sh
+            .cv_in
+            .wait_timeout(st, Duration::from_millis(20))
+            .unwrap_or_else(|e| e.into_inner())
+            .0;
     }
 }
 
@@ -429,7 +498,9 @@ fn worker(sh: Arc<Shared>, id: usize) {
                 pull(&sh)
             }
         };
-        let Some((seq, element)) = claimed else { return };
+        let Some((seq, element)) = claimed else {
+            return;
+        };
         let t = Instant::now();
         let res = compute(&sh, seq, element);
         sh.stats.add_busy(t);
@@ -441,7 +512,12 @@ fn worker(sh: Arc<Shared>, id: usize) {
             continue;
         };
         let bytes = res.as_ref().map_or(0, Example::nbytes);
-        st.est_bytes = if st.est_bytes == 0 { bytes } else { (st.est_bytes * 7 + bytes) / 8 };
+        let b = bytes.max(1); // an element of no bytes still marks the size as known
+        st.est_bytes = if st.est_bytes == 0 {
+            b
+        } else {
+            (st.est_bytes * 7 + b) / 8
+        };
         if st.stop {
             return;
         }
@@ -453,7 +529,9 @@ fn worker(sh: Arc<Shared>, id: usize) {
 
 /// Pulls the next stream element; `None` at the end of the input (or when stopping).
 fn pull(sh: &Shared) -> Option<(u64, Option<Result<Example>>)> {
-    let Source::Stream { input, .. } = &sh.source else { unreachable!("stream source") };
+    let Source::Stream { input, .. } = &sh.source else {
+        unreachable!("stream source")
+    };
     let t = Instant::now();
     let mut inp = input.lock().unwrap_or_else(|e| e.into_inner());
     loop {
@@ -497,9 +575,19 @@ fn compute(sh: &Shared, seq: u64, element: Option<Result<Example>>) -> Option<Re
         (Source::Index { ds, start }, _) => ds.get(start + seq),
         (Source::Stream { .. }, Some(Err(e))) => Err(e),
         (Source::Stream { f: None, .. }, Some(Ok(e))) => Ok(e),
-        (Source::Stream { f: Some(f), epoch, .. }, Some(Ok(e))) => {
-            f(e, &Ctx { op: &sh.label, index: seq, epoch: *epoch })
-        }
+        (
+            Source::Stream {
+                f: Some(f), epoch, ..
+            },
+            Some(Ok(e)),
+        ) => f(
+            e,
+            &Ctx {
+                op: &sh.label,
+                index: seq,
+                epoch: *epoch,
+            },
+        ),
         (Source::Stream { .. }, None) => unreachable!("stream elements are pulled"),
     }));
     Some(r.unwrap_or_else(|p| Err(Error::from_panic(&sh.label, p))))

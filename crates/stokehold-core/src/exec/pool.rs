@@ -48,7 +48,12 @@ impl Default for Pool {
 impl Pool {
     /// An empty pool.
     pub fn new() -> Self {
-        Pool { shared: Arc::new(Shared { state: Mutex::new(State::default()), cv: Condvar::new() }) }
+        Pool {
+            shared: Arc::new(Shared {
+                state: Mutex::new(State::default()),
+                cv: Condvar::new(),
+            }),
+        }
     }
 
     /// Runs `job` on an idle thread, or on a new one. A panic in `job` is caught (jobs report
@@ -101,7 +106,10 @@ fn worker(shared: Arc<Shared>, first: Job) {
                 st.idle -= 1;
                 return;
             }
-            let (next, timeout) = shared.cv.wait_timeout(st, IDLE_EXIT).unwrap_or_else(|e| e.into_inner());
+            let (next, timeout) = shared
+                .cv
+                .wait_timeout(st, IDLE_EXIT)
+                .unwrap_or_else(|e| e.into_inner());
             st = next;
             if timeout.timed_out() && st.queue.is_empty() {
                 st.idle -= 1;

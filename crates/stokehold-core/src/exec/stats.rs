@@ -63,17 +63,20 @@ impl OpStats {
 
     /// Worker time spent producing elements.
     pub fn add_busy(&self, since: Instant) {
-        self.busy_ns.fetch_add(since.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        self.busy_ns
+            .fetch_add(since.elapsed().as_nanos() as u64, Ordering::Relaxed);
     }
 
     /// Consumer time spent waiting for this op.
     pub fn add_consumer_wait(&self, since: Instant) {
-        self.consumer_wait_ns.fetch_add(since.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        self.consumer_wait_ns
+            .fetch_add(since.elapsed().as_nanos() as u64, Ordering::Relaxed);
     }
 
     /// Worker time spent waiting for this op's input.
     pub fn add_input_wait(&self, since: Instant) {
-        self.input_wait_ns.fetch_add(since.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        self.input_wait_ns
+            .fetch_add(since.elapsed().as_nanos() as u64, Ordering::Relaxed);
     }
 
     /// The current parallelism and buffer capacity.
@@ -244,7 +247,10 @@ fn verdict(ops: &[OpReport]) -> String {
         .max_by(|a, b| a.busy_per_thread.total_cmp(&b.busy_per_thread))
         .expect("non-empty");
     if worst.input_wait_s > worst.busy_s {
-        return format!("input-bound: {} waits for its input more than it works", worst.op);
+        return format!(
+            "input-bound: {} waits for its input more than it works",
+            worst.op
+        );
     }
     format!(
         "bound in op {}: its threads are busy {:.0}% of the time (parallelism {})",

@@ -37,13 +37,19 @@ fn thread_id() -> u64 {
     // The numeric id behind ThreadId is unstable API; hash its Debug form, which is stable enough
     // to tell threads apart in a trace.
     let s = format!("{:?}", std::thread::current().id());
-    s.bytes().filter(u8::is_ascii_digit).fold(0u64, |a, b| a * 10 + u64::from(b - b'0'))
+    s.bytes()
+        .filter(u8::is_ascii_digit)
+        .fold(0u64, |a, b| a * 10 + u64::from(b - b'0'))
 }
 
 impl Trace {
     /// A recorder of the last `capacity` events (0: off).
     pub fn new(capacity: usize) -> Self {
-        Trace { capacity, origin: Instant::now(), events: Mutex::new(VecDeque::new()) }
+        Trace {
+            capacity,
+            origin: Instant::now(),
+            events: Mutex::new(VecDeque::new()),
+        }
     }
 
     /// True when events are recorded.
@@ -96,7 +102,12 @@ mod tests {
             t.span(name, "op", Instant::now());
         }
         let v: serde_json::Value = serde_json::from_str(&t.to_chrome_json()).unwrap();
-        let names: Vec<_> = v["traceEvents"].as_array().unwrap().iter().map(|e| e["cat"].clone()).collect();
+        let names: Vec<_> = v["traceEvents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["cat"].clone())
+            .collect();
         assert_eq!(names, vec!["b", "c"]);
     }
 }

@@ -7,7 +7,9 @@ use std::sync::Arc;
 
 use serde_json::{json, Value as Json};
 
-use crate::dataset::{state_field, state_u64, Dataset, DatasetIter, IterDataset, MapDataset, INFINITE};
+use crate::dataset::{
+    state_field, state_u64, Dataset, DatasetIter, IterDataset, MapDataset, INFINITE,
+};
 use crate::error::{Error, Result};
 use crate::example::Example;
 
@@ -26,7 +28,11 @@ impl MapDataset for MapConcat {
         let (la, lb) = (self.a.len(), self.b.len());
         let n = la + lb;
         if n == 0 {
-            return Err(Error::OutOfRange { index, len: 0, what: self.name() });
+            return Err(Error::OutOfRange {
+                index,
+                len: 0,
+                what: self.name(),
+            });
         }
         let (epoch, i) = (index / n, index % n);
         if i < la {
@@ -53,7 +59,12 @@ pub struct IterConcat {
 
 impl IterDataset for IterConcat {
     fn iter(&self, epoch: u64) -> Result<Box<dyn DatasetIter>> {
-        Ok(Box::new(ConcatIter { b: self.b.clone(), epoch, part: 0, inner: self.a.iter(epoch)? }))
+        Ok(Box::new(ConcatIter {
+            b: self.b.clone(),
+            epoch,
+            part: 0,
+            inner: self.a.iter(epoch)?,
+        }))
     }
 
     fn name(&self) -> String {
@@ -109,9 +120,15 @@ impl Dataset {
     pub fn concatenate(&self, other: &Dataset) -> Dataset {
         match (self, other) {
             (Dataset::Map(a), Dataset::Map(b)) if a.len() != INFINITE && b.len() != INFINITE => {
-                Dataset::from_map(MapConcat { a: a.clone(), b: b.clone() })
+                Dataset::from_map(MapConcat {
+                    a: a.clone(),
+                    b: b.clone(),
+                })
             }
-            _ => Dataset::from_iter(IterConcat { a: self.clone(), b: other.clone() }),
+            _ => Dataset::from_iter(IterConcat {
+                a: self.clone(),
+                b: other.clone(),
+            }),
         }
     }
 }

@@ -19,17 +19,19 @@ use serde_json::{json, Value as Json};
 
 use crate::dataset::{state_field, state_u64, Dataset, DatasetIter, IterDataset};
 use crate::error::{Error, Result};
+use crate::example::Example;
 use crate::exec::background::{Background, Permits};
 use crate::exec::stats::OpStats;
 use crate::exec::{Executor, Parallelism};
-use crate::example::Example;
 use crate::ops::map::Ctx;
 
 /// A function from an element to the dataset it opens.
 pub type InterleaveFn = Arc<dyn Fn(Example, &Ctx) -> Result<Dataset> + Send + Sync>;
 
 /// Builds an [`InterleaveFn`] from a closure.
-pub fn interleave_fn(f: impl Fn(Example, &Ctx) -> Result<Dataset> + Send + Sync + 'static) -> InterleaveFn {
+pub fn interleave_fn(
+    f: impl Fn(Example, &Ctx) -> Result<Dataset> + Send + Sync + 'static,
+) -> InterleaveFn {
     Arc::new(f)
 }
 
@@ -56,7 +58,9 @@ impl Interleave {
         deterministic: bool,
     ) -> Result<Self> {
         if cycle_length == 0 || block_length == 0 {
-            return Err(Error::invalid("interleave: cycle_length and block_length must be > 0"));
+            return Err(Error::invalid(
+                "interleave: cycle_length and block_length must be > 0",
+            ));
         }
         if par == Some(Parallelism::Fixed(0)) {
             return Err(Error::invalid("interleave: num_parallel_calls must be > 0"));
@@ -66,7 +70,15 @@ impl Interleave {
         } else {
             format!("interleave[{label}](cycle_length={cycle_length}, block_length={block_length})")
         };
-        Ok(Interleave { parent, f, label, cycle_length, block_length, par, deterministic })
+        Ok(Interleave {
+            parent,
+            f,
+            label,
+            cycle_length,
+            block_length,
+            par,
+            deterministic,
+        })
     }
 }
 
@@ -137,7 +149,7 @@ impl Slot {
         match &mut self.reader {
             Reader::Direct(it) => it.next(),
             Reader::Ahead(bg) => {
-                let (e, state) = bg.next()?;
+                let (e, state) = bg.take_next()?;
                 self.state = state;
                 Ok(e)
             }
@@ -187,7 +199,11 @@ impl InterleaveIter {
 
     /// Opens the dataset of input element number `index`, positioned at `state` if given.
     fn open(&self, element: Example, index: u64, state: Option<&Json>) -> Result<Slot> {
-        let ctx = Ctx { op: &self.label, index, epoch: self.epoch };
+        let ctx = Ctx {
+            op: &self.label,
+            index,
+            epoch: self.epoch,
+        };
         let ds = (self.f)(element, &ctx)?;
         let mut it = self.exec.enter(|| ds.iter(self.epoch))?;
         if let Some(s) = state {
@@ -205,7 +221,11 @@ impl InterleaveIter {
                 self.label.clone(),
             )?),
         };
-        Ok(Slot { input: index, reader, state })
+        Ok(Slot {
+            input: index,
+            reader,
+            state,
+        })
     }
 
     /// As-completed mode: when the current input has nothing ready, move to one that has.
@@ -266,7 +286,12 @@ impl DatasetIter for InterleaveIter {
         let slots: Vec<Json> = self
             .slots
             .iter()
-            .map(|s| s.as_ref().map_or(Json::Null, |s| json!({"input": s.input, "inner": s.state()})))
+            .map(|s| {
+                s.as_ref().map_or(
+                    Json::Null,
+                    |s| json!({"input": s.input, "inner": s.state()}),
+                )
+            })
             .collect();
         json!({
             "input_pos": self.input_pos,
@@ -284,13 +309,19 @@ impl DatasetIter for InterleaveIter {
             .filter(|a| a.len() == self.cycle_length)
             .ok_or_else(|| Error::State(format!("{}: bad slots field", self.label)))?
             .clone();
-        let wanted: Vec<Option<u64>> = saved.iter().map(|s| s.get("input").and_then(Json::as_u64)).collect();
+        let wanted: Vec<Option<u64>> = saved
+            .iter()
+            .map(|s| s.get("input").and_then(Json::as_u64))
+            .collect();
         // Re-read the input up to where it was, keeping the elements of the open slots.
         let mut input = self.exec.enter(|| self.parent.iter(self.epoch))?;
         let mut elements: Vec<Option<Example>> = vec![None; self.cycle_length];
         for pos in 0..input_pos {
             let e = self.exec.enter(|| input.next())?.ok_or_else(|| {
-                Error::State(format!("{}: input ended at {pos} while restoring to {input_pos}", self.label))
+                Error::State(format!(
+                    "{}: input ended at {pos} while restoring to {input_pos}",
+                    self.label
+                ))
             })?;
             for (k, w) in wanted.iter().enumerate() {
                 if *w == Some(pos) {
@@ -304,7 +335,10 @@ impl DatasetIter for InterleaveIter {
                 (Some(idx), Some(e)) => Some(self.open(e, idx, Some(state_field(s, "inner")?))?),
                 (None, _) => None,
                 (Some(idx), None) => {
-                    return Err(Error::State(format!("{}: open input {idx} not found", self.label)))
+                    return Err(Error::State(format!(
+                        "{}: open input {idx} not found",
+                        self.label
+                    )))
                 }
             });
         }
@@ -312,7 +346,9 @@ impl DatasetIter for InterleaveIter {
         self.slots = slots;
         self.input = input;
         self.input_pos = input_pos;
-        self.end_of_input = state_field(state, "end_of_input")?.as_bool().unwrap_or(false);
+        self.end_of_input = state_field(state, "end_of_input")?
+            .as_bool()
+            .unwrap_or(false);
         self.cycle = state_u64(state, "cycle")? as usize % self.cycle_length;
         self.block = state_u64(state, "block")? as usize;
         Ok(())
@@ -346,7 +382,8 @@ impl Dataset {
     /// tf.data's `flat_map`: the datasets `f` opens, one after the other.
     pub fn flat_map(&self, label: &str, f: InterleaveFn) -> Dataset {
         Dataset::from_iter(
-            Interleave::new(self.clone(), f, label, 1, 1, None, true).expect("valid constant arguments"),
+            Interleave::new(self.clone(), f, label, 1, 1, None, true)
+                .expect("valid constant arguments"),
         )
     }
 }

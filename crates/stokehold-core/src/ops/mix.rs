@@ -24,7 +24,11 @@ pub struct Mix {
 
 impl IterDataset for Mix {
     fn iter(&self, epoch: u64) -> Result<Box<dyn DatasetIter>> {
-        let its = self.inputs.iter().map(|d| d.iter(epoch)).collect::<Result<Vec<_>>>()?;
+        let its = self
+            .inputs
+            .iter()
+            .map(|d| d.iter(epoch))
+            .collect::<Result<Vec<_>>>()?;
         Ok(Box::new(MixIter {
             exhausted: vec![false; its.len()],
             its,
@@ -63,7 +67,10 @@ struct MixIter {
 impl MixIter {
     fn draw(&self) -> Option<usize> {
         let live = |k: usize| !self.exhausted[k] && self.weights[k] > 0.0;
-        let total: f64 = (0..self.its.len()).filter(|&k| live(k)).map(|k| self.weights[k]).sum();
+        let total: f64 = (0..self.its.len())
+            .filter(|&k| live(k))
+            .map(|k| self.weights[k])
+            .sum();
         if total <= 0.0 {
             return None;
         }
@@ -142,7 +149,14 @@ pub fn sample_from_datasets(
         )));
     }
     if let Some(w) = weights.iter().find(|w| !w.is_finite() || **w < 0.0) {
-        return Err(Error::invalid(format!("sample_from_datasets: weight {w} is not a finite number >= 0")));
+        return Err(Error::invalid(format!(
+            "sample_from_datasets: weight {w} is not a finite number >= 0"
+        )));
     }
-    Ok(Dataset::from_iter(Mix { inputs, weights, seed, stop_on_empty }))
+    Ok(Dataset::from_iter(Mix {
+        inputs,
+        weights,
+        seed,
+        stop_on_empty,
+    }))
 }

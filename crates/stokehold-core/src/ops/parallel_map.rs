@@ -21,16 +21,35 @@ pub struct ParallelMap {
 
 impl ParallelMap {
     /// A stage applying `f` (named `label`) to `parent` with `par` workers.
-    pub fn new(parent: Dataset, f: Option<MapFn>, label: &str, par: Parallelism, deterministic: bool) -> Self {
+    pub fn new(
+        parent: Dataset,
+        f: Option<MapFn>,
+        label: &str,
+        par: Parallelism,
+        deterministic: bool,
+    ) -> Self {
         let kind = if f.is_some() { "map" } else { "parallelize" };
         let label = format!("{kind}[{label}](parallel, deterministic={deterministic})");
-        ParallelMap { parent, f, spec: StageSpec { label, par, ordered: deterministic } }
+        ParallelMap {
+            parent,
+            f,
+            spec: StageSpec {
+                label,
+                par,
+                ordered: deterministic,
+            },
+        }
     }
 }
 
 impl IterDataset for ParallelMap {
     fn iter(&self, epoch: u64) -> Result<Box<dyn DatasetIter>> {
-        Ok(Box::new(ParallelIter::new(self.spec.clone(), self.parent.clone(), self.f.clone(), epoch)?))
+        Ok(Box::new(ParallelIter::new(
+            self.spec.clone(),
+            self.parent.clone(),
+            self.f.clone(),
+            epoch,
+        )?))
     }
 
     fn name(&self) -> String {
@@ -49,14 +68,32 @@ impl IterDataset for ParallelMap {
 impl Dataset {
     /// Applies `f` on `par` worker threads; `deterministic` keeps the input order (the default of
     /// tf.data), otherwise elements come as they complete. The result is a stream.
-    pub fn map_parallel(&self, label: &str, f: MapFn, par: Parallelism, deterministic: bool) -> Dataset {
-        Dataset::from_iter(ParallelMap::new(self.clone(), Some(f), label, par, deterministic))
+    pub fn map_parallel(
+        &self,
+        label: &str,
+        f: MapFn,
+        par: Parallelism,
+        deterministic: bool,
+    ) -> Dataset {
+        Dataset::from_iter(ParallelMap::new(
+            self.clone(),
+            Some(f),
+            label,
+            par,
+            deterministic,
+        ))
     }
 
     /// Runs this pipeline on `par` worker threads: over a random-access dataset every worker
     /// computes whole elements by index (fetch, map, batch), the fastest path; over a stream,
     /// workers pull elements in turn.
     pub fn parallelize(&self, par: Parallelism, deterministic: bool) -> Dataset {
-        Dataset::from_iter(ParallelMap::new(self.clone(), None, "input", par, deterministic))
+        Dataset::from_iter(ParallelMap::new(
+            self.clone(),
+            None,
+            "input",
+            par,
+            deterministic,
+        ))
     }
 }

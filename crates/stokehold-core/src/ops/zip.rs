@@ -50,9 +50,17 @@ impl MapDataset for MapZip {
     fn get(&self, index: u64) -> Result<Example> {
         let len = self.len();
         if len == 0 {
-            return Err(Error::OutOfRange { index, len, what: self.label.clone() });
+            return Err(Error::OutOfRange {
+                index,
+                len,
+                what: self.label.clone(),
+            });
         }
-        let (epoch, i) = if len == INFINITE { (0, index) } else { (index / len, index % len) };
+        let (epoch, i) = if len == INFINITE {
+            (0, index)
+        } else {
+            (index / len, index % len)
+        };
         let parts = self
             .inputs
             .iter()
@@ -69,7 +77,10 @@ impl MapDataset for MapZip {
     }
 
     fn parents(&self) -> Vec<Dataset> {
-        self.inputs.iter().map(|d| Dataset::Map(d.clone())).collect()
+        self.inputs
+            .iter()
+            .map(|d| Dataset::Map(d.clone()))
+            .collect()
     }
 }
 
@@ -82,8 +93,17 @@ pub struct IterZip {
 
 impl IterDataset for IterZip {
     fn iter(&self, epoch: u64) -> Result<Box<dyn DatasetIter>> {
-        let its = self.inputs.iter().map(|d| d.iter(epoch)).collect::<Result<Vec<_>>>()?;
-        Ok(Box::new(ZipIter { its, prefixes: self.prefixes.clone(), label: self.label.clone(), done: false }))
+        let its = self
+            .inputs
+            .iter()
+            .map(|d| d.iter(epoch))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Box::new(ZipIter {
+            its,
+            prefixes: self.prefixes.clone(),
+            label: self.label.clone(),
+            done: false,
+        }))
     }
 
     fn name(&self) -> String {
@@ -95,7 +115,13 @@ impl IterDataset for IterZip {
     }
 
     fn len(&self) -> Option<u64> {
-        self.inputs.iter().map(|d| d.len()).collect::<Option<Vec<_>>>()?.into_iter().min().or(Some(0))
+        self.inputs
+            .iter()
+            .map(|d| d.len())
+            .collect::<Option<Vec<_>>>()?
+            .into_iter()
+            .min()
+            .or(Some(0))
     }
 }
 
@@ -155,8 +181,16 @@ impl Dataset {
         let label = label(&inputs, &prefixes);
         let maps: Option<Vec<_>> = inputs.iter().map(|d| d.as_map().cloned()).collect();
         match maps {
-            Some(maps) if !maps.is_empty() => Dataset::from_map(MapZip { inputs: maps, prefixes, label }),
-            _ => Dataset::from_iter(IterZip { inputs, prefixes: Arc::new(prefixes), label }),
+            Some(maps) if !maps.is_empty() => Dataset::from_map(MapZip {
+                inputs: maps,
+                prefixes,
+                label,
+            }),
+            _ => Dataset::from_iter(IterZip {
+                inputs,
+                prefixes: Arc::new(prefixes),
+                label,
+            }),
         }
     }
 }

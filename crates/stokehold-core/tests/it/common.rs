@@ -5,7 +5,10 @@ use stokehold_core::{Dataset, DatasetIter, Example, Result};
 
 /// Feature `x` (int64 scalar) of every element.
 pub fn xs(elements: &[Example]) -> Vec<i64> {
-    elements.iter().map(|e| e.tensor("test", "x").unwrap().to_vec::<i64>().unwrap()[0]).collect()
+    elements
+        .iter()
+        .map(|e| e.tensor("test", "x").unwrap().to_vec::<i64>().unwrap()[0])
+        .collect()
 }
 
 /// Runs epoch 0 of `ds` to the end and returns feature `x`.
@@ -16,7 +19,10 @@ pub fn run(ds: &Dataset) -> Result<Vec<i64>> {
 
 /// Runs `ds` on an executor with `cores` cores.
 pub fn run_on(ds: &Dataset, cores: usize) -> Result<Vec<i64>> {
-    let exec = Executor::new(ExecOptions { cores, ..ExecOptions::default() });
+    let exec = Executor::new(ExecOptions {
+        cores,
+        ..ExecOptions::default()
+    });
     let mut it = exec.iter(ds, 0)?;
     Ok(xs(&it.collect_all()?))
 }
@@ -42,7 +48,9 @@ pub fn save_restore_run(ds: &Dataset, k: usize) -> Result<Vec<i64>> {
 
 /// Live threads of this process.
 pub fn threads() -> usize {
-    std::fs::read_dir("/proc/self/task").map(|d| d.count()).unwrap_or(0)
+    std::fs::read_dir("/proc/self/task")
+        .map(|d| d.count())
+        .unwrap_or(0)
 }
 
 /// Waits (up to a few seconds) until the thread count is at most `n`; returns the last count.
@@ -63,10 +71,23 @@ pub fn wait_threads_at_most(n: usize) -> usize {
 pub fn run_isolated(name: &str) {
     let exe = std::env::current_exe().unwrap();
     let out = std::process::Command::new(exe)
-        .args([name, "--exact", "--ignored", "--nocapture", "--test-threads=1"])
+        .args([
+            name,
+            "--exact",
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
         .output()
         .unwrap();
-    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    assert!(out.status.success(), "{name} failed in its own process:\n{text}");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.status.success(),
+        "{name} failed in its own process:\n{text}"
+    );
     assert!(text.contains("1 passed"), "{name} did not run:\n{text}");
 }

@@ -15,7 +15,8 @@ use std::sync::Arc;
 use stokehold_core::ops::element::{cast_feature, pad_or_trim};
 use stokehold_core::rng::Rng;
 use stokehold_core::{
-    filter_fn, map_fn, stack, BatchOptions, DType, Dataset, Example, PadSpec, PipelineIter, Tensor,
+    filter_fn, map_fn, stack, stack_examples, BatchOptions, DType, Dataset, Example, PadSpec,
+    PipelineIter, Tensor,
 };
 
 type Build = fn(&Dataset) -> Dataset;
@@ -77,6 +78,64 @@ fn pipelines() -> Vec<(&'static str, Build)> {
                 .unwrap()
                 .prefetch(2)
                 .unwrap()
+        }),
+        ("map_parallel", |d| {
+            d.map_parallel(
+                "id",
+                map_fn(|e, _| Ok(e)),
+                stokehold_core::Parallelism::Fixed(3),
+                true,
+            )
+        }),
+        ("parallelize_batch", |d| {
+            d.shuffle(2)
+                .batch(3, false)
+                .unwrap()
+                .parallelize(stokehold_core::Parallelism::Autotune, true)
+        }),
+        ("map_parallel_stream", |d| {
+            d.filter("all", filter_fn(|_, _| Ok(true))).map_parallel(
+                "id",
+                map_fn(|e, _| Ok(e)),
+                stokehold_core::Parallelism::Fixed(2),
+                true,
+            )
+        }),
+        ("interleave", |d| {
+            d.interleave(
+                "twice",
+                stokehold_core::interleave_fn(|e, _| {
+                    Dataset::from_columns(stack_examples("t", &[e.clone(), e])?)
+                }),
+                3,
+                2,
+                Some(stokehold_core::Parallelism::Fixed(2)),
+                true,
+            )
+            .unwrap()
+        }),
+        ("flat_map", |d| {
+            d.flat_map(
+                "one",
+                stokehold_core::interleave_fn(|e, _| {
+                    Dataset::from_columns(stack_examples("t", &[e])?)
+                }),
+            )
+        }),
+        ("zip", |d| {
+            Dataset::zip_prefixed(vec![("a/".into(), d.clone()), ("b/".into(), d.shuffle(1))])
+        }),
+        ("concatenate", |d| {
+            d.concatenate(&d.filter("all", filter_fn(|_, _| Ok(true))))
+        }),
+        ("sample_from_datasets", |d| {
+            stokehold_core::sample_from_datasets(
+                vec![d.clone(), d.skip(1)],
+                vec![1.0, 2.0],
+                5,
+                false,
+            )
+            .unwrap()
         }),
         ("stream_chain", |d| {
             d.filter("not3", filter_fn(|e, _| Ok(id(e) % 3 != 0)))

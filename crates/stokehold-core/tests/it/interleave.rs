@@ -7,7 +7,10 @@ use stokehold_core::{interleave_fn, map_fn, Dataset, Example, InterleaveFn, Para
 use crate::common::*;
 
 fn fixtures() -> Json {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../testdata/interleave/tf_interleave.json");
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../testdata/interleave/tf_interleave.json"
+    );
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
 
@@ -27,17 +30,32 @@ fn opener(lengths: Vec<u64>) -> InterleaveFn {
 }
 
 fn lengths(case: &Json) -> Vec<u64> {
-    case["lengths"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap()).collect()
+    case["lengths"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_u64().unwrap())
+        .collect()
 }
 
 fn expected(case: &Json) -> Vec<i64> {
-    case["output"].as_array().unwrap().iter().map(|v| v.as_i64().unwrap()).collect()
+    case["output"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_i64().unwrap())
+        .collect()
 }
 
 fn build(case: &Json, par: Option<Parallelism>, det: bool) -> Dataset {
     let l = lengths(case);
-    let (c, b) = (case["cycle_length"].as_u64().unwrap() as usize, case["block_length"].as_u64().unwrap() as usize);
-    Dataset::range(l.len() as u64).interleave("open", opener(l), c, b, par, det).unwrap()
+    let (c, b) = (
+        case["cycle_length"].as_u64().unwrap() as usize,
+        case["block_length"].as_u64().unwrap() as usize,
+    );
+    Dataset::range(l.len() as u64)
+        .interleave("open", opener(l), c, b, par, det)
+        .unwrap()
 }
 
 #[test]
@@ -47,10 +65,26 @@ fn order_matches_tensorflow() {
     assert!(cases.len() >= 8);
     for case in cases {
         let want = expected(case);
-        assert_eq!(run(&build(case, None, true)).unwrap(), want, "sequential {case}");
-        assert_eq!(run(&build(case, Some(Fixed(1)), true)).unwrap(), want, "1 thread {case}");
-        assert_eq!(run(&build(case, Some(Fixed(8)), true)).unwrap(), want, "8 threads {case}");
-        assert_eq!(run_on(&build(case, Some(Autotune), true), 8).unwrap(), want, "autotune {case}");
+        assert_eq!(
+            run(&build(case, None, true)).unwrap(),
+            want,
+            "sequential {case}"
+        );
+        assert_eq!(
+            run(&build(case, Some(Fixed(1)), true)).unwrap(),
+            want,
+            "1 thread {case}"
+        );
+        assert_eq!(
+            run(&build(case, Some(Fixed(8)), true)).unwrap(),
+            want,
+            "8 threads {case}"
+        );
+        assert_eq!(
+            run_on(&build(case, Some(Autotune), true), 8).unwrap(),
+            want,
+            "autotune {case}"
+        );
     }
 }
 
@@ -82,7 +116,11 @@ fn save_restore_continue_equals_uninterrupted() {
         for par in [None, Some(Fixed(3))] {
             let ds = build(case, par, true);
             for k in [0, 1, want.len() / 2, want.len()] {
-                assert_eq!(save_restore_run(&ds, k).unwrap(), want, "{case} k={k} par={par:?}");
+                assert_eq!(
+                    save_restore_run(&ds, k).unwrap(),
+                    want,
+                    "{case} k={k} par={par:?}"
+                );
             }
         }
     }
@@ -93,20 +131,31 @@ fn save_restore_continue_equals_uninterrupted() {
 #[test]
 fn empty_and_one_element_inputs() {
     for par in [None, Some(Fixed(2))] {
-        let empty = Dataset::range(0).interleave("open", opener(vec![]), 3, 2, par, true).unwrap();
+        let empty = Dataset::range(0)
+            .interleave("open", opener(vec![]), 3, 2, par, true)
+            .unwrap();
         assert!(run(&empty).unwrap().is_empty());
-        let one = Dataset::range(1).interleave("open", opener(vec![1]), 3, 2, par, true).unwrap();
+        let one = Dataset::range(1)
+            .interleave("open", opener(vec![1]), 3, 2, par, true)
+            .unwrap();
         assert_eq!(run(&one).unwrap(), vec![0]);
     }
-    assert!(Dataset::range(1).interleave("open", opener(vec![1]), 0, 1, None, true).is_err());
+    assert!(Dataset::range(1)
+        .interleave("open", opener(vec![1]), 0, 1, None, true)
+        .is_err());
 }
 
 #[test]
 fn opener_errors_reach_the_consumer() {
     let f = interleave_fn(|_e, ctx| {
-        Err(stokehold_core::Error::invalid(format!("cannot open input {}", ctx.index)))
+        Err(stokehold_core::Error::invalid(format!(
+            "cannot open input {}",
+            ctx.index
+        )))
     });
-    let ds = Dataset::range(3).interleave("open", f, 2, 1, Some(Fixed(2)), true).unwrap();
+    let ds = Dataset::range(3)
+        .interleave("open", f, 2, 1, Some(Fixed(2)), true)
+        .unwrap();
     let err = run(&ds).unwrap_err().to_string();
     assert!(err.contains("cannot open input 0"), "{err}");
 }

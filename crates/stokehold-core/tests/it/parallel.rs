@@ -17,19 +17,28 @@ fn pipelines(par: Parallelism, det: bool) -> Vec<Dataset> {
     vec![
         base.map_parallel("sq", square(), par, det),
         base.shuffle(3).map_parallel("sq", square(), par, det),
-        base.filter("odd", stokehold_core::filter_fn(|e, _| Ok(e.tensor("f", "x")?.to_vec::<i64>()?[0] % 2 == 1)))
-            .map_parallel("sq", square(), par, det),
+        base.filter(
+            "odd",
+            stokehold_core::filter_fn(|e, _| Ok(e.tensor("f", "x")?.to_vec::<i64>()?[0] % 2 == 1)),
+        )
+        .map_parallel("sq", square(), par, det),
         base.shuffle(5).parallelize(par, det),
     ]
 }
 
 #[test]
 fn one_thread_equals_eight_threads() {
-    for (a, b) in pipelines(Fixed(1), true).iter().zip(pipelines(Fixed(8), true)) {
+    for (a, b) in pipelines(Fixed(1), true)
+        .iter()
+        .zip(pipelines(Fixed(8), true))
+    {
         assert_eq!(run(a).unwrap(), run(&b).unwrap(), "{}", a.describe());
         assert_eq!(run(a).unwrap(), run_on(&b, 8).unwrap());
     }
-    for (a, b) in pipelines(Fixed(1), true).iter().zip(pipelines(Autotune, true)) {
+    for (a, b) in pipelines(Fixed(1), true)
+        .iter()
+        .zip(pipelines(Autotune, true))
+    {
         assert_eq!(run(a).unwrap(), run_on(&b, 8).unwrap(), "{}", b.describe());
     }
 }
@@ -37,7 +46,10 @@ fn one_thread_equals_eight_threads() {
 #[test]
 fn matches_sequential_map() {
     let seq = run(&Dataset::range(300).shuffle(1).map("sq", square())).unwrap();
-    let par = run(&Dataset::range(300).shuffle(1).map_parallel("sq", square(), Fixed(4), true)).unwrap();
+    let par = run(&Dataset::range(300)
+        .shuffle(1)
+        .map_parallel("sq", square(), Fixed(4), true))
+    .unwrap();
     assert_eq!(seq, par);
 }
 
@@ -72,8 +84,15 @@ fn empty_one_and_len() {
             let one = Dataset::range(1).map_parallel("sq", square(), par, det);
             assert_eq!(run(&one).unwrap(), vec![0]);
             let s = Dataset::range(0).filter("all", stokehold_core::filter_fn(|_, _| Ok(true)));
-            assert!(run(&s.map_parallel("sq", square(), par, det)).unwrap().is_empty());
-            assert_eq!(Dataset::range(57).map_parallel("sq", square(), par, det).len(), Some(57));
+            assert!(run(&s.map_parallel("sq", square(), par, det))
+                .unwrap()
+                .is_empty());
+            assert_eq!(
+                Dataset::range(57)
+                    .map_parallel("sq", square(), par, det)
+                    .len(),
+                Some(57)
+            );
         }
     }
 }
@@ -100,11 +119,29 @@ fn save_restore_continue_equals_uninterrupted() {
 
 #[test]
 fn later_epochs_and_repeat_upstream() {
-    let ds = Dataset::range(10).shuffle(9).repeat(Some(3)).map_parallel("sq", square(), Fixed(4), true);
-    let seq = run(&Dataset::range(10).shuffle(9).repeat(Some(3)).map("sq", square())).unwrap();
+    let ds =
+        Dataset::range(10)
+            .shuffle(9)
+            .repeat(Some(3))
+            .map_parallel("sq", square(), Fixed(4), true);
+    let seq = run(&Dataset::range(10)
+        .shuffle(9)
+        .repeat(Some(3))
+        .map("sq", square()))
+    .unwrap();
     assert_eq!(run(&ds).unwrap(), seq);
     let e1: Vec<_> = ds.iter(1).unwrap().collect_all().unwrap();
-    assert_eq!(xs(&e1), xs(&Dataset::range(10).shuffle(9).repeat(Some(3)).map("sq", square()).iter(1).unwrap().collect_all().unwrap()));
+    assert_eq!(
+        xs(&e1),
+        xs(&Dataset::range(10)
+            .shuffle(9)
+            .repeat(Some(3))
+            .map("sq", square())
+            .iter(1)
+            .unwrap()
+            .collect_all()
+            .unwrap())
+    );
 }
 
 #[test]
@@ -127,7 +164,10 @@ fn worker_panic_is_an_error_not_a_hang() {
             }
         };
         assert_eq!(seen, 7);
-        assert!(matches!(err, Error::Panic { ref message, .. } if message.contains("bad element")), "{err}");
+        assert!(
+            matches!(err, Error::Panic { ref message, .. } if message.contains("bad element")),
+            "{err}"
+        );
         // The pipeline goes on after the failed element.
         assert_eq!(it.collect_all().unwrap().len(), 12);
     }
@@ -137,7 +177,9 @@ fn worker_panic_is_an_error_not_a_hang() {
 fn wrong_output_type_is_a_schema_error_downstream() {
     // The function returns a string feature where the next op needs numbers.
     let f = map_fn(|_e: Example, _| Ok(Example::new().with("x", Tensor::strings(&["a"]))));
-    let ds = Dataset::range(10).map_parallel("str", f, Fixed(2), true).map("sq", square());
+    let ds = Dataset::range(10)
+        .map_parallel("str", f, Fixed(2), true)
+        .map("sq", square());
     let err = run(&ds).unwrap_err().to_string();
     assert!(err.contains("dtype") && err.contains("int64"), "{err}");
 }
@@ -156,7 +198,10 @@ fn isolated_dropping_mid_epoch_ends_threads() {
             std::thread::sleep(std::time::Duration::from_millis(2));
             Ok(e)
         });
-        let ds = Dataset::range(100_000).map_parallel("slow", slow, Fixed(6), true).prefetch(4).unwrap();
+        let ds = Dataset::range(100_000)
+            .map_parallel("slow", slow, Fixed(6), true)
+            .prefetch(4)
+            .unwrap();
         let mut it = ds.iter(0).unwrap();
         for _ in 0..20 {
             it.next().unwrap().unwrap();
@@ -169,7 +214,8 @@ fn isolated_dropping_mid_epoch_ends_threads() {
 
 #[test]
 fn one_failing_pipeline_leaves_others_working() {
-    let bad = Dataset::range(50).map_parallel("boom", map_fn(|_, _| panic!("always")), Fixed(2), true);
+    let bad =
+        Dataset::range(50).map_parallel("boom", map_fn(|_, _| panic!("always")), Fixed(2), true);
     let good = Dataset::range(50).map_parallel("sq", square(), Fixed(2), true);
     let mut b = bad.iter(0).unwrap();
     let mut g = good.iter(0).unwrap();

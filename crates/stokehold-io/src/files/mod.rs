@@ -1,0 +1,148 @@
+//! Files as a source: `list_files` (glob), whole-file bytes, and a native `.npy` loader, so a lazy
+//! file pipeline (`list_files -> map(load) -> padded_batch -> parallelize`) runs with no Python on
+//! its hot path. Nothing is read until an element is asked for: mapping a loader over 4000 paths
+//! costs 4000 paths of memory, and each file is read when its element is computed.
+//!
+//! ```no_run
+//! use stokehold_core::{BatchOptions, Dataset, DatasetIter, Parallelism};
+//! use stokehold_io::files::{list_files, load_npy_fn};
+//! let paths = list_files(&["data/*.npy"], Some(7)).unwrap();
+//! let ds = paths
+//!     .map("load", load_npy_fn("path", "x"))
+//!     .batch_with(BatchOptions { padding: Some(Default::default()), ..BatchOptions::new(64, false) })
+//!     .unwrap()
+//!     .parallelize(Parallelism::Autotune, true);
+//! let batches = ds.iter(0).unwrap().collect_all().unwrap();
+//! ```
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use stokehold_core::{Ctx, Dataset, Error, Example, MapFn, Result, Tensor};
+
+use crate::table::npy::parse_header;
+
+/// The files matching any of `patterns` (glob syntax: `*`, `?`, `[..]`, `**`), sorted and
+/// deduplicated, as a random-access dataset of one bytes feature `"path"`. With `shuffle =
+/// Some(seed)` the order is a new seeded permutation each epoch (of the sorted list, so the same
+/// seed gives the same order on every machine). A pattern that matches nothing is an error naming
+/// it: an empty training set is almost always a typo.
+pub fn list_files(patterns: &[impl AsRef<str>], shuffle: Option<u64>) -> Result<Dataset> {
+    if patterns.is_empty() {
+        return Err(Error::invalid("list_files: no pattern given"));
+    }
+    let mut paths: Vec<PathBuf> = Vec::new();
+    for pattern in patterns {
+        let pattern = pattern.as_ref();
+        let matches = glob::glob(pattern)
+            .map_err(|e| Error::invalid(format!("list_files: bad pattern {pattern:?}: {e}")))?;
+        let before = paths.len();
+        for m in matches {
+            let p = m.map_err(|e| {
+                let path = e.path().to_path_buf();
+                Error::io(path, e.into())
+            })?;
+            if p.is_file() {
+                paths.push(p);
+            }
+        }
+        if paths.len() == before {
+            return Err(Error::io(
+                pattern,
+                std::io::Error::new(std::io::ErrorKind::NotFound, "no file matches this pattern"),
+            ));
+        }
+    }
+    paths.sort();
+    paths.dedup();
+    let names: Vec<String> = paths
+        .iter()
+        .map(|p| p.to_string_lossy().into_owned())
+        .collect();
+    let ds = Dataset::from_columns(Example::new().with("path", Tensor::strings(&names)))?;
+    Ok(match shuffle {
+        Some(seed) => ds.try_shuffle(seed)?,
+        None => ds,
+    })
+}
+
+/// The path in feature `feature` of `e`, or a schema error.
+fn path_of(e: &Example, feature: &str, ctx: &Ctx) -> Result<PathBuf> {
+    let t = e.tensor(ctx.op, feature)?;
+    let raw = t.string(0).filter(|_| t.len() == 1).ok_or_else(|| {
+        Error::schema(
+            ctx.op,
+            format!(
+                "element {}: feature {feature:?} must hold one path (a bytes scalar)",
+                ctx.index
+            ),
+        )
+    })?;
+    Ok(PathBuf::from(String::from_utf8_lossy(raw).into_owned()))
+}
+
+/// Reads the whole file at `path`; errors name the file.
+pub fn read_bytes(path: &Path) -> Result<Bytes> {
+    std::fs::read(path)
+        .map(Bytes::from)
+        .map_err(|e| Error::io(path, e))
+}
+
+/// A map function that reads the file named by feature `path_feature` into bytes feature `out`.
+pub fn read_file_fn(path_feature: &str, out: &str) -> MapFn {
+    let (pf, out) = (path_feature.to_string(), out.to_string());
+    Arc::new(move |mut e: Example, ctx: &Ctx| {
+        let path = path_of(&e, &pf, ctx)?;
+        let data = read_bytes(&path)?;
+        let len = data.len() as u64;
+        let t = Tensor::strings_from_parts(vec![], data, vec![0, len].into())?;
+        e.insert(&out, t);
+        Ok(e)
+    })
+}
+
+/// Decodes a whole `.npy` file held in `data` (read from `path`, named in errors). The tensor
+/// shares `data`'s buffer: no copy after the read.
+pub fn decode_npy(data: Bytes, path: &Path) -> Result<Tensor> {
+    let h = parse_header(&data, path)?;
+    let want = h.data_len().ok_or_else(|| {
+        Error::corrupt(
+            path,
+            0,
+            format!("shape {:?} overflows the address space", h.shape),
+        )
+    })?;
+    let have = (data.len() - h.data_offset.min(data.len())) as u64;
+    if have != want {
+        return Err(Error::corrupt(
+            path,
+            h.data_offset as u64,
+            format!(
+                "{} {:?} needs {want} bytes of data after the header, the file has {have}",
+                h.dtype, h.shape
+            ),
+        ));
+    }
+    Tensor::new(h.dtype, h.shape, data.slice(h.data_offset..))
+}
+
+/// Reads and decodes one `.npy` file.
+pub fn read_npy(path: impl AsRef<Path>) -> Result<Tensor> {
+    let path = path.as_ref();
+    decode_npy(read_bytes(path)?, path)
+}
+
+/// A map function that loads the `.npy` file named by feature `path_feature` into feature `out`.
+pub fn load_npy_fn(path_feature: &str, out: &str) -> MapFn {
+    let (pf, out) = (path_feature.to_string(), out.to_string());
+    Arc::new(move |mut e: Example, ctx: &Ctx| {
+        let path = path_of(&e, &pf, ctx)?;
+        let t = read_npy(&path)?;
+        e.insert(&out, t);
+        Ok(e)
+    })
+}
+
+#[cfg(test)]
+mod tests;
