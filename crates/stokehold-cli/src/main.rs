@@ -26,12 +26,15 @@ enum Command {
     /// Cache synthetic audio clips ragged in memory, train on them for a few epochs, and print
     /// the memory taken and the time lost at epoch boundaries.
     Demo(cmd::demo::Args),
+    /// Write (`table write`) or inspect (`table info`) a memory-mapped feature table.
+    Table(cmd::table::Args),
 }
 
 impl Command {
     fn run(self) -> anyhow::Result<()> {
         match self {
             Command::Demo(args) => cmd::demo::run(args),
+            Command::Table(args) => cmd::table::run(args),
         }
     }
 }

@@ -1,3 +1,4 @@
 //! One module per subcommand (see `main.rs` for how to add one).
 
 pub mod demo;
+pub mod table;
