@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use anyhow::Context;
-use stokehold_io::table::{concat_npy, Table};
+use stokehold_io::table::{concat_npy, table_from_shards, Table};
 
 /// Options of `stokehold table`.
 #[derive(clap::Args)]
@@ -14,15 +14,27 @@ pub struct Args {
 
 #[derive(clap::Subcommand)]
 enum TableCommand {
-    /// Concatenate the rows of `.npy` files (one dtype and row shape) into one table. The table
-    /// is written under a temporary name and renamed into place when complete.
+    /// Concatenate the rows of `.npy` files (one dtype and row shape) into one table, or copy a
+    /// fixed-shape feature of a shard folder into one. The table is written under a temporary
+    /// name and renamed into place when complete.
     Write {
         /// The table to write (`.npy`).
         #[arg(short, long, value_name = "PATH")]
         output: PathBuf,
         /// Input `.npy` files, in row order.
-        #[arg(required = true, value_name = "INPUT")]
+        #[arg(required_unless_present = "from_shards", value_name = "INPUT")]
         inputs: Vec<PathBuf>,
+        /// Read the rows from this shard folder instead (one row per record, in record order).
+        #[arg(
+            long,
+            value_name = "DIR",
+            conflicts_with = "inputs",
+            requires = "feature"
+        )]
+        from_shards: Option<PathBuf>,
+        /// The fixed-shape feature of `--from-shards` that becomes the table.
+        #[arg(long, value_name = "NAME")]
+        feature: Option<String>,
         /// Hide the progress bar (it is hidden anyway when stderr is not a terminal).
         #[arg(long)]
         no_progress: bool,
@@ -40,14 +52,23 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         TableCommand::Write {
             output,
             inputs,
+            from_shards,
+            feature,
             no_progress,
         } => {
             let pb = stokehold_cli::progress::bar(0, "table", !no_progress);
-            let table = concat_npy(&inputs, &output, |done, total| {
-                pb.set_length(total >> 20);
-                pb.set_position(done >> 20);
-                pb.set_message("MiB");
-            })
+            let table = match (from_shards, feature) {
+                (Some(dir), Some(feature)) => table_from_shards(&dir, &feature, &output, |d, n| {
+                    pb.set_length(n);
+                    pb.set_position(d);
+                    pb.set_message("records");
+                }),
+                _ => concat_npy(&inputs, &output, |done, total| {
+                    pb.set_length(total >> 20);
+                    pb.set_position(done >> 20);
+                    pb.set_message("MiB");
+                }),
+            }
             .with_context(|| format!("writing table {}", output.display()))?;
             pb.finish_and_clear();
             println!("wrote {}", describe(&table));

@@ -26,6 +26,7 @@
 //! ```
 
 pub mod npy;
+mod shard;
 mod writer;
 
 use std::fs::File;
@@ -36,6 +37,7 @@ use stokehold_core::ops::gather::{check_table, gather_rows, GatherTable};
 use stokehold_core::{DType, Error, Result, Tensor};
 
 pub use npy::NpyHeader;
+pub use shard::table_from_shards;
 pub use writer::{concat_npy, TableWriter};
 
 /// A read-only table: a dense `[N, ...]` tensor whose bytes are a memory map of a file.

@@ -359,3 +359,45 @@ fn one_dimensional_tables_have_scalar_rows() {
         vec![40, 10]
     );
 }
+
+#[test]
+fn table_from_a_fixed_shape_shard_feature() {
+    use stokehold_core::Ragged;
+    use stokehold_io::shard::{write_shards, WriteOptions};
+    use stokehold_io::table::table_from_shards;
+    let dir = tempfile::tempdir().unwrap();
+    let n = 50usize;
+    let emb: Vec<f32> = (0..n * 3).map(|x| x as f32).collect();
+    let splits: Vec<u64> = (0..=n as u64).collect();
+    let tok = Ragged::new(
+        Tensor::from_vec(vec![n], vec![1i32; n]).unwrap(),
+        splits.into(),
+    )
+    .unwrap();
+    let mut tok_splits = vec![0u64];
+    tok_splits.extend((1..=n as u64).map(|i| i * (i + 1) / 2));
+    let vals = Tensor::from_vec(vec![n * (n + 1) / 2], vec![0i32; n * (n + 1) / 2]).unwrap();
+    let varying = Ragged::new(vals, tok_splits.into()).unwrap();
+    let cols = Example::new()
+        .with("emb", Tensor::from_vec(vec![n, 3], emb).unwrap())
+        .with("one", tok)
+        .with("varying", varying);
+    let ds = Dataset::from_columns(cols).unwrap();
+    let shards = dir.path().join("shards");
+    let opts = WriteOptions {
+        shard_bytes: 1024,
+        ..WriteOptions::default()
+    };
+    write_shards(&ds, &shards, opts, None).unwrap();
+    let out = dir.path().join("emb.npy");
+    let t = table_from_shards(&shards, "emb", &out, |_, _| {}).unwrap();
+    assert_eq!(t.shape(), &[n, 3]);
+    assert_eq!(
+        t.row(49).unwrap().to_vec::<f32>().unwrap(),
+        vec![147., 148., 149.]
+    );
+    let e = table_from_shards(&shards, "varying", dir.path().join("v.npy"), |_, _| {}).unwrap_err();
+    assert!(e.to_string().contains("no fixed shape"), "{e}");
+    let e = table_from_shards(&shards, "nope", dir.path().join("v.npy"), |_, _| {}).unwrap_err();
+    assert!(e.to_string().contains("\"emb\""), "{e}");
+}
