@@ -1,0 +1,259 @@
+"""Feature-table gather: captions look their image's feature row up in a table, batch 256.
+
+Full size (the issue's case): a 160,000 x 4096 float32 table (2.6 GB, one .npy file generated
+into a temporary folder outside the repository and deleted afterwards) and 800,000 caption rows
+(five per image) referencing it, shuffled. Each system gathers the rows of the same number of
+batches; three timed runs cover consecutive thirds of one epoch; figures are medians.
+
+Systems:
+  stokehold          stokehold.open_table + from_columns(captions).shuffle().batch(256).gather()
+  stokehold/take     table.take(ids) per batch (the direct API, like numpy fancy indexing)
+  numpy              np.load(path, mmap_mode='r')[ids] per batch
+  memcpy             np.copyto of contiguous 256-row blocks of the same mapping: the same
+                     bytes copied with no gather (this machine's limit)
+  tf.data            from_tensor_slices(table) is tried and its outcome recorded; the
+                     throughput is that of the usual workaround, tf.numpy_function over the
+                     numpy memmap inside a map (AUTOTUNE parallel calls and prefetch)
+
+Every system first reads the whole table once so that the file is in the page cache and its
+own mapping is faulted in: the figures are steady-state gather speed, not disk speed.
+"""
+
+import gc
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import numpy as np  # noqa: E402
+
+from common import rows  # noqa: E402
+
+W = "table gather"
+BATCH = 256
+SEED = 7
+
+
+def sizes(quick):
+    # (images, row width, captions); five captions per image as in the issue's example.
+    return (20_000, 4096, 100_000) if quick else (160_000, 4096, 800_000)
+
+
+def make_table(folder, n, width):
+    """A .npy table where row i holds i + j / width (checked by the gather checks below)."""
+    path = os.path.join(folder, "features.npy")
+    a = np.lib.format.open_memmap(path, mode="w+", dtype=np.float32, shape=(n, width))
+    col = np.arange(width, dtype=np.float32) / width
+    step = 2048
+    for s in range(0, n, step):
+        e = min(n, s + step)
+        a[s:e] = np.arange(s, e, dtype=np.float32)[:, None] + col
+    a.flush()
+    del a
+    return path
+
+
+def caption_ids(n_captions, n_images):
+    ids = (np.arange(n_captions) * n_images // n_captions).astype(np.int64)
+    return ids, np.random.default_rng(SEED).permutation(ids)
+
+
+def warm(take, n):
+    """Reads every row once through `take` (page cache + this system's mapping)."""
+    for s in range(0, n, 1024):
+        take(np.arange(s, min(n, s + 1024)))
+
+
+def timed_runs(batches_iter, per_run, runs, check):
+    """Consumes `runs` runs of `per_run` batches from one iterator; rows/s per run."""
+    out = []
+    for _ in range(runs):
+        n = 0
+        t = time.perf_counter()
+        for _ in range(per_run):
+            b = next(batches_iter)
+            n += len(b)
+        out.append(n / (time.perf_counter() - t))
+        check(b)
+    return out
+
+
+def checker(n_images, width):
+    def check(batch_ids_and_rows):
+        ids, feats = batch_ids_and_rows
+        want = ids.astype(np.float32)[:, None] + np.arange(width, dtype=np.float32) / width
+        assert feats.shape == (len(ids), width) and np.array_equal(feats, want), "wrong rows"
+    return check
+
+
+class Batches:
+    """Adapts a generator of (ids, rows) to the timer: len() is the row count."""
+
+    def __init__(self, gen):
+        self.gen = gen
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        ids, feats = next(self.gen)
+        return _Sized((ids, feats))
+
+
+class _Sized(tuple):
+    def __len__(self):
+        return len(self[0])
+
+
+def run_numpy(path, shuffled, per_run, runs, check):
+    mm = np.load(path, mmap_mode="r")
+    warm(lambda i: mm[i], mm.shape[0])
+
+    def gen():
+        for s in range(0, len(shuffled), BATCH):
+            ids = shuffled[s:s + BATCH]
+            yield ids, mm[ids]
+    return timed_runs(Batches(gen()), per_run, runs, lambda b: check(tuple(b)))
+
+
+def run_memcpy(path, shuffled, per_run, runs):
+    mm = np.load(path, mmap_mode="r")
+    warm(lambda i: mm[i], mm.shape[0])
+    out = np.empty((BATCH, mm.shape[1]), dtype=mm.dtype)
+    n = mm.shape[0] // BATCH
+
+    def gen():
+        k = 0
+        while True:
+            s = (k % n) * BATCH
+            np.copyto(out, mm[s:s + BATCH])
+            k += 1
+            yield shuffled[:BATCH], out
+    return timed_runs(Batches(gen()), per_run, runs, lambda b: None)
+
+
+def run_stokehold(path, ids, per_run, runs, check):
+    import stokehold
+    table = stokehold.open_table(path)
+    warm(table.take, len(table))
+    ds = (stokehold.from_columns({"image_id": ids}).shuffle(SEED).batch(BATCH)
+          .gather(table, index_feature="image_id", output="features").prefetch(2))
+
+    def gen():
+        for b in ds:
+            yield b["image_id"], b["features"]
+    pipeline = timed_runs(Batches(gen()), per_run, runs, lambda b: check(tuple(b)))
+
+    shuffled = np.random.default_rng(SEED).permutation(ids)
+
+    def gen_take():
+        for s in range(0, len(shuffled), BATCH):
+            i = shuffled[s:s + BATCH]
+            yield i, table.take(i)
+    take = timed_runs(Batches(gen_take()), per_run, runs, lambda b: check(tuple(b)))
+    return pipeline, take
+
+
+def tf_worker(path, n_captions, n_images, per_run, runs, out):
+    """Runs in its own process (TensorFlow's import and threads stay out of the others)."""
+    import tensorflow as tf
+    mm = np.load(path, mmap_mode="r")
+    res, ds = {}, None
+    t = time.perf_counter()
+    try:
+        ds = tf.data.Dataset.from_tensor_slices(mm)
+        next(iter(ds))
+        res["slices"] = f"succeeded in {time.perf_counter() - t:.1f} s (copies the table into memory)"
+    except Exception as e:  # noqa: BLE001 - the message is the result
+        res["slices"] = f"{type(e).__name__}: {str(e).strip().splitlines()[0][:300]}"
+    del ds
+    gc.collect()
+    _, shuffled = caption_ids(n_captions, n_images)
+    warm(lambda i: mm[i], mm.shape[0])
+    width = mm.shape[1]
+    ds = (tf.data.Dataset.from_tensor_slices(shuffled).batch(BATCH)
+          .map(lambda i: (i, tf.numpy_function(lambda x: mm[x], [i], tf.float32)),
+               num_parallel_calls=tf.data.AUTOTUNE)
+          .prefetch(tf.data.AUTOTUNE))
+
+    def gen():
+        for i, f in ds:
+            yield i.numpy(), f.numpy().reshape(len(i), width)
+    res["runs"] = timed_runs(Batches(gen()), per_run, runs,
+                             lambda b: checker(n_images, width)(tuple(b)))
+    with open(out, "w") as f:
+        json.dump(res, f)
+
+
+def main():
+    p = rows.workload_args(__doc__)
+    p.add_argument("--tf-worker", nargs=6, help=argparse_hidden())
+    args = p.parse_args()
+    if args.tf_worker:
+        path, nc, ni, per_run, runs, out = args.tf_worker
+        return tf_worker(path, int(nc), int(ni), int(per_run), int(runs), out)
+    n_images, width, n_captions = sizes(args.quick)
+    runs = 3
+    per_run = n_captions // BATCH // runs
+    folder = tempfile.mkdtemp(dir=rows.tmp_root(), prefix="table-")
+    try:
+        print(f"generating {n_images} x {width} float32 in {folder}", file=sys.stderr)
+        path = make_table(folder, n_images, width)
+        ids, shuffled = caption_ids(n_captions, n_images)
+        check = checker(n_images, width)
+        row_bytes = width * 4
+        cfg = f"{n_images} x {width} float32 ({n_images * row_bytes / 1e9:.1f} GB), {n_captions} captions, batch {BATCH}"
+        results = {}
+        try:
+            results["stokehold"], results["stokehold/take"] = run_stokehold(path, ids, per_run, runs, check)
+        except ImportError as e:
+            results["stokehold"] = f"stokehold not importable: {e}"
+        print("stokehold done", file=sys.stderr)
+        results["numpy"] = run_numpy(path, shuffled, per_run, runs, check)
+        print("numpy done", file=sys.stderr)
+        results["memcpy"] = run_memcpy(path, shuffled, per_run, runs)
+        print("memcpy done", file=sys.stderr)
+        tf_note = None
+        tf_out = os.path.join(folder, "tf.json")
+        cmd = [sys.executable, __file__, "--json", tf_out, "--tf-worker", path, str(n_captions),
+               str(n_images), str(per_run), str(runs), tf_out]
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        if proc.returncode == 0:
+            tf = json.load(open(tf_out))
+            results["tf.data/numpy_function"] = tf["runs"]
+            tf_note = f"from_tensor_slices(table): {tf['slices']}"
+        else:
+            results["tf.data/numpy_function"] = f"worker failed: {proc.stderr.strip()[-300:]}"
+        print("tf.data done", file=sys.stderr)
+        out = []
+        for system, r in results.items():
+            if isinstance(r, str):
+                out.append(rows.unavailable(W, system, cfg, r))
+                continue
+            note = tf_note if system.startswith("tf.data") else None
+            if system == "memcpy":
+                note = "np.copyto of contiguous 256-row blocks of the mapped table: no gather"
+            out.append(rows.median_row(W, system, cfg, "throughput", r, "rows/s", note=note))
+            out.append(rows.median_row(W, system, cfg, "bandwidth", [x * row_bytes / 1e9 for x in r], "GB/s"))
+        if tf_note:
+            out.append(rows.row(W, "tf.data", cfg, "from_tensor_slices(table)", None, "", note=tf_note))
+        rows.write_json(args.json, out)
+        for r in out:
+            print(f"{r['system']:24} {r['metric']:12} {r['value'] if r['value'] is None else round(r['value'], 2)!s:>12} {r['unit']} {r.get('note', '')}")
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def argparse_hidden():
+    import argparse
+    return argparse.SUPPRESS
+
+
+if __name__ == "__main__":
+    main()
