@@ -40,23 +40,33 @@ pub fn generate(lengths: &[u64], seed: u64, sample_rate: u32, pb: &ProgressBar) 
     Ragged::new(values, splits.into())
 }
 
-/// Appends one clip of `len` samples: a tone between 80 and 1000 Hz with noise, at about a
-/// quarter of full scale.
+/// One period of a sine at about a quarter of full scale, read by a phase accumulator.
+const TABLE_BITS: u32 = 10;
+
+fn sine_table() -> Vec<i16> {
+    let n = 1usize << TABLE_BITS;
+    (0..n)
+        .map(|i| (8000.0 * (std::f64::consts::TAU * i as f64 / n as f64).sin()) as i16)
+        .collect()
+}
+
+/// Appends one clip of `len` samples: a tone between 80 and 1000 Hz plus noise.
 fn fill_clip(arena: &mut Vec<i16>, len: usize, seed: u64, clip: u64, sample_rate: u32) {
+    let table = sine_table();
     let mut rng = Rng::keyed(seed, &[CONTENT_STREAM, clip]);
     let freq = 80.0 + rng.next_f64() * 920.0;
-    let step = std::f64::consts::TAU * freq / f64::from(sample_rate);
-    let (c, s) = (step.cos(), step.sin());
-    // A rotating phasor: two multiply-adds per sample instead of a sine call.
-    let (mut x, mut y) = (8000.0f64, 0.0f64);
+    // A 32-bit phase accumulator: integer adds only, so every sample is independent of float
+    // rounding along the clip and the loop has no long dependency chain.
+    let inc = (freq / f64::from(sample_rate) * 4_294_967_296.0) as u32;
+    let mut phase = rng.next_u64() as u32;
     let mut noise = 0u64;
     arena.extend((0..len).map(|i| {
         if i % 4 == 0 {
             noise = rng.next_u64();
         }
         let n = ((noise >> ((i % 4) * 16)) as u16 as i16) >> 6;
-        let v = x as i16;
-        (x, y) = (x * c - y * s, x * s + y * c);
+        let v = table[(phase >> (32 - TABLE_BITS)) as usize];
+        phase = phase.wrapping_add(inc);
         v.saturating_add(n)
     }));
 }
