@@ -45,8 +45,9 @@ pub struct Boundary {
     pub step_ms: f64,
     /// Of the gap, the wait for the first batch of the next epoch.
     pub wait_ms: f64,
-    /// The gap minus one steady batch time (step as measured + steady wait).
-    pub stall_ms: f64,
+    /// The gap minus one steady batch time (step as measured + steady wait); `None` when there
+    /// is no steady batch to compare with (one batch per epoch).
+    pub stall_ms: Option<f64>,
 }
 
 /// The median of `values` (mean of the middle two for an even count); `None` when empty.
@@ -90,8 +91,12 @@ pub fn steady_interval_ms(timings: &[BatchTiming], per_epoch: usize) -> Option<f
 }
 
 /// Every epoch boundary of a run of `per_epoch` batches per epoch, with its stall measured
-/// against `steady_wait_ms`.
-pub fn boundaries(timings: &[BatchTiming], per_epoch: usize, steady_wait_ms: f64) -> Vec<Boundary> {
+/// against `steady_wait_ms` (`None`: no stall figures).
+pub fn boundaries(
+    timings: &[BatchTiming],
+    per_epoch: usize,
+    steady_wait_ms: Option<f64>,
+) -> Vec<Boundary> {
     if per_epoch == 0 {
         return Vec::new();
     }
@@ -107,7 +112,7 @@ pub fn boundaries(timings: &[BatchTiming], per_epoch: usize, steady_wait_ms: f64
                 gap_ms,
                 step_ms,
                 wait_ms,
-                stall_ms: gap_ms - step_ms - steady_wait_ms,
+                stall_ms: steady_wait_ms.map(|s| gap_ms - step_ms - s),
             }
         })
         .collect()
@@ -177,18 +182,18 @@ mod tests {
         let steady = steady_wait_ms(&timings, 4).unwrap();
         assert!((steady - 1.0).abs() < 1e-9, "{steady}");
         assert!((steady_interval_ms(&timings, 4).unwrap() - 11.0).abs() < 1e-9);
-        let b = boundaries(&timings, 4, steady);
+        let b = boundaries(&timings, 4, Some(steady));
         assert_eq!(b.len(), 2);
         assert_eq!((b[0].after_epoch, b[1].after_epoch), (0, 1));
         // First boundary costs nothing beyond a steady batch; the second 30 ms more.
         assert!(
-            (b[0].gap_ms - 11.0).abs() < 1e-9 && b[0].stall_ms.abs() < 1e-9,
+            (b[0].gap_ms - 11.0).abs() < 1e-9 && b[0].stall_ms.unwrap().abs() < 1e-9,
             "{:?}",
             b[0]
         );
         assert!((b[1].gap_ms - 41.0).abs() < 1e-9, "{:?}", b[1]);
         assert!((b[1].step_ms - 10.0).abs() < 1e-9 && (b[1].wait_ms - 31.0).abs() < 1e-9);
-        assert!((b[1].stall_ms - 30.0).abs() < 1e-9, "{:?}", b[1]);
+        assert!((b[1].stall_ms.unwrap() - 30.0).abs() < 1e-9, "{:?}", b[1]);
     }
 
     #[test]
@@ -212,9 +217,14 @@ mod tests {
 
     #[test]
     fn degenerate_inputs() {
-        assert!(boundaries(&[], 4, 0.0).is_empty());
+        assert!(boundaries(&[], 4, Some(0.0)).is_empty());
         assert!(epoch_seconds(&[], 0).is_empty());
-        // One batch per epoch: every batch starts an epoch, so there is no steady figure.
-        assert_eq!(steady_wait_ms(&run(1, 3, &[1, 1]), 1), None);
+        // One batch per epoch: every batch starts an epoch, so there is no steady figure and no
+        // stall, though the boundaries and their gaps are still there.
+        let one = run(1, 3, &[1, 1]);
+        assert_eq!(steady_wait_ms(&one, 1), None);
+        let b = boundaries(&one, 1, None);
+        assert_eq!(b.len(), 2);
+        assert!(b.iter().all(|b| b.stall_ms.is_none() && b.gap_ms > 0.0));
     }
 }

@@ -131,12 +131,13 @@ pub fn write_table(r: &DemoReport, out: &mut dyn Write) -> io::Result<()> {
     for b in &r.boundaries {
         writeln!(
             out,
-            "  {:<10} {:>12.3} {:>12.3} {:>12.3} {:>12.3}",
+            "  {:<10} {:>12.3} {:>12.3} {:>12.3} {:>12}",
             format!("{} -> {}", b.after_epoch + 1, b.after_epoch + 2),
             b.gap_ms,
             b.step_ms,
             b.wait_ms,
             b.stall_ms
+                .map_or_else(|| "n/a".into(), |s| format!("{s:.3}"))
         )?;
     }
     writeln!(
@@ -161,7 +162,10 @@ pub fn write_table(r: &DemoReport, out: &mut dyn Write) -> io::Result<()> {
         out,
         "  epoch-boundary stall median < {STALL_TARGET_MS} ms ({}): {}",
         opt_ms(r.stall_median_ms),
-        verdict(r.stall_target_met)
+        match r.stall_target_met {
+            None => "not measured (needs >= 2 epochs of >= 2 batches)",
+            met => verdict(met),
+        }
     )?;
     Ok(())
 }

@@ -33,7 +33,7 @@ fn report_figures_are_consistent() {
     let b = &r.boundaries[1];
     assert_eq!(b.after_epoch, 1);
     let steady = r.steady_wait_ms.unwrap();
-    assert!((b.stall_ms - (b.gap_ms - b.step_ms - steady)).abs() < 1e-9);
+    assert!((b.stall_ms.unwrap() - (b.gap_ms - b.step_ms - steady)).abs() < 1e-9);
     assert_eq!(r.stall_target_met, r.stall_median_ms.map(|s| s < 1.0));
     let text = String::from_utf8(out).unwrap();
     assert!(
@@ -43,6 +43,27 @@ fn report_figures_are_consistent() {
     if cfg!(target_os = "linux") {
         assert!(r.cache_rss_growth_bytes.is_some());
     }
+}
+
+#[test]
+fn one_batch_per_epoch_has_no_stall_figure() {
+    // Every batch starts an epoch: there is no steady batch to measure a stall against.
+    let opts = DemoOptions {
+        clips: 3,
+        batch_size: 8,
+        ..small()
+    };
+    let mut out = Vec::new();
+    let r = run(&opts, &mut out).unwrap();
+    assert_eq!(r.batches_per_epoch, 1);
+    assert_eq!(r.boundaries.len(), 2);
+    assert!(r.boundaries.iter().all(|b| b.stall_ms.is_none()));
+    assert_eq!((r.stall_median_ms, r.stall_target_met), (None, None));
+    let text = String::from_utf8(out).unwrap();
+    assert!(
+        text.contains("not measured (needs >= 2 epochs of >= 2 batches)"),
+        "{text}"
+    );
 }
 
 #[test]
