@@ -127,7 +127,9 @@ def main():
     args = ap.parse_args()
 
     py = Path(args.python) if args.python else ensure_venv(BENCH / ".venv")
+    t_build = time.perf_counter()
     build_note = None if args.no_build else build_stokehold(py)
+    build_s = round(time.perf_counter() - t_build, 1)
     if build_note:
         log(f"stokehold not built: {build_note}")
     mode = "quick" if args.quick else "full"
@@ -162,6 +164,7 @@ def main():
     command = "make bench" + ("-quick" if args.quick else "")
     result = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
               "mode": mode, "command": command, "machine": info, "stokehold_build": build_note,
+              "build_seconds": build_s,
               "suite_seconds": round(time.perf_counter() - t_suite, 1), "timings": timings,
               "rows": all_rows}
     results = BENCH / "results"

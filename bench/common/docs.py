@@ -71,7 +71,8 @@ def write_docs(root, result):
     parts = [
         "# Benchmarks: stokehold vs tf.data vs PyTorch DataLoader\n",
         "Produced by `" + result["command"] + "` (`bench/run.py`) on " + result["date"]
-        + f" in {result.get('suite_seconds')} s ({result['mode']} mode). Do not edit by hand: "
+        + f" in {result.get('suite_seconds')} s ({result['mode']} mode; building stokehold took "
+        f"{result.get('build_seconds')} s more). Do not edit by hand: "
         "rerun the command. Raw rows: `bench/results/`.\n",
         "## How to reproduce\n",
         "```\nmake bench        # full suite; make bench-quick for the <= 3 min version\n```\n"

@@ -39,15 +39,16 @@ def loadavg():
 
 def describe(python):
     """Machine and package versions, using the bench interpreter ``python`` for the latter."""
+    # Package metadata, not imports: importing tensorflow costs seconds.
     code = (
-        "import json, importlib\n"
-        "v = {}\n"
-        "for m in ('numpy', 'tensorflow', 'torch', 'stokehold', 'matplotlib'):\n"
+        "import json, sys\n"
+        "from importlib import metadata\n"
+        "v = {'python': sys.version.split()[0]}\n"
+        "for m in ('numpy', 'tensorflow-cpu', 'tensorflow', 'torch', 'stokehold', 'matplotlib'):\n"
         "    try:\n"
-        "        v[m] = getattr(importlib.import_module(m), '__version__', '?')\n"
-        "    except Exception as e:\n"
-        "        v[m] = 'missing: ' + type(e).__name__\n"
-        "import sys; v['python'] = sys.version.split()[0]\n"
+        "        v[m] = metadata.version(m)\n"
+        "    except metadata.PackageNotFoundError:\n"
+        "        pass\n"
         "print(json.dumps(v))\n"
     )
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")

@@ -24,7 +24,7 @@ def _series(rows, param, unit_test):
     return {k: sorted(v) for k, v in out.items()}
 
 
-def _plot(series, path, xlabel, title, xfmt=None, xscale=None):
+def _plot(series, path, xlabel, title, xfmt=None, xscale=None, ticks=None, diagonal=False):
     plt = _plt()
     if plt is None or not series:
         return None
@@ -37,6 +37,11 @@ def _plot(series, path, xlabel, title, xfmt=None, xscale=None):
             xs = [xfmt(x) if xfmt else x for x, _ in pts]
             ax.plot(xs, [v for _, v in pts], marker="o", label=f"{system} ({metric})")
             ax.set_ylabel(unit)
+        if diagonal:  # raw bytes: the floor a cache of these bytes cannot go below
+            top = max(x for (wl, *_), pts in series.items() if wl == w for x, _ in pts)
+            ax.plot([0, top], [0, top], "k--", lw=1, label="raw bytes (y = x)")
+        if ticks:
+            ax.set_xticks(list(ticks), list(ticks.values()))
         ax.set_title(w, fontsize=10)
         ax.set_xlabel(xlabel)
         if xscale:
@@ -64,12 +69,15 @@ def throughput_vs_parallelism(rows, path):
     top = max([x for pts in series.values() for x, _ in pts if isinstance(x, int) and x > 0] or [1])
     fixed = {k: sorted((x if isinstance(x, int) and x > 0 else top + 1, v) for x, v in pts)
              for k, pts in series.items()}
-    return _plot(fixed, path, f"parallelism ({top + 1} = AUTOTUNE / the system's default)",
-                 "Throughput against parallelism")
+    ticks = {i: str(i) for i in range(1, top + 1)}
+    ticks[top + 1] = "AUTOTUNE /\ndefault"
+    return _plot(fixed, path, "parallelism (threads or worker processes)",
+                 "Throughput against parallelism", ticks=ticks)
 
 
 def memory_vs_size(rows, path):
     """Memory (MiB units) against params.dataset_bytes (in MiB on the x axis)."""
     series = _series(rows, "dataset_bytes", lambda u: u == "MiB")
     series = {k: [(x / 2**20, v) for x, v in pts] for k, pts in series.items()}
-    return _plot(series, path, "raw dataset size (MiB)", "Memory against dataset size")
+    return _plot(series, path, "raw dataset size (MiB)", "Memory against dataset size",
+                 diagonal=True)

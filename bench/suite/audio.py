@@ -68,7 +68,7 @@ def system_rows(system, results, cfg, raw):
                         note=note, params={"dataset_bytes": raw}),
         rows.median_row(W, system, cfg, "cache growth / raw bytes",
                         [r["cache_growth"] / raw for r in ok], "x"),
-        rows.median_row(W, system, cfg, "peak RSS growth (build)", med("peak_growth", 1 / MiB), "MiB"),
+        rows.median_row(W, system, cfg, "peak RSS growth (main + workers)", med("peak_growth", 1 / MiB), "MiB"),
         rows.median_row(W, system, cfg, "total PSS growth (main + workers)",
                         med("pss_growth", 1 / MiB), "MiB"),
         rows.median_row(W, system, cfg, "cache build time", med("build_s"), "s"),
@@ -76,6 +76,7 @@ def system_rows(system, results, cfg, raw):
     if any(r["workers"] for r in ok):
         out.append(rows.median_row(W, system, cfg, "workers RSS (sum, as top shows)",
                                    med("workers_rss", 1 / MiB), "MiB",
+                                   params={"dataset_bytes": raw},
                                    note=f"{ok[0]['workers']} workers; private "
                                         f"{stats.median(med('workers_private', 1 / MiB)):.0f} MiB"))
     thr = [stats.median(r["throughput_runs"]) for r in ok if r.get("throughput_runs")]
@@ -140,6 +141,10 @@ def sweeps(folder, n, lengths, timeout):
             out.append(rows.row(W, system, f"{k} clips (memory vs size)", "cache RSS growth",
                                 r["cache_growth"] / MiB, "MiB", params={"dataset_bytes": raw},
                                 note="one run per size"))
+            if r["workers"]:
+                out.append(rows.row(W, system, f"{k} clips (memory vs size)",
+                                    "workers RSS (sum, as top shows)", r["workers_rss"] / MiB,
+                                    "MiB", params={"dataset_bytes": raw}, note="one run per size"))
     return out
 
 
