@@ -106,45 +106,64 @@ def main():
                           f"({padded / raw:.2f}x; computed, not allocated)"),
         ]
         # --quick keeps one variant per system and skips the sweeps (3 min for the whole suite).
+        # The memory-heavy tf.data variants run once (their throughput and stall figures still
+        # come from >= 3 passes and boundaries inside that run).
         for system in (QUICK_SYSTEMS if args.quick else SYSTEMS):
+            times = repeats if system in QUICK_SYSTEMS else 1
             results = [child(system, folder, n, timeout, epochs=4 if args.quick else 5)
-                       for _ in range(repeats)]
+                       for _ in range(times)]
             out += system_rows(system, results, cfg, raw)
             print(f"audio: {system} done", file=sys.stderr)
         if not args.quick:
-            out += sweeps(folder, n, lengths, timeout)
+            out += sweeps(folder, n // 4, lengths, timeout)
+            out += sizes(folder, n // 2, lengths, timeout)
         rows.write_json(args.json, out)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 
 
 def sweeps(folder, n, lengths, timeout):
-    """Throughput against parallelism, and cache memory against dataset size."""
+    """Throughput against parallelism on n clips (its memory is also a point of the size plot)."""
     out = []
-    par = [("tf.data/ragged", 1), ("tf.data/ragged", 2), ("torch", 1), ("torch", 0)]
-    for system, p in par:
+    runs = [("stokehold", None), ("tf.data/ragged", 1), ("tf.data/ragged", 2),
+            ("tf.data/ragged", None), ("torch", 0), ("torch", 1), ("torch", 2)]
+    raw = int(lengths[:n].sum()) * 2
+    for system, p in runs:
         r = child(system, folder, n, timeout, parallelism=p, phases="memory,throughput")
-        cfg = f"{n} clips, parallelism={p}" + (" (in-process)" if p == 0 else "")
+        label = {None: "AUTOTUNE/default", 0: "0 (in-process)"}.get(p, str(p))
+        cfg = f"{n} clips, parallelism {label}"
         if "error" in r:
             out.append(rows.unavailable(W, system, cfg, r["error"]))
             continue
+        par = "autotune" if p is None else (p or None)
         out.append(rows.median_row(W, system, cfg, "throughput (3 epochs, no step)",
                                    r["throughput_runs"], "crops/s",
-                                   params={"parallelism": p} if p else None))
-    sizes = [n // 4, n // 2]
+                                   params={"parallelism": par} if par else None))
+        if p is None or (system == "torch" and p == 2):
+            out += size_rows(system, r, n, raw)
+    return out
+
+
+def size_rows(system, r, n, raw):
+    """Memory rows of one run for the memory-vs-size plot."""
+    cfg = f"{n} clips (memory vs size)"
+    out = [rows.row(W, system, cfg, "cache RSS growth", r["cache_growth"] / MiB, "MiB",
+                    params={"dataset_bytes": raw}, note="one run per size")]
+    if r["workers"]:
+        out.append(rows.row(W, system, cfg, "workers RSS (sum, as top shows)",
+                            r["workers_rss"] / MiB, "MiB", params={"dataset_bytes": raw},
+                            note="one run per size"))
+    return out
+
+
+def sizes(folder, n, lengths, timeout):
+    """One more point of the memory-vs-size plot."""
+    out = []
+    raw = int(lengths[:n].sum()) * 2
     for system in QUICK_SYSTEMS:
-        for k in sizes:
-            r = child(system, folder, k, timeout, phases="memory")
-            if "error" in r:
-                continue
-            raw = int(lengths[:k].sum()) * 2
-            out.append(rows.row(W, system, f"{k} clips (memory vs size)", "cache RSS growth",
-                                r["cache_growth"] / MiB, "MiB", params={"dataset_bytes": raw},
-                                note="one run per size"))
-            if r["workers"]:
-                out.append(rows.row(W, system, f"{k} clips (memory vs size)",
-                                    "workers RSS (sum, as top shows)", r["workers_rss"] / MiB,
-                                    "MiB", params={"dataset_bytes": raw}, note="one run per size"))
+        r = child(system, folder, n, timeout, phases="memory")
+        if "error" not in r:
+            out += size_rows(system, r, n, raw)
     return out
 
 
