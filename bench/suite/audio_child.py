@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import numpy as np  # noqa: E402
 
 from common import proc, stats  # noqa: E402
-from audio_systems import BATCH, SYSTEMS  # noqa: E402
+from audio_systems import SYSTEMS  # noqa: E402
 
 
 def load_clips(folder, n):
@@ -35,10 +35,8 @@ def load_clips(folder, n):
     return clips
 
 
-def run_epochs(pipe, epochs, step_s, batches_per_epoch):
-    if pipe.stream is not None:
-        return stats.timed_stream(pipe.stream(epochs), batches_per_epoch, step_s)
-    return stats.timed_epochs([pipe.epoch] * epochs, step_s)
+def run_epochs(pipe, epochs, step_s):
+    return stats.timed_epochs(pipe.epochs(epochs), step_s)
 
 
 def main():
@@ -76,8 +74,7 @@ def main():
             del clips
         gc.collect()
         out["build_s"] = time.perf_counter() - t0
-        bpe = -(-a.n // BATCH)
-        first, _ = run_epochs(pipe, 1, 0.0, bpe)
+        first, _ = run_epochs(pipe, 1, 0.0)
         out["first_batch_s"] = first[0][0]
     proc.settle(0.3)
     tree = proc.tree()
@@ -94,11 +91,11 @@ def main():
     if "throughput" in phases:
         runs = []
         for _ in range(3):
-            waits, secs = run_epochs(pipe, 3, 0.0, bpe)
+            waits, secs = run_epochs(pipe, 3, 0.0)
             runs.append(a.n * 3 / secs)
         out["throughput_runs"] = runs
     if "stall" in phases:
-        waits, _ = run_epochs(pipe, a.epochs, a.step, bpe)
+        waits, _ = run_epochs(pipe, a.epochs, a.step)
         stalls, steady = stats.boundary_stalls(waits)
         out["stalls"] = stalls
         out["steady_wait"] = steady

@@ -1,7 +1,7 @@
 """The audio pipeline (shuffle -> random 3 s crop -> batch 32 -> prefetch) per system.
 
 Each builder takes the list of clips (int16 arrays) and returns a Pipeline: how to
-iterate one epoch, or one stream over all epochs, and whether the caller's list
+iterate one epoch, or several through one loop across epochs, and whether the caller's list
 is still needed (it is the cache for torch and tf.data's from_generator).
 Builders import their framework lazily: each system runs in its own process.
 """
@@ -16,28 +16,35 @@ SEED = 1234
 
 
 class Pipeline:
-    """``epoch()`` returns an iterable over one epoch's batches; ``stream(e)`` over e epochs
-    with one iterator (None where the system has no such thing); ``keeps_list``: the dataset
-    holds the caller's list (so dropping it frees nothing)."""
+    """``epoch()`` returns an iterable over one epoch's batches; ``epochs(e)``, where the
+    system has one loop across epochs (stokehold's ``ds.epochs(e)``), a list of e callables
+    that each return the next epoch of that one loop; ``keeps_list``: the dataset holds the
+    caller's list (so dropping it frees nothing)."""
 
-    def __init__(self, epoch, keeps_list, stream=None, note=""):
+    def __init__(self, epoch, keeps_list, epochs=None, note=""):
         self.epoch = epoch
-        self.stream = stream
         self.keeps_list = keeps_list
         self.note = note
+        self._epochs = epochs
+
+    def epochs(self, count):
+        if self._epochs is None:
+            return [self.epoch] * count
+        loader = self._epochs(count)
+        return [lambda: next(loader)] * count
 
 
 # ---------------------------------------------------------------- stokehold
 def stokehold_pipeline(clips, parallelism=None):
+    """from_arrays (one ragged arena) -> global shuffle -> native crop -> batch -> prefetch;
+    epochs through ``ds.epochs(n)``: one prefetch thread across epoch boundaries."""
     import stokehold as sh
 
-    ds = sh.from_list({"audio": clips})
+    ds = sh.from_arrays({"audio": clips})
     ds = ds.shuffle(seed=SEED).random_crop("audio", CROP, seed=SEED).batch(BATCH).prefetch(2)
-
-    def stream(epochs):
-        return ds.repeat(epochs)
-
-    return Pipeline(lambda: ds, keeps_list=False, stream=stream)
+    return Pipeline(lambda: ds, keeps_list=False, epochs=ds.epochs,
+                    note="from_arrays ragged arena; ds.epochs(n): one prefetch thread; "
+                         "no parallelism knob (crop is native, single thread)")
 
 
 # ---------------------------------------------------------------- tf.data
