@@ -11,10 +11,14 @@ def add_ratios(rows):
             ref[(r["workload"], r["config"], r["metric"])] = r["value"]
     for r in rows:
         base = ref.get((r["workload"], r["config"], r["metric"]))
-        if r["value"] is not None and base:
+        r.pop("ratio", None)
+        r.pop("ratio_text", None)
+        if r["value"] is None or base is None:
+            continue
+        if base:
             r["ratio"] = r["value"] / base
-        else:
-            r.pop("ratio", None)
+        elif r["system"] != REFERENCE:  # stokehold's figure is 0 (e.g. no stall at all)
+            r["ratio_text"] = "— (stokehold: 0)" if not r["value"] else "∞ (stokehold: 0)"
     return rows
 
 
@@ -48,8 +52,8 @@ def table(rows):
     for r in rows:
         arrow = "" if r["metric"] == "status" else (" ↑" if better_of(r) == "higher" else " ↓")
         ratio = r.get("ratio")
-        ratio_s = "1 (ref)" if r["system"] == REFERENCE and ratio else (
-            f"{ratio:.2f}x" if ratio is not None else "—")
+        ratio_s = "1 (ref)" if r["system"] == REFERENCE and r["value"] is not None else (
+            f"{ratio:.2f}x" if ratio is not None else r.get("ratio_text", "—"))
         runs = r.get("runs")
         runs_s = "" if runs is None else (str(len(runs)) + (" (<3!)" if len(runs) < 3 else ""))
         cells = [r["workload"], r["config"], r["metric"] + arrow, r["system"], fmt(r["value"]),

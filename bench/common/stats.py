@@ -67,10 +67,16 @@ def boundary_stalls(waits):
 
     The wait for the first batch of epoch k+1 (iterator creation included) minus
     the steady wait: the median wait of the batches inside epochs (first batches
-    excluded). One figure per boundary, so E epochs give E-1 figures.
+    excluded), floored at 0: a first batch that came faster than a steady one lost
+    nothing. One figure per boundary, so E epochs give E-1 figures.
     """
     steady = median([w for epoch in waits for w in epoch[1:]]) or 0.0
-    return [epoch[0] - steady for epoch in waits[1:] if epoch], steady
+    return [max(epoch[0] - steady, 0.0) for epoch in waits[1:] if epoch], steady
+
+
+def first_waits(waits):
+    """The raw wait for the first batch of each epoch after the first (no subtraction)."""
+    return [epoch[0] for epoch in waits[1:] if epoch]
 
 
 def throughput(count, seconds):

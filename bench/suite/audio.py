@@ -79,12 +79,15 @@ def system_rows(system, results, cfg, raw):
                                    params={"dataset_bytes": raw},
                                    note=f"{ok[0]['workers']} workers; private "
                                         f"{stats.median(med('workers_private', 1 / MiB)):.0f} MiB"))
-    thr = [stats.median(r["throughput_runs"]) for r in ok if r.get("throughput_runs")]
+    thr = [v for r in ok for v in r.get("throughput_runs", [])]  # 3 timed passes per run
     par = os.cpu_count() if system == "torch" else "autotune"
     out.append(rows.median_row(W, system, cfg, "throughput (3 epochs, no step)", thr, "crops/s",
                                params={"parallelism": par}))
     stall = [s * 1e3 for r in ok for s in r.get("stalls", [])]
     out.append(rows.median_row(W, system, cfg, "epoch-boundary stall", stall, "ms",
+                               better="lower", note="first wait minus steady wait, floored at 0"))
+    first = [s * 1e3 for r in ok for s in r.get("first_waits", [])]
+    out.append(rows.median_row(W, system, cfg, "wait for an epoch's first batch", first, "ms",
                                better="lower"))
     return out
 

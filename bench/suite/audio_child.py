@@ -98,6 +98,7 @@ def main():
         waits, _ = run_epochs(pipe, a.epochs, a.step)
         stalls, steady = stats.boundary_stalls(waits)
         out["stalls"] = stalls
+        out["first_waits"] = stats.first_waits(waits)
         out["steady_wait"] = steady
     print(json.dumps(out))
 

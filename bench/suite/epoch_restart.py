@@ -85,6 +85,7 @@ def child(variant, hw, epochs):
         waits, _ = stats.timed_epochs([make_epoch] * epochs, STEP)
     stalls, steady = stats.boundary_stalls(waits)
     return {"stalls": stalls, "steady": steady, "first": waits[0][0],
+            "first_waits": stats.first_waits(waits),
             "epoch_s": [sum(e) + STEP * len(e) for e in waits]}
 
 
@@ -127,7 +128,10 @@ def main():
             continue
         note = NOTES[v]
         out.append(rows.median_row(W, v, cfg, "time lost per epoch boundary",
-                                   [s * 1e3 for s in r["stalls"]], "ms", note=note))
+                                   [s * 1e3 for s in r["stalls"]], "ms",
+                                   note=note + "; first wait minus steady wait, floored at 0"))
+        out.append(rows.median_row(W, v, cfg, "wait for an epoch's first batch",
+                                   [s * 1e3 for s in r["first_waits"]], "ms"))
         out.append(rows.median_row(W, v, cfg, "epoch time (13 steps of 0.15 s = 1.95 s)",
                                    r["epoch_s"][1:], "s"))
         out.append(rows.row(W, v, cfg, "first batch", r["first"] * 1e3, "ms",
