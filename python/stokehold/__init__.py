@@ -35,6 +35,7 @@ from .dataset import (
     from_arrays,
     from_list,
 )
+from .demo import demo
 from .ragged import Ragged
 
 __all__ = [
@@ -57,6 +58,7 @@ __all__ = [
     "StokeholdIOError",
     "WorkerPanicError",
     "__version__",
+    "demo",
     "from_arrays",
     "from_list",
 ]

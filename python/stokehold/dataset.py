@@ -103,6 +103,11 @@ def from_list(elements: Iterable[Mapping[str, Any]]) -> "Dataset":
         InvalidArgumentError: an empty list, an element that is not a dict, or elements whose
             features differ.
     """
+    if isinstance(elements, Mapping):
+        raise InvalidArgumentError(
+            "from_list takes a list of dicts (one per element); for a dict of "
+            "feature -> array or list of arrays, use from_arrays"
+        )
     items = list(elements)
     if not items:
         raise InvalidArgumentError("from_list needs at least one element to know the features")
@@ -190,7 +195,14 @@ class Dataset:
 
     def repeat(self, count: Optional[int] = None) -> "Dataset":
         """Repeats ``count`` times (default: forever). Each repetition is a new epoch of the
-        input (reshuffled); keeps random access."""
+        input (reshuffled); keeps random access.
+
+        ``ds.prefetch(n).repeat(k)`` is run as ``ds.repeat(k).prefetch(n)`` (same elements): one
+        prefetch thread then flows through every epoch instead of restarting at each one.
+        """
+        if self._prefetch_of is not None:
+            parent, depth = self._prefetch_of
+            return parent.repeat(count).prefetch(depth)
         return Dataset(self._native.repeat(None if count is None else _count("count", count)))
 
     def take(self, count: int) -> "Dataset":

@@ -139,3 +139,17 @@ def test_state_of_another_pipeline_is_refused():
 def test_seed_none_draws_once_per_object():
     ds = make().shuffle()
     assert run(ds, 0) == run(ds, 0)
+
+
+def test_prefetch_then_repeat_runs_as_one_stream_with_the_same_elements():
+    base = pipeline()
+    want = run(base, 0) + run(base, 1) + run(base, 2)
+    ds = pipeline(2).repeat(3)
+    assert ds.describe().endswith("repeat(3) -> prefetch(2)")
+    assert [(b["audio"].tobytes(), b["label"].tobytes()) for b in ds.iter(0)] == want
+    assert len(ds) == 21
+
+
+def test_from_list_with_a_dict_points_to_from_arrays():
+    with pytest.raises(sh.InvalidArgumentError, match="use from_arrays"):
+        sh.from_list({"audio": [np.zeros(3)]})

@@ -19,6 +19,7 @@
 mod callbacks;
 pub mod convert;
 pub mod dataset;
+mod demo;
 pub mod errors;
 
 pub use dataset::PyDataset;
@@ -33,6 +34,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(errors::raise_for_test, m)?)?;
     m.add_class::<convert::TensorBuf>()?;
     dataset::register(m)?;
+    demo::register(m)?;
     // One line per module file, e.g. `tfrecord::register(m)?;`
     Ok(())
 }

@@ -1,0 +1,67 @@
+"""``stokehold.demo()`` and ``python -m stokehold demo``: the audio-cache demo of the CLI.
+
+It makes synthetic int16 clips (5-180 s at 16 kHz by default), caches them ragged in memory, runs
+``shuffle -> random_crop -> batch -> repeat -> prefetch`` for a few epochs with a simulated
+training step, and prints a table: cache memory against the raw samples and a padded matrix,
+per-epoch time, steady batch time and the epoch-boundary stall. The same engine as the
+``stokehold demo`` command runs it (in this process).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any, Dict, List, Optional
+
+from . import _native
+
+__all__ = ["demo", "main"]
+
+
+def _defaults() -> Dict[str, Any]:
+    return json.loads(_native._demo_defaults())
+
+
+def demo(**options: Any) -> Dict[str, Any]:
+    """Runs the demo, prints its table to ``sys.stdout`` and returns the report as a dict.
+
+    Options and their defaults: ``clips=400``, ``min_seconds=5.0``, ``max_seconds=180.0``,
+    ``sample_rate=16000``, ``epochs=5``, ``batch_size=32``, ``crop_seconds=3.0``,
+    ``step_ms=50.0`` (simulated training step; 0 runs flat out), ``prefetch=4``, ``seed=0``,
+    ``progress=True`` (progress bars on a terminal).
+
+    The report has, among others, ``raw_bytes``, ``cache_rss_growth_bytes``, ``cache_ratio``,
+    ``padded_bytes``, ``epoch_seconds``, ``steady_interval_ms`` and ``stall_median_ms``.
+
+    Raises:
+        TypeError: an unknown option.
+        InvalidArgumentError: an option out of its domain.
+    """
+    defaults = _defaults()
+    unknown = sorted(set(options) - set(defaults))
+    if unknown:
+        raise TypeError(f"unknown demo option(s) {unknown}; options are {sorted(defaults)}")
+    return json.loads(_native._demo(json.dumps({**defaults, **options})))
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    """``python -m stokehold demo [--epochs N] [--clips N] ...``"""
+    defaults = _defaults()
+    parser = argparse.ArgumentParser(prog="python -m stokehold", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("demo", help="run the audio-cache demo")
+    for name, value in defaults.items():
+        flag = "--" + name.replace("_", "-")
+        if isinstance(value, bool):
+            p.add_argument(flag, dest=name, action=argparse.BooleanOptionalAction, default=value)
+        else:
+            p.add_argument(flag, dest=name, type=type(value), default=value, help=f"default {value}")
+    p.add_argument("--json", action="store_true", help="also print the report as JSON")
+    args = vars(parser.parse_args(argv))
+    args.pop("command")
+    as_json = args.pop("json")
+    report = demo(**args)
+    if as_json:
+        print(json.dumps(report, indent=2))
+    return 0
