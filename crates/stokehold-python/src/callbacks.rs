@@ -4,13 +4,63 @@
 //! the pipeline release the GIL around all Rust work, so a prefetch thread can run Python while
 //! the consumer waits. The function's exception travels as a boxed `PyErr` inside
 //! [`Error::Callback`] and is re-raised as itself at the boundary (see `errors::to_pyerr`).
+//!
+//! Interpreter exit: a background thread that is inside Python while the interpreter finalizes
+//! aborts the process (CPython ends the thread under Rust frames that still hold the thread
+//! state). So the module registers an `atexit` hook, [`shutdown`], that refuses new calls into
+//! Python and waits (at most [`SHUTDOWN_WAIT`]) for the calls in flight to leave; pipelines
+//! still running then end with `CancelledError`.
 
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use pyo3::prelude::*;
 use stokehold_core::{Ctx, Error, Example, FilterFn, MapFn};
 
 use crate::convert::{dict_to_example, example_to_dict};
+
+/// Set by [`shutdown`]: no new calls into Python.
+static SHUTDOWN: AtomicBool = AtomicBool::new(false);
+/// Threads inside (or about to enter) a Python callback.
+static IN_PYTHON: AtomicUsize = AtomicUsize::new(0);
+/// How long interpreter exit waits for callbacks in flight (a callback that runs longer than this
+/// at exit may still abort the process).
+pub const SHUTDOWN_WAIT: Duration = Duration::from_secs(5);
+
+/// Runs `f` with the GIL, unless the interpreter is exiting.
+fn with_python<T>(
+    f: impl for<'py> FnOnce(Python<'py>) -> stokehold_core::Result<T>,
+) -> stokehold_core::Result<T> {
+    struct Leave;
+    impl Drop for Leave {
+        fn drop(&mut self) {
+            IN_PYTHON.fetch_sub(1, SeqCst);
+        }
+    }
+    // Count ourselves in before checking the flag: `shutdown` sets the flag before it reads the
+    // count, so either it waits for us or we see the flag.
+    IN_PYTHON.fetch_add(1, SeqCst);
+    let _leave = Leave;
+    let exiting = || Error::Cancelled("the Python interpreter is exiting".into());
+    if SHUTDOWN.load(SeqCst) {
+        return Err(exiting());
+    }
+    Python::try_attach(f).unwrap_or_else(|| Err(exiting()))
+}
+
+/// The `atexit` hook: refuses new Python callbacks and waits for those in flight.
+#[pyfunction]
+#[pyo3(name = "_shutdown")]
+pub fn shutdown(py: Python<'_>) {
+    SHUTDOWN.store(true, SeqCst);
+    py.detach(|| {
+        let start = Instant::now();
+        while IN_PYTHON.load(SeqCst) > 0 && start.elapsed() < SHUTDOWN_WAIT {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    });
+}
 
 fn callback_error(ctx: &Ctx, err: PyErr) -> Error {
     Error::Callback {
@@ -23,7 +73,7 @@ fn callback_error(ctx: &Ctx, err: PyErr) -> Error {
 /// A Python callable `dict -> dict` as a map function.
 pub fn py_map_fn(f: Py<PyAny>) -> MapFn {
     Arc::new(move |e: Example, ctx: &Ctx| {
-        Python::attach(|py| {
+        with_python(|py| {
             let run = || -> PyResult<Example> {
                 let out = f.bind(py).call1((example_to_dict(py, e)?,))?;
                 dict_to_example(py, &out)
@@ -36,7 +86,7 @@ pub fn py_map_fn(f: Py<PyAny>) -> MapFn {
 /// A Python callable `dict -> bool` as a filter predicate.
 pub fn py_filter_fn(f: Py<PyAny>) -> FilterFn {
     Arc::new(move |e: &Example, ctx: &Ctx| {
-        Python::attach(|py| {
+        with_python(|py| {
             let run = || -> PyResult<bool> {
                 f.bind(py)
                     .call1((example_to_dict(py, e.clone())?,))?

@@ -34,6 +34,11 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(errors::raise_for_test, m)?)?;
     m.add_class::<convert::TensorBuf>()?;
     dataset::register(m)?;
+    let shutdown = wrap_pyfunction!(callbacks::shutdown, m)?;
+    m.py()
+        .import("atexit")?
+        .call_method1("register", (&shutdown,))?;
+    m.add_function(shutdown)?;
     demo::register(m)?;
     // One line per module file, e.g. `tfrecord::register(m)?;`
     Ok(())

@@ -1,0 +1,87 @@
+"""Iterators end cleanly: dropped mid-epoch, and at interpreter exit with a prefetch thread inside
+a Python map function (which would abort the process without the module's atexit hook)."""
+
+import gc
+import glob
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import stokehold as sh
+
+EXIT_SCRIPT = textwrap.dedent(
+    """
+    import time
+    import numpy as np
+    import stokehold as sh
+
+    def slow(e):
+        time.sleep(0.01)  # releases the GIL inside the callback
+        return e
+
+    it = iter(sh.from_arrays({"x": np.arange(1000)}).map(slow).prefetch(8))
+    next(it)
+    print("ok", flush=True)
+    """
+)
+
+
+def test_exit_with_a_prefetch_thread_inside_python_is_clean():
+    for _ in range(3):
+        r = subprocess.run([sys.executable, "-c", EXIT_SCRIPT], capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+        assert r.stdout.strip() == "ok"
+
+
+def prefetch_threads():
+    """Live threads named stokehold-prefetch (Linux: /proc/self/task/*/comm, 15 chars)."""
+    n = 0
+    for comm in glob.glob("/proc/self/task/*/comm"):
+        try:
+            with open(comm) as f:
+                n += f.read().startswith("stokehold-pref")
+        except OSError:
+            pass
+    return n
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/task"), reason="needs Linux /proc")
+def test_dropping_an_iterator_mid_epoch_stops_its_thread():
+    def f(e):
+        time.sleep(0.001)
+        return e
+
+    ds = sh.from_arrays({"x": np.arange(100_000)}).map(f).prefetch(4)
+    before = prefetch_threads()
+    it = iter(ds)
+    next(it)
+    assert prefetch_threads() == before + 1
+    del it
+    gc.collect()
+    deadline = time.monotonic() + 30
+    while prefetch_threads() > before and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert prefetch_threads() == before
+    assert len(list(ds.take(3).iter(0))) == 3
+
+
+def test_iterating_in_several_python_threads_at_once():
+    ds = sh.from_arrays({"x": np.arange(200)}).map(lambda e: {"y": e["x"] * 2}).batch(10).prefetch(2)
+    want = [b["y"].tolist() for b in ds.iter(0)]
+    results = [None] * 4
+
+    def work(k):
+        results[k] = [b["y"].tolist() for b in ds.iter(0)]
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert results == [want] * 4
