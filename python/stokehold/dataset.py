@@ -334,6 +334,10 @@ class Dataset:
             raise TypeError(f"this dataset is infinite ({self.describe()}); cardinality() returns INFINITE")
         return int(n)
 
+    def __bool__(self) -> bool:
+        # Defined so that `if ds:` does not call __len__ (which raises for streams).
+        return True
+
     def __getitem__(self, index: int) -> Element:
         """Element ``index`` (negative counts from the end) of a random-access dataset.
 

@@ -66,6 +66,13 @@ def as_torch(ds: Dataset) -> Any:
             self.dataset = dataset
 
         def __iter__(self) -> Any:
+            info = torch.utils.data.get_worker_info()
+            if info is not None and info.num_workers > 1:
+                raise RuntimeError(
+                    "a stokehold pipeline runs its own background thread (prefetch); "
+                    "use DataLoader(..., num_workers=0, batch_size=None): with several workers "
+                    "each would yield every element"
+                )
             for element in self.dataset:
                 yield to_torch(element)
 

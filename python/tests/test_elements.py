@@ -149,3 +149,14 @@ def test_dtypes_round_trip():
         assert next(iter(ds.batch(3)))["x"].dtype == np.dtype(dt)
     big = np.arange(4, dtype=">i4")
     assert sh.from_arrays({"x": big})[3]["x"] == 3
+
+
+def test_bfloat16_comes_out_as_bfloat16_or_its_uint16_bits():
+    ds = sh.from_arrays({"x": np.array([1.0, -2.0], np.float32)}).cast("x", "bfloat16")
+    b = next(iter(ds.batch(2)))["x"]
+    assert b.view(np.uint16).tolist() == [0x3F80, 0xC000]
+    assert b.dtype.name in ("bfloat16", "uint16")
+
+
+def test_a_dataset_is_truthy_even_when_its_length_is_unknown():
+    assert sh.from_arrays({"x": np.arange(3)}).filter(lambda e: False)
