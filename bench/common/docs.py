@@ -92,11 +92,11 @@ def write_docs(root, result):
         "runs every workload for every system. The contract for workload scripts is in "
         "`bench/README.md`.\n",
         "## Machine\n", _machine_md(result["machine"]),
-        "## Noise\n", noise, "\n", _timings_md(result),
+        "## Noise\n", noise, _timings_md(result),
     ]
     if result.get("stokehold_build"):
         parts += ["\n**stokehold was not built for this run**: " + result["stokehold_build"] + "\n"]
-    parts += ["\n## Results\n", report.LEGEND, "\n", report.table(rows), "\n", NOTES, "\n## Plots\n"]
+    parts += ["## Results\n", report.LEGEND, report.table(rows), NOTES, "## Plots\n"]
     for p, what in ((p1, "Throughput against parallelism"), (p2, "Memory against dataset size")):
         if p:
             parts.append(f"![{what}](benchmarks/{os.path.basename(p)})\n\n")

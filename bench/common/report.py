@@ -44,22 +44,44 @@ def _cell(text):
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
-def table(rows):
-    """One markdown table: workload, config, metric, system, value, unit, ratio, runs, note."""
-    head = ["workload", "config", "metric", "system", "value", "unit",
-            "ratio to stokehold", "runs", "note"]
-    out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+def _grouped(rows):
+    """Rows per workload; inside one, each (config, metric) in order of first appearance,
+    stokehold first, so the systems being compared sit on adjacent lines."""
+    order, groups = [], {}
     for r in rows:
-        arrow = "" if r["metric"] == "status" else (" ↑" if better_of(r) == "higher" else " ↓")
-        ratio = r.get("ratio")
-        ratio_s = "1 (ref)" if r["system"] == REFERENCE and r["value"] is not None else (
-            f"{ratio:.2f}x" if ratio is not None else r.get("ratio_text", "—"))
-        runs = r.get("runs")
-        runs_s = "" if runs is None else (str(len(runs)) + (" (<3!)" if len(runs) < 3 else ""))
-        cells = [r["workload"], r["config"], r["metric"] + arrow, r["system"], fmt(r["value"]),
-                 r["unit"], ratio_s, runs_s, r.get("note", "")]
-        out.append("| " + " | ".join(_cell(c) for c in cells) + " |")
-    return "\n".join(out) + "\n"
+        key = (r["workload"], r["config"], r["metric"])
+        if key not in groups:
+            order.append(key)
+            groups[key] = []
+        groups[key].append(r)
+    by_workload = {}
+    for key in order:
+        group = sorted(groups[key], key=lambda r: r["system"] != REFERENCE)
+        by_workload.setdefault(key[0], []).extend(group)
+    return by_workload
+
+
+def _line(r):
+    arrow = "" if r["metric"] == "status" else (" ↑" if better_of(r) == "higher" else " ↓")
+    ratio = r.get("ratio")
+    ratio_s = "1 (ref)" if r["system"] == REFERENCE and r["value"] is not None else (
+        f"{ratio:.2f}x" if ratio is not None else r.get("ratio_text", "—"))
+    runs = r.get("runs")
+    runs_s = "" if runs is None else (str(len(runs)) + (" (<3!)" if len(runs) < 3 else ""))
+    cells = [r["config"], r["metric"] + arrow, r["system"], fmt(r["value"]), r["unit"], ratio_s,
+             runs_s, r.get("note", "")]
+    return "| " + " | ".join(_cell(c) for c in cells) + " |"
+
+
+def table(rows, level="###"):
+    """Markdown: one table per workload (config, metric, system, value, unit, ratio, runs, note)."""
+    head = ["config", "metric", "system", "value", "unit", "ratio to stokehold", "runs", "note"]
+    out = []
+    for workload, group in _grouped(rows).items():
+        out += [f"{level} {workload}", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        out += [_line(r) for r in group]
+        out.append("")
+    return "\n".join(out)
 
 
 LEGEND = (
