@@ -41,7 +41,7 @@ WORKLOADS = [
     ("shards: reads + shuffle quality", "bench/shard/bench.py"),
     ("feature-table gather", "bench/table/bench.py"),
 ]
-TIMEOUT = {"quick": 90, "full": 360}
+TIMEOUT = {"quick": 120, "full": 600}
 REQUIREMENTS = BENCH / "suite" / "requirements.txt"
 
 
