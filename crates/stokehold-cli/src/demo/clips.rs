@@ -29,8 +29,16 @@ pub fn generate(lengths: &[u64], seed: u64, sample_rate: u32, pb: &ProgressBar) 
     let mut arena: Vec<i16> = Vec::with_capacity(total as usize);
     let mut splits = Vec::with_capacity(lengths.len() + 1);
     splits.push(0u64);
+    let table = sine_table();
     for (clip, &len) in lengths.iter().enumerate() {
-        fill_clip(&mut arena, len as usize, seed, clip as u64, sample_rate);
+        fill_clip(
+            &mut arena,
+            &table,
+            len as usize,
+            seed,
+            clip as u64,
+            sample_rate,
+        );
         splits.push(arena.len() as u64);
         pb.inc(1);
     }
@@ -51,8 +59,14 @@ fn sine_table() -> Vec<i16> {
 }
 
 /// Appends one clip of `len` samples: a tone between 80 and 1000 Hz plus noise.
-fn fill_clip(arena: &mut Vec<i16>, len: usize, seed: u64, clip: u64, sample_rate: u32) {
-    let table = sine_table();
+fn fill_clip(
+    arena: &mut Vec<i16>,
+    table: &[i16],
+    len: usize,
+    seed: u64,
+    clip: u64,
+    sample_rate: u32,
+) {
     let mut rng = Rng::keyed(seed, &[CONTENT_STREAM, clip]);
     let freq = 80.0 + rng.next_f64() * 920.0;
     // A 32-bit phase accumulator: integer adds only, so every sample is independent of float
