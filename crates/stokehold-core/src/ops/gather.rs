@@ -32,7 +32,7 @@ use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::example::Example;
 use crate::ops::map::{Ctx, MapFn};
-use crate::tensor::{vec_to_bytes, Tensor};
+use crate::tensor::Tensor;
 
 /// A table of rows that `gather` reads: a dense tensor of shape `[N, ...]`.
 pub trait GatherTable: Send + Sync + 'static {
@@ -216,10 +216,11 @@ pub fn gather_rows(
     }
     let rb = rows.row_bytes();
     let total = idx.len() * rb;
-    // u64 words keep the batch buffer 8-byte aligned for any dtype; capacity only, no zeroing:
-    // every byte is written by the copies below before the length is set.
-    let mut buf: Vec<u64> = Vec::with_capacity(total.div_ceil(8));
-    let dst = buf.as_mut_ptr() as *mut u8;
+    // Capacity only, no zeroing: every byte is written by the copies below before the length
+    // is set. A plain byte vector (malloc aligns it to 16 bytes on the platforms we build for)
+    // so that the batch stays uniquely owned and Python can hand it out as a writable array.
+    let mut buf: Vec<u8> = Vec::with_capacity(total);
+    let dst = buf.as_mut_ptr();
     let src = rows.data();
     for (k, &i) in idx.iter().enumerate() {
         let i = check(i)?;
@@ -227,12 +228,11 @@ pub fn gather_rows(
         // SAFETY: `dst` has room for `total` bytes and row k occupies k*rb..(k+1)*rb of it.
         unsafe { std::ptr::copy_nonoverlapping(row.as_ptr(), dst.add(k * rb), rb) };
     }
-    // SAFETY: all `total` bytes were initialised above (the tail past `total` up to the word
-    // boundary is never read: the Bytes view below stops at `total`).
-    unsafe { buf.set_len(total.div_ceil(8)) };
+    // SAFETY: all `total` bytes were initialised above.
+    unsafe { buf.set_len(total) };
     let mut shape = indices.shape().to_vec();
     shape.extend_from_slice(row_shape);
-    Tensor::new(rows.dtype(), shape, vec_to_bytes(buf).slice(0..total))
+    Tensor::new(rows.dtype(), shape, bytes::Bytes::from(buf))
 }
 
 /// Options of the gather op.
