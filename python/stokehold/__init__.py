@@ -37,6 +37,7 @@ from .dataset import (
 )
 from .demo import demo
 from .ragged import Ragged
+from .table import Table, open_table, write_table
 
 __all__ = [
     "AUTOTUNE",
@@ -62,3 +63,4 @@ __all__ = [
     "from_arrays",
     "from_list",
 ]
+__all__ += ["Table", "open_table", "write_table"]

@@ -21,6 +21,7 @@ pub mod convert;
 pub mod dataset;
 mod demo;
 pub mod errors;
+mod table;
 
 pub use dataset::PyDataset;
 
@@ -40,6 +41,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
         .call_method1("register", (&shutdown,))?;
     m.add_function(shutdown)?;
     demo::register(m)?;
+    table::register(m)?;
     // One line per module file, e.g. `tfrecord::register(m)?;`
     Ok(())
 }
