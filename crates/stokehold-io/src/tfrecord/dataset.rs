@@ -54,6 +54,11 @@ impl TFRecordDataset {
         &self.files
     }
 
+    /// A reader of file `k` at stream offset `offset`, reporting to this dataset's log.
+    pub fn open_reader(&self, k: usize, offset: u64) -> Result<RecordReader> {
+        Ok(RecordReader::open_at(&self.files[k], self.opts, offset)?.with_log(self.log.clone()))
+    }
+
     /// As a stream dataset.
     pub fn into_dataset(self) -> Dataset {
         Dataset::from_iter(self)
@@ -141,9 +146,7 @@ struct TFRecordIter {
 
 impl TFRecordIter {
     fn open(&mut self, offset: u64) -> Result<()> {
-        let path = &self.ds.files[self.file];
-        let r = RecordReader::open_at(path, self.ds.opts, offset)?.with_log(self.ds.log.clone());
-        self.reader = Some(r);
+        self.reader = Some(self.ds.open_reader(self.file, offset)?);
         Ok(())
     }
 }

@@ -30,12 +30,14 @@
 //! assert_eq!(batches[2].tensor("t", "x").unwrap().to_vec::<i64>().unwrap(), vec![8, 9]);
 //! ```
 
+pub mod batched;
 pub mod compression;
 pub mod crc;
 pub mod dataset;
 pub mod example;
 pub mod index;
 pub mod indexed;
+pub mod inspect;
 pub mod reader;
 pub mod shards;
 pub mod writer;

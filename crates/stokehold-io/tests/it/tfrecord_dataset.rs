@@ -267,3 +267,59 @@ fn batch_iterator_state_round_trip_over_parse() {
     it2.set_state(&s).unwrap();
     assert_eq!(it2.collect_all().unwrap(), full[2..].to_vec());
 }
+
+#[test]
+fn parse_batches_equals_batch_then_parse_and_resumes() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut paths = Vec::new();
+    for f in 0..3 {
+        let p = dir.path().join(format!("e{f}.tfrecord"));
+        let mut w = RecordWriter::create(&p, Compression::None).unwrap();
+        for i in 0..(5 + f as i64 * 3) {
+            let ids: Vec<i64> = (0..i % 4).map(|k| k * 10 + f as i64).collect();
+            let e = Example::new()
+                .with(
+                    "x",
+                    Tensor::from_vec(vec![1], vec![i + 100 * f as i64]).unwrap(),
+                )
+                .with("ids", Tensor::from_vec(vec![ids.len()], ids).unwrap());
+            w.write(&encode_example(&e).unwrap()).unwrap();
+        }
+        w.finish().unwrap();
+        paths.push(p);
+    }
+    let spec = ParseSpec::new()
+        .with("x", FeatureSpec::fixed(vec![], stokehold_core::DType::I64))
+        .unwrap()
+        .with("ids", FeatureSpec::var(stokehold_core::DType::I64))
+        .unwrap();
+    let src = TFRecordDataset::new(&paths, ReadOptions::default());
+    let parser = Parser::new(spec);
+    let slow = src
+        .clone()
+        .into_dataset()
+        .batch(4, false)
+        .unwrap()
+        .map("parse", parser.batch_fn(RECORD));
+    let want = slow.iter(0).unwrap().collect_all().unwrap();
+    let fast = src.parse_batches(parser.clone(), 4, false).unwrap();
+    assert_eq!(fast.iter(0).unwrap().collect_all().unwrap(), want);
+    for stop in 0..=want.len() {
+        let mut it = PipelineIter::new(fast.clone(), 0).unwrap();
+        for _ in 0..stop {
+            it.next().unwrap();
+        }
+        let mut resumed = PipelineIter::new(fast.clone(), 0).unwrap();
+        resumed.set_state(&it.state()).unwrap();
+        let mut rest = Vec::new();
+        while let Some(b) = resumed.next().unwrap() {
+            rest.push(b);
+        }
+        assert_eq!(rest, want[stop..].to_vec(), "stop {stop}");
+    }
+    let dropped = src.parse_batches(parser, 4, true).unwrap();
+    assert_eq!(
+        dropped.iter(0).unwrap().collect_all().unwrap().len(),
+        24 / 4
+    );
+}

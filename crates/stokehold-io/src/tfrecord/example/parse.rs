@@ -22,7 +22,7 @@ use bytes::Bytes;
 use stokehold_core::{map_fn, DType, Error, Example, MapFn, Ragged, Result, Tensor, Value};
 
 use super::spec::{FeatureSpec, ParseSpec};
-use super::wire::{for_values, scan_example, Slot, BYTES, FLOAT, INT64};
+use super::wire::{append_values, scan_example, Slot, BYTES, FLOAT, INT64};
 
 /// Name of the feature that holds a serialized record in elements of a TFRecord dataset.
 pub const RECORD: &str = "record";
@@ -70,44 +70,32 @@ impl Parser {
     /// Parses a batch: fixed-length features become `[n, *shape]` tensors, var-len features
     /// ragged columns (values + row splits).
     pub fn parse_batch(&self, records: &[&[u8]]) -> Result<Example> {
+        let mut b = self.builder(records.len());
+        for rec in records {
+            b.push(rec)?;
+        }
+        b.finish()
+    }
+
+    /// A batch under construction: records are parsed as they are pushed, straight into the
+    /// batch's buffers (sized for `capacity` records), so no record needs to outlive its push.
+    pub fn builder(&self, capacity: usize) -> BatchBuilder<'_> {
         let feats = self.spec.features();
-        let mut sinks: Vec<Sink> = feats
-            .iter()
-            .map(|(_, s)| Sink::new(s, records.len()))
-            .collect();
-        let mut slots = vec![Slot::default(); feats.len()];
-        let lookup = |key: &[u8]| -> Option<usize> {
-            if feats.len() <= LINEAR_LOOKUP {
-                feats.iter().position(|(n, _)| n.as_bytes() == key)
-            } else {
-                self.names.get(key).copied()
-            }
-        };
-        for (r, rec) in records.iter().enumerate() {
-            scan_example(rec, &mut slots, &lookup).map_err(|w| {
-                Error::schema(
-                    "parse_example",
-                    format!(
-                        "record {r} is not a valid tf.train.Example: {} at byte {}",
-                        w.what, w.at
-                    ),
-                )
-            })?;
-            for ((name, spec), (slot, sink)) in feats.iter().zip(slots.iter().zip(sinks.iter_mut()))
-            {
-                sink.push(rec, slot, spec).map_err(|why| {
-                    Error::schema(
-                        "parse_example",
-                        format!("record {r}, feature {name:?}: {why}"),
-                    )
-                })?;
-            }
+        BatchBuilder {
+            parser: self,
+            sinks: feats.iter().map(|(_, s)| Sink::new(s, capacity)).collect(),
+            slots: vec![Slot::default(); feats.len()],
+            rows: 0,
         }
-        let mut out = Example::new();
-        for ((name, spec), sink) in feats.iter().zip(sinks) {
-            out.insert(name, sink.finish(spec, records.len())?);
+    }
+
+    fn lookup(&self, key: &[u8]) -> Option<usize> {
+        let feats = self.spec.features();
+        if feats.len() <= LINEAR_LOOKUP {
+            feats.iter().position(|(n, _)| n.as_bytes() == key)
+        } else {
+            self.names.get(key).copied()
         }
-        Ok(out)
     }
 
     /// Parses one record: fixed-length features get their `shape`, var-len features a 1-D tensor.
@@ -147,6 +135,61 @@ impl Parser {
             }
             merge(e, p.parse_one(t.string(0).unwrap_or(b""))?)
         })
+    }
+}
+
+/// A batch being parsed; see [`Parser::builder`].
+pub struct BatchBuilder<'p> {
+    parser: &'p Parser,
+    sinks: Vec<Sink>,
+    slots: Vec<Slot>,
+    rows: usize,
+}
+
+impl BatchBuilder<'_> {
+    /// Parses one serialized Example into the batch. On error the batch is unusable (its
+    /// buffers may hold part of the record).
+    pub fn push(&mut self, rec: &[u8]) -> Result<()> {
+        let r = self.rows;
+        let p = self.parser;
+        scan_example(rec, &mut self.slots, &|k| p.lookup(k)).map_err(|w| {
+            let why = format!("{} at byte {}", w.what, w.at);
+            Error::schema(
+                "parse_example",
+                format!("record {r} is not a valid tf.train.Example: {why}"),
+            )
+        })?;
+        let feats = p.spec.features();
+        for ((name, spec), (slot, sink)) in feats.iter().zip(self.slots.iter().zip(&mut self.sinks))
+        {
+            sink.push(rec, slot, spec).map_err(|why| {
+                Error::schema(
+                    "parse_example",
+                    format!("record {r}, feature {name:?}: {why}"),
+                )
+            })?;
+        }
+        self.rows += 1;
+        Ok(())
+    }
+
+    /// Records pushed so far.
+    pub fn len(&self) -> usize {
+        self.rows
+    }
+
+    /// True before the first push.
+    pub fn is_empty(&self) -> bool {
+        self.rows == 0
+    }
+
+    /// The batch: `[n, *shape]` tensors and ragged columns.
+    pub fn finish(self) -> Result<Example> {
+        let mut out = Example::new();
+        for ((name, spec), sink) in self.parser.spec.features().iter().zip(self.sinks) {
+            out.insert(name, sink.finish(spec, self.rows)?);
+        }
+        Ok(out)
     }
 }
 
@@ -225,14 +268,8 @@ impl Sink {
         }
         let (len0, off0) = (self.data.len(), self.offsets.len());
         let is_bytes = want == BYTES;
-        let (data, offsets) = (&mut self.data, &mut self.offsets);
-        let n = for_values(rec, slot, &mut |v| {
-            data.extend_from_slice(v);
-            if is_bytes {
-                offsets.push(data.len() as u64);
-            }
-        })
-        .map_err(|w| format!("{} at byte {}", w.what, w.at))?;
+        let n = append_values(rec, slot, &mut self.data, &mut self.offsets)
+            .map_err(|w| format!("{} at byte {}", w.what, w.at))?;
         match spec {
             FeatureSpec::VarLen { .. } => {
                 self.count += n as u64;

@@ -212,11 +212,16 @@ fn scan_entry(
     Ok(())
 }
 
-/// Calls `f` with each value (as raw bytes for BytesList, packed little-endian for the numbers:
-/// 8-byte i64 or 4-byte f32 runs) of the lists of `slot`. Returns the number of values.
-pub fn for_values(rec: &[u8], slot: &Slot, f: &mut dyn FnMut(&[u8])) -> W<usize> {
+/// Appends the values of the lists of `slot` to `out`: raw bytes for a BytesList (pushing each
+/// string's end offset to `offsets`), little-endian 8-byte i64 or 4-byte f32 for the numbers.
+/// Returns the number of values.
+pub fn append_values(
+    rec: &[u8],
+    slot: &Slot,
+    out: &mut Vec<u8>,
+    offsets: &mut Vec<u64>,
+) -> W<usize> {
     let mut count = 0;
-    let mut tmp = Vec::new();
     for &(s, e) in &slot.lists {
         let mut fs = Fields::new(rec, s, e);
         while let Some(v) = fs.next_field()? {
@@ -226,29 +231,28 @@ pub fn for_values(rec: &[u8], slot: &Slot, f: &mut dyn FnMut(&[u8])) -> W<usize>
             let body = &rec[v.start..v.end];
             match (slot.kind, v.wt) {
                 (BYTES, 2) => {
-                    f(body);
+                    out.extend_from_slice(body);
+                    offsets.push(out.len() as u64);
                     count += 1;
                 }
                 (FLOAT, 2) if body.len() & 3 == 0 => {
-                    f(body);
+                    out.extend_from_slice(body);
                     count += body.len() / 4;
                 }
                 (FLOAT, 5) => {
-                    f(body);
+                    out.extend_from_slice(body);
                     count += 1;
                 }
                 (INT64, 2) => {
-                    tmp.clear();
                     let mut p = 0;
                     while p < body.len() {
-                        tmp.extend_from_slice(&(varint(body, &mut p)? as i64).to_le_bytes());
+                        out.extend_from_slice(&(varint(body, &mut p)? as i64).to_le_bytes());
+                        count += 1;
                     }
-                    count += tmp.len() / 8;
-                    f(&tmp);
                 }
                 (INT64, 0) => {
                     let mut p = 0;
-                    f(&(varint(body, &mut p)? as i64).to_le_bytes());
+                    out.extend_from_slice(&(varint(body, &mut p)? as i64).to_le_bytes());
                     count += 1;
                 }
                 _ => {

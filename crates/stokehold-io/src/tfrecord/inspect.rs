@@ -1,0 +1,255 @@
+//! What is in a TFRecord file: record count and sizes, features seen (with dtypes and value
+//! counts), corrupt records. Backs `stokehold inspect`, `stokehold verify` and `stokehold index`.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::Path;
+
+use stokehold_core::{DType, Result};
+
+use super::example::convert::{decode_proto, feature_summary};
+use super::reader::{CorruptLog, CorruptRecord, OnCorrupt, ReadOptions, RecordReader};
+use std::sync::Arc;
+
+/// One feature as seen across the records of a file.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FeatureSeen {
+    /// List kinds seen (`int64`, `float32`, `bytes`; `none` for a feature with no list).
+    pub dtypes: Vec<String>,
+    /// Records holding the feature.
+    pub present: u64,
+    /// Fewest values in one record.
+    pub min_values: usize,
+    /// Most values in one record.
+    pub max_values: usize,
+}
+
+impl FeatureSeen {
+    /// How `tf.io` would parse it: `FixedLen([n])` when every record has it with `n` values,
+    /// `VarLen` otherwise.
+    pub fn suggested_spec(&self, records: u64) -> String {
+        let d = self.dtypes.join("|");
+        if self.present == records && self.min_values == self.max_values {
+            let shape = if self.min_values == 1 {
+                "[]".into()
+            } else {
+                format!("[{}]", self.min_values)
+            };
+            format!("FixedLen({shape}, {d})")
+        } else {
+            format!("VarLen({d})")
+        }
+    }
+}
+
+/// The summary of one file.
+#[derive(Clone, Debug, Default)]
+pub struct FileReport {
+    /// Good records.
+    pub records: u64,
+    /// Bytes of record data (excluding framing).
+    pub data_bytes: u64,
+    /// Smallest record.
+    pub min_record: u64,
+    /// Largest record.
+    pub max_record: u64,
+    /// Records that did not decode as a `tf.train.Example`.
+    pub not_examples: u64,
+    /// Features seen, by name.
+    pub features: BTreeMap<String, FeatureSeen>,
+    /// Corrupt records skipped.
+    pub corrupt: u64,
+    /// The first few corrupt records.
+    pub first_corrupt: Vec<CorruptRecord>,
+}
+
+/// Reads `path` (skipping and counting corrupt records) and summarises it; `max_records` limits
+/// the records decoded as Examples (all are still counted).
+pub fn inspect_file(
+    path: &Path,
+    opts: ReadOptions,
+    max_records: Option<u64>,
+) -> Result<FileReport> {
+    let log = Arc::new(CorruptLog::default());
+    let opts = ReadOptions {
+        on_corrupt: OnCorrupt::Skip,
+        ..opts
+    };
+    let mut r = RecordReader::open(path, opts)?.with_log(log.clone());
+    let mut rep = FileReport {
+        min_record: u64::MAX,
+        ..Default::default()
+    };
+    while let Some((_, data)) = r.next_ref()? {
+        let n = data.len() as u64;
+        rep.records += 1;
+        rep.data_bytes += n;
+        rep.min_record = rep.min_record.min(n);
+        rep.max_record = rep.max_record.max(n);
+        if max_records.is_some_and(|m| rep.records > m) {
+            continue;
+        }
+        let Ok(ex) = decode_proto(data) else {
+            rep.not_examples += 1;
+            continue;
+        };
+        for (name, f) in ex.features.iter().flat_map(|f| f.feature.iter()) {
+            let (dtype, count) = feature_summary(f);
+            let seen = rep
+                .features
+                .entry(name.clone())
+                .or_insert_with(|| FeatureSeen {
+                    min_values: usize::MAX,
+                    ..Default::default()
+                });
+            let d = dtype.map_or("none", DType::name).to_string();
+            if !seen.dtypes.contains(&d) {
+                seen.dtypes.push(d);
+            }
+            seen.present += 1;
+            seen.min_values = seen.min_values.min(count);
+            seen.max_values = seen.max_values.max(count);
+        }
+    }
+    if rep.records == 0 {
+        rep.min_record = 0;
+    }
+    rep.corrupt = log.count();
+    rep.first_corrupt = log.first();
+    Ok(rep)
+}
+
+impl fmt::Display for FileReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mean = if self.records > 0 {
+            self.data_bytes / self.records
+        } else {
+            0
+        };
+        writeln!(
+            f,
+            "  records: {}  bytes: {}  record size: min {} / mean {} / max {}",
+            self.records, self.data_bytes, self.min_record, mean, self.max_record
+        )?;
+        if self.not_examples > 0 {
+            writeln!(
+                f,
+                "  records that are not tf.train.Example: {}",
+                self.not_examples
+            )?;
+        }
+        let examined = self.records.saturating_sub(self.not_examples);
+        for (name, s) in &self.features {
+            let counts = if s.min_values == s.max_values {
+                format!("{}", s.min_values)
+            } else {
+                format!("{}..{}", s.min_values, s.max_values)
+            };
+            writeln!(
+                f,
+                "  {name:<24} {:<10} values/record {counts:<10} in {}/{}  -> {}",
+                s.dtypes.join("|"),
+                s.present,
+                examined,
+                s.suggested_spec(examined)
+            )?;
+        }
+        if self.corrupt > 0 {
+            writeln!(f, "  corrupt records: {}", self.corrupt)?;
+            for c in &self.first_corrupt {
+                writeln!(f, "    offset {}: {}", c.offset, c.reason)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The result of checking every CRC of a file.
+#[derive(Clone, Debug, Default)]
+pub struct VerifyReport {
+    /// Good records.
+    pub records: u64,
+    /// Corrupt records (bad CRC, bad length, truncated).
+    pub corrupt: u64,
+    /// The first few of them.
+    pub first_corrupt: Vec<CorruptRecord>,
+}
+
+/// Checks every record of `path`; `progress` gets the stream offset reached, now and then.
+pub fn verify_file(
+    path: &Path,
+    compression: super::Compression,
+    progress: &mut dyn FnMut(u64),
+) -> Result<VerifyReport> {
+    let log = Arc::new(CorruptLog::default());
+    let opts = ReadOptions {
+        compression,
+        verify: true,
+        on_corrupt: OnCorrupt::Skip,
+    };
+    let mut r = RecordReader::open(path, opts)?.with_log(log.clone());
+    let mut last = 0;
+    while r.next_ref()?.is_some() {
+        // Report every 4 MiB: often enough for a smooth bar, rarely enough to cost nothing.
+        if r.offset() - last >= 4 << 20 {
+            last = r.offset();
+            progress(last);
+        }
+    }
+    progress(r.offset());
+    Ok(VerifyReport {
+        records: r.records(),
+        corrupt: log.count(),
+        first_corrupt: log.first(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tfrecord::{encode_example, Compression, RecordWriter};
+    use stokehold_core::{Example, Tensor};
+
+    #[test]
+    fn inspect_and_verify_a_small_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("x.tfrecord");
+        let mut w = RecordWriter::create(&path, Compression::None).unwrap();
+        for i in 0..5i64 {
+            let ids: Vec<i64> = (0..i).collect();
+            let e = Example::new()
+                .with("label", Tensor::from_vec(vec![1], vec![i]).unwrap())
+                .with("ids", Tensor::from_vec(vec![ids.len()], ids).unwrap());
+            w.write(&encode_example(&e).unwrap()).unwrap();
+        }
+        w.write(b"not an example \xff").unwrap();
+        w.finish().unwrap();
+        let rep = inspect_file(&path, ReadOptions::default(), None).unwrap();
+        assert_eq!((rep.records, rep.not_examples, rep.corrupt), (6, 1, 0));
+        assert_eq!(
+            rep.features["label"].suggested_spec(5),
+            "FixedLen([], int64)"
+        );
+        assert_eq!(rep.features["ids"].suggested_spec(5), "VarLen(int64)");
+        assert_eq!(
+            (
+                rep.features["ids"].min_values,
+                rep.features["ids"].max_values
+            ),
+            (0, 4)
+        );
+        let text = rep.to_string();
+        assert!(
+            text.contains("records: 6") && text.contains("label"),
+            "{text}"
+        );
+
+        let mut bytes = std::fs::read(&path).unwrap();
+        bytes[20] ^= 1;
+        std::fs::write(&path, &bytes).unwrap();
+        let mut seen = Vec::new();
+        let v = verify_file(&path, Compression::None, &mut |o| seen.push(o)).unwrap();
+        assert_eq!((v.records, v.corrupt, v.first_corrupt[0].offset), (5, 1, 0));
+        assert_eq!(seen.last().copied(), Some(bytes.len() as u64));
+    }
+}
