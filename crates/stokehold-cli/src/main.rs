@@ -28,6 +28,12 @@ enum Command {
     Demo(cmd::demo::Args),
     /// Write (`table write`) or inspect (`table info`) a memory-mapped feature table.
     Table(cmd::table::Args),
+    /// TFRecord files: record count, sizes, features with dtypes and shapes seen.
+    Inspect(cmd::tfrecord::InspectArgs),
+    /// Check every CRC of TFRecord files (progress bar); exit 1 if any record is corrupt.
+    Verify(cmd::tfrecord::VerifyArgs),
+    /// Write the `<file>.idx` record index of TFRecord files (random access, len, shuffle).
+    Index(cmd::tfrecord::IndexArgs),
 }
 
 impl Command {
@@ -35,6 +41,9 @@ impl Command {
         match self {
             Command::Demo(args) => cmd::demo::run(args),
             Command::Table(args) => cmd::table::run(args),
+            Command::Inspect(args) => cmd::tfrecord::inspect(args),
+            Command::Verify(args) => cmd::tfrecord::verify(args),
+            Command::Index(args) => cmd::tfrecord::index(args),
         }
     }
 }

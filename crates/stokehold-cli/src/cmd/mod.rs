@@ -2,3 +2,4 @@
 
 pub mod demo;
 pub mod table;
+pub mod tfrecord;
