@@ -15,7 +15,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use serde_json::{json, Value as Json};
 use stokehold_core::dataset::{state_u64, DatasetIter, IterDataset};
-use stokehold_core::{Dataset, Error, Example, Result, Tensor};
+use stokehold_core::{interleave_fn, Dataset, Error, Example, InterleaveFn, Result, Tensor};
 
 use super::example::parse::RECORD;
 use super::indexed::IndexedTFRecord;
@@ -86,6 +86,30 @@ pub fn tfrecord_dataset<P: AsRef<Path>>(
     let ds = TFRecordDataset::new(files, opts);
     let log = ds.corrupt_log().clone();
     Ok((ds.into_dataset(), log))
+}
+
+/// An interleave function that opens the TFRecord file named by the bytes feature `path_feature`
+/// of each element (as `list_files` yields): `files.interleave("tfrecord", tfrecord_fn("path",
+/// opts), cycle_length, block_length, num_parallel_calls, true)` is tf.data's
+/// `files.interleave(TFRecordDataset, ...)`. Skipped corrupt records are logged to `log`.
+pub fn tfrecord_fn(path_feature: &str, opts: ReadOptions, log: Arc<CorruptLog>) -> InterleaveFn {
+    let feature = path_feature.to_string();
+    interleave_fn(move |e, ctx| {
+        let t = e.tensor(ctx.op, &feature)?;
+        let path = t.string(0).filter(|_| t.len() == 1).ok_or_else(|| {
+            Error::schema(
+                ctx.op,
+                format!("feature {feature:?} must hold one path, has {}", t.len()),
+            )
+        })?;
+        let path = PathBuf::from(String::from_utf8_lossy(path).into_owned());
+        let ds = TFRecordDataset {
+            files: Arc::from([path]),
+            opts,
+            log: log.clone(),
+        };
+        Ok(ds.into_dataset())
+    })
 }
 
 /// A record as a dataset element: `{"record": bytes scalar}` (zero-copy over `data`).

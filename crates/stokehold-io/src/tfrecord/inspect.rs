@@ -121,11 +121,7 @@ pub fn inspect_file(
 
 impl fmt::Display for FileReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let mean = if self.records > 0 {
-            self.data_bytes / self.records
-        } else {
-            0
-        };
+        let mean = self.data_bytes.checked_div(self.records).unwrap_or(0);
         writeln!(
             f,
             "  records: {}  bytes: {}  record size: min {} / mean {} / max {}",

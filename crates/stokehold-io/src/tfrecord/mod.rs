@@ -43,7 +43,7 @@ pub mod shards;
 pub mod writer;
 
 pub use compression::Compression;
-pub use dataset::{tfrecord_dataset, TFRecordDataset};
+pub use dataset::{tfrecord_dataset, tfrecord_fn, TFRecordDataset};
 pub use example::convert::{decode_example, encode_example};
 pub use example::parse::{Parser, RECORD};
 pub use example::spec::{FeatureSpec, ParseSpec};

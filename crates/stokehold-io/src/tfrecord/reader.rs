@@ -28,8 +28,10 @@ use super::crc::masked_crc;
 pub const HEADER: usize = 12;
 /// Bytes of the footer (the data CRC).
 pub const FOOTER: usize = 4;
-/// First read size; the buffer grows only as far as the data that actually arrives.
-const INITIAL_BUF: usize = 1 << 20;
+/// First buffer size: small, so that opening many files (interleave) or short inputs stays cheap.
+const FIRST_BUF: usize = 64 << 10;
+/// The buffer doubles on compaction up to this size, so long files are read in large chunks.
+const PREFERRED_BUF: usize = 1 << 20;
 /// How many corrupt records a [`CorruptLog`] keeps in detail.
 pub const KEEP_FIRST: usize = 8;
 
@@ -310,9 +312,12 @@ impl RecordReader {
                 self.base += self.lo as u64;
                 self.hi -= self.lo;
                 self.lo = 0;
+                if self.buf.len() < PREFERRED_BUF {
+                    self.buf.resize(self.buf.len() * 2, 0);
+                }
             }
             if self.hi == self.buf.len() {
-                let grown = (self.buf.len() * 2).max(INITIAL_BUF);
+                let grown = (self.buf.len() * 2).max(FIRST_BUF);
                 self.buf.resize(grown, 0);
             }
             match self.src.read(&mut self.buf[self.hi..]) {
@@ -339,7 +344,7 @@ impl RecordReader {
     /// Reads and drops bytes up to stream offset `target`.
     fn discard_to(&mut self, target: u64) -> Result<()> {
         while self.offset() < target {
-            let want = (target - self.offset()).min(INITIAL_BUF as u64) as usize;
+            let want = (target - self.offset()).min(PREFERRED_BUF as u64) as usize;
             let avail = self.fill(want)?;
             if avail == 0 {
                 return Err(Error::State(format!(

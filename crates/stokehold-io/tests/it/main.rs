@@ -1,5 +1,9 @@
 //! Integration tests of stokehold-io (one binary; one module per area).
 
+mod shard_bad;
+mod shard_crash;
+mod shard_format;
+mod shard_resume;
 mod table;
 mod table_big;
 mod table_shared;
@@ -7,7 +11,3 @@ mod tfrecord_corrupt;
 mod tfrecord_dataset;
 mod tfrecord_interop;
 mod tfrecord_props;
-mod shard_bad;
-mod shard_crash;
-mod shard_format;
-mod shard_resume;

@@ -323,3 +323,71 @@ fn parse_batches_equals_batch_then_parse_and_resumes() {
         24 / 4
     );
 }
+
+/// The seed's pipeline: `list_files` + `interleave(TFRecordDataset)` in tf.data's order, the same
+/// with parallel reads, and skipped records logged.
+#[test]
+fn list_files_interleave_tfrecord() {
+    use stokehold_core::Parallelism;
+    use stokehold_io::files::list_files;
+    let dir = tempfile::tempdir().unwrap();
+    let (paths, _) = make_files(dir.path(), 3, 5, Compression::None);
+    // Damage record 2 of file 1: skip mode drops it and logs it.
+    let mut bytes = std::fs::read(&paths[1]).unwrap();
+    let off = read_all_offsets(&paths[1])[2];
+    bytes[off as usize + 13] ^= 1;
+    std::fs::write(&paths[1], &bytes).unwrap();
+    let pattern = dir.path().join("f*.tfrecord").display().to_string();
+    let skip = ReadOptions {
+        on_corrupt: OnCorrupt::Skip,
+        ..Default::default()
+    };
+    // tf.data's order for cycle_length 2, block_length 2 over files f0, f1, f2 (5, 4, 5 records).
+    let rec = |f: usize, j: usize| format!("f{f}-r{j}").repeat(j + 1).into_bytes();
+    let mut want = Vec::new();
+    for (f, js) in [(0, [0, 1]), (1, [0, 1]), (0, [2, 3]), (1, [3, 4])] {
+        want.extend(js.iter().map(|&j| rec(f, j)));
+    }
+    want.extend([
+        rec(0, 4),
+        rec(2, 0),
+        rec(2, 1),
+        rec(2, 2),
+        rec(2, 3),
+        rec(2, 4),
+    ]);
+    for par in [None, Some(Parallelism::Fixed(2))] {
+        let log = std::sync::Arc::new(CorruptLog::default());
+        let ds = list_files(&[&pattern], None)
+            .unwrap()
+            .interleave(
+                "tfrecord",
+                tfrecord_fn("path", skip, log.clone()),
+                2,
+                2,
+                par,
+                true,
+            )
+            .unwrap();
+        let got: Vec<Vec<u8>> = ds
+            .iter(0)
+            .unwrap()
+            .collect_all()
+            .unwrap()
+            .iter()
+            .map(payload)
+            .collect();
+        assert_eq!(got, want, "parallelism {par:?}");
+        assert_eq!(log.count(), 1);
+        assert_eq!(log.first()[0].path, paths[1]);
+    }
+}
+
+fn read_all_offsets(path: &Path) -> Vec<u64> {
+    let mut r = RecordReader::open(path, ReadOptions::default()).unwrap();
+    let mut v = Vec::new();
+    while let Some((o, _)) = r.next_ref().unwrap() {
+        v.push(o);
+    }
+    v
+}
