@@ -80,9 +80,8 @@ def system_rows(system, results, cfg, raw):
                                    note=f"{ok[0]['workers']} workers; private "
                                         f"{stats.median(med('workers_private', 1 / MiB)):.0f} MiB"))
     thr = [v for r in ok for v in r.get("throughput_runs", [])]  # 3 timed passes per run
-    par = os.cpu_count() if system == "torch" else "autotune"
-    out.append(rows.median_row(W, system, cfg, "throughput (3 epochs, no step)", thr, "crops/s",
-                               params={"parallelism": par}))
+    # No parallelism param here: the plot takes its points from the sweep (one dataset size).
+    out.append(rows.median_row(W, system, cfg, "throughput (2 epochs, no step)", thr, "crops/s"))
     stall = [s * 1e3 for r in ok for s in r.get("stalls", [])]
     out.append(rows.median_row(W, system, cfg, "epoch-boundary stall", stall, "ms",
                                better="lower", note="first wait minus steady wait, floored at 0"))
@@ -113,7 +112,7 @@ def main():
         # come from >= 3 passes and boundaries inside that run).
         for system in (QUICK_SYSTEMS if args.quick else SYSTEMS):
             times = repeats if system in QUICK_SYSTEMS else 1
-            results = [child(system, folder, n, timeout, epochs=4 if args.quick else 5)
+            results = [child(system, folder, n, timeout, epochs=4)
                        for _ in range(times)]
             out += system_rows(system, results, cfg, raw)
             print(f"audio: {system} done", file=sys.stderr)
@@ -129,19 +128,18 @@ def sweeps(folder, n, lengths, timeout):
     """Throughput against parallelism on n clips (its memory is also a point of the size plot)."""
     out = []
     runs = [("stokehold", None), ("tf.data/ragged", 1), ("tf.data/ragged", 2),
-            ("tf.data/ragged", None), ("torch", 0), ("torch", 1), ("torch", 2)]
+            ("tf.data/ragged", None), ("torch", 1), ("torch", 2)]
     raw = int(lengths[:n].sum()) * 2
     for system, p in runs:
         r = child(system, folder, n, timeout, parallelism=p, phases="memory,throughput")
-        label = {None: "AUTOTUNE/default", 0: "0 (in-process)"}.get(p, str(p))
+        label = "AUTOTUNE/default" if p is None else str(p)
         cfg = f"{n} clips, parallelism {label}"
         if "error" in r:
             out.append(rows.unavailable(W, system, cfg, r["error"]))
             continue
-        par = "autotune" if p is None else (p or None)
-        out.append(rows.median_row(W, system, cfg, "throughput (3 epochs, no step)",
+        out.append(rows.median_row(W, system, cfg, "throughput (2 epochs, no step)",
                                    r["throughput_runs"], "crops/s",
-                                   params={"parallelism": par} if par else None))
+                                   params={"parallelism": "autotune" if p is None else p}))
         if p is None or (system == "torch" and p == 2):
             out += size_rows(system, r, n, raw)
     return out

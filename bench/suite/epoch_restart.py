@@ -106,7 +106,7 @@ def main():
         return
     args = rows.workload_args(__doc__).parse_args()
     hw = 128 if args.quick else 256
-    epochs = 4 if args.quick else 5
+    epochs = 4  # 3 boundaries
     variants = ["stokehold", "tf.data", "torch"]
     if not args.quick:
         variants += ["stokehold/per-epoch", "tf.data/repeat", "torch/non-persistent"]
