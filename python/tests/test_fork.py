@@ -77,3 +77,37 @@ def test_iterator_started_before_fork_fails_clearly_in_child():
 
     msg = in_child(child)
     assert msg.startswith("cancelled:") and "fork" in msg, msg
+
+
+def test_child_exit_does_not_wait_for_callbacks_of_the_parent():
+    import threading
+
+    entered, release = threading.Event(), threading.Event()
+
+    def f(e):
+        if int(e["x"]) >= 1:
+            entered.set()
+            release.wait(30)  # the parent's prefetch thread sits inside Python at fork time
+        return e
+
+    it = sh.from_arrays({"x": np.arange(4)}).map(f).prefetch(1).iter(0)
+    try:
+        next(it)
+        assert entered.wait(30)
+        # In the child, the exit hook must not count the parent's thread (it did not survive).
+        assert in_child(lambda: repr(sh._native._shutdown())) == "True"
+    finally:
+        release.set()
+    assert len(list(it)) == 3
+
+
+def test_reentrant_use_of_an_iterator_is_an_error_not_a_deadlock():
+    ds = sh.from_arrays({"x": np.arange(3)})
+    holder = {}
+
+    def f(e):
+        return next(holder["it"])
+
+    holder["it"] = ds.map(f).iter(0)
+    with pytest.raises(sh.InvalidArgumentError, match="already running"):
+        next(holder["it"])

@@ -49,17 +49,31 @@ fn with_python<T>(
     Python::try_attach(f).unwrap_or_else(|| Err(exiting()))
 }
 
-/// The `atexit` hook: refuses new Python callbacks and waits for those in flight.
+/// The `atexit` hook: refuses new Python callbacks and waits for those in flight. Returns true
+/// when none is left (false when [`SHUTDOWN_WAIT`] ran out).
 #[pyfunction]
 #[pyo3(name = "_shutdown")]
-pub fn shutdown(py: Python<'_>) {
+pub fn shutdown(py: Python<'_>) -> bool {
     SHUTDOWN.store(true, SeqCst);
     py.detach(|| {
         let start = Instant::now();
-        while IN_PYTHON.load(SeqCst) > 0 && start.elapsed() < SHUTDOWN_WAIT {
+        while IN_PYTHON.load(SeqCst) > 0 {
+            if start.elapsed() >= SHUTDOWN_WAIT {
+                return false;
+            }
             std::thread::sleep(Duration::from_millis(1));
         }
-    });
+        true
+    })
+}
+
+/// Registered with `os.register_at_fork(after_in_child=...)`: the threads counted in
+/// [`IN_PYTHON`] did not survive the fork, so the child starts from zero (else its exit would wait
+/// [`SHUTDOWN_WAIT`] for them).
+#[pyfunction]
+#[pyo3(name = "_after_fork_in_child")]
+pub fn after_fork_in_child() {
+    IN_PYTHON.store(0, SeqCst);
 }
 
 fn callback_error(ctx: &Ctx, err: PyErr) -> Error {

@@ -5,7 +5,7 @@
 //! [`guard`](crate::errors::guard), so a panic becomes `WorkerPanicError`.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, TryLockError};
 
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
@@ -296,8 +296,17 @@ impl PyIterator {
         f: impl FnOnce(&mut PipelineIter) -> stokehold_core::Result<T> + Send,
     ) -> PyResult<T> {
         let r = py.detach(|| {
-            let mut g = self.inner.lock().map_err(|_| {
-                Error::Cancelled("this iterator is unusable after an earlier panic".into())
+            // try_lock, not lock: a second call while one runs (from another thread, or from a
+            // map function of this very pipeline) is an error, as for a running generator,
+            // instead of a wait that could never end.
+            let mut g = self.inner.try_lock().map_err(|e| match e {
+                TryLockError::WouldBlock => Error::invalid(
+                    "this iterator is already running (used from two threads at once, or from \
+                     inside its own map function); make one iterator per thread",
+                ),
+                TryLockError::Poisoned(_) => {
+                    Error::Cancelled("this iterator is unusable after an earlier panic".into())
+                }
             })?;
             f(&mut g)
         });
