@@ -23,6 +23,7 @@ static NUMPY: PyOnceLock<Py<PyModule>> = PyOnceLock::new();
 static RAGGED: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 static NDARRAY: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 static BFLOAT16: PyOnceLock<Option<Py<PyAny>>> = PyOnceLock::new();
+static ASARRAY: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 
 fn numpy(py: Python<'_>) -> PyResult<&Bound<'_, PyModule>> {
     NUMPY
@@ -33,6 +34,13 @@ fn numpy(py: Python<'_>) -> PyResult<&Bound<'_, PyModule>> {
 fn ndarray(py: Python<'_>) -> PyResult<&Bound<'_, PyAny>> {
     NDARRAY
         .get_or_try_init(py, || Ok(numpy(py)?.getattr("ndarray")?.unbind()))
+        .map(|m| m.bind(py))
+}
+
+/// `numpy.asarray`, looked up once (it runs once per feature of every element).
+fn asarray(py: Python<'_>) -> PyResult<&Bound<'_, PyAny>> {
+    ASARRAY
+        .get_or_try_init(py, || Ok(numpy(py)?.getattr("asarray")?.unbind()))
         .map(|m| m.bind(py))
 }
 
@@ -86,11 +94,10 @@ impl AsRef<[u8]> for ArrayOwner {
 /// Numeric arrays that are C-contiguous and native-endian are not copied; others are copied
 /// once by numpy. `S`/`U`/object arrays become [`DType::Bytes`] (str is UTF-8 encoded).
 pub fn py_to_tensor(py: Python<'_>, name: &str, obj: &Bound<'_, PyAny>) -> PyResult<Tensor> {
-    let np = numpy(py)?;
     let arr = if obj.is_instance(ndarray(py)?)? {
         obj.clone()
     } else {
-        np.call_method1("asarray", (obj,))?
+        asarray(py)?.call1((obj,))?
     };
     let dt = arr.getattr("dtype")?;
     let kind: String = dt.getattr("kind")?.extract()?;
@@ -311,7 +318,7 @@ pub fn tensor_to_py(py: Python<'_>, t: Tensor) -> PyResult<Bound<'_, PyAny>> {
             typestr: typestr(dtype),
         },
     )?;
-    let arr = np.call_method1("asarray", (buf,))?;
+    let arr = asarray(py)?.call1((buf,))?;
     if dtype == DType::BF16 {
         if let Some(bf) = bfloat16(py) {
             return arr.call_method1("view", (bf,));
