@@ -393,6 +393,10 @@ class Dataset:
             self._epoch += 1
         return Iterator(self._native.iter(_count("epoch", epoch)))
 
+    def as_numpy_iterator(self) -> "Iterator":
+        """Same as ``iter(ds)`` (elements are already numpy); for code written for tf.data."""
+        return self.iter()
+
     def epochs(self, count: Optional[int] = None, buffer_size: Optional[int] = None) -> "EpochLoader":
         """Iterates ``count`` epochs (default: forever) through ONE prefetching iterator.
 

@@ -39,6 +39,7 @@ def test_each_for_loop_is_a_new_epoch_with_a_new_order():
     assert orders[0] != orders[1] != orders[2]
     assert sorted(sum(orders[0], [])) == list(range(40))
     assert orders[1] == [b["label"].tolist() for b in ds.iter(epoch=1)]
+    assert [b["label"].tolist() for b in ds.as_numpy_iterator()] == [b["label"].tolist() for b in ds.iter(epoch=3)]
 
 
 def test_epochs_loader_matches_per_epoch_iteration():
