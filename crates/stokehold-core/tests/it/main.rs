@@ -6,3 +6,4 @@ mod common;
 mod conformance;
 mod interleave;
 mod parallel;
+mod stats;

@@ -1,0 +1,85 @@
+//! Stats, verdicts, AUTOTUNE's choices, and the Chrome trace export.
+
+use std::time::Duration;
+
+use stokehold_core::exec::{ExecOptions, Executor, Parallelism};
+use stokehold_core::{map_fn, Dataset, DatasetIter, Example};
+
+fn busy(micros: u64) -> stokehold_core::MapFn {
+    map_fn(move |e: Example, _| {
+        let t = std::time::Instant::now();
+        while t.elapsed() < Duration::from_micros(micros) {
+            std::hint::black_box(0);
+        }
+        Ok(e)
+    })
+}
+
+#[test]
+fn autotune_stays_within_cores_and_explains_itself() {
+    for cores in [1, 2, 3] {
+        let ds = Dataset::range(600).map_parallel("busy", busy(300), Parallelism::Autotune, true);
+        let exec = Executor::new(ExecOptions { cores, trace_events: 1000, ..ExecOptions::default() });
+        let mut it = exec.iter(&ds, 0).unwrap();
+        assert_eq!(it.collect_all().unwrap().len(), 600);
+        let s = it.stats();
+        assert_eq!(s.ops.len(), 1);
+        let op = &s.ops[0];
+        assert!(op.parallelism >= 1 && op.parallelism <= cores, "{cores} cores: {op:?}");
+        assert_eq!(op.elements, 600);
+        assert!(!op.autotune.is_empty(), "no autotune note: {op:?}");
+        assert!(s.table().contains("verdict:"));
+        // Every slot is back once the iterator is gone.
+        drop(it);
+        assert_eq!(exec.free_slots(), cores - 1);
+    }
+}
+
+#[test]
+fn two_autotuned_ops_share_the_cores() {
+    let ds = Dataset::range(400)
+        .map_parallel("a", busy(200), Parallelism::Autotune, true)
+        .map_parallel("b", busy(200), Parallelism::Autotune, true);
+    let exec = Executor::new(ExecOptions { cores: 2, ..ExecOptions::default() });
+    let mut it = exec.iter(&ds, 0).unwrap();
+    assert_eq!(it.collect_all().unwrap().len(), 400);
+    let s = it.stats();
+    assert_eq!(s.ops.len(), 2, "{s:?}");
+    let total: usize = s.ops.iter().map(|o| o.parallelism).sum();
+    // Each op always has one worker; the extra slots are the cores beyond the first.
+    assert!(total <= 3, "{}", s.table());
+}
+
+#[test]
+fn verdict_names_the_slow_stage_or_the_consumer() {
+    let slow = Dataset::range(60).map_parallel("slow", busy(2000), Parallelism::Fixed(1), true);
+    let exec = Executor::new(ExecOptions::default());
+    let mut it = exec.iter(&slow, 0).unwrap();
+    it.collect_all().unwrap();
+    let v = it.stats().verdict;
+    assert!(v.contains("bound in op map[slow]") || v.contains("input-bound"), "{v}");
+
+    let fast = Dataset::range(40).map_parallel("fast", busy(1), Parallelism::Fixed(2), true);
+    let exec = Executor::new(ExecOptions::default());
+    let mut it = exec.iter(&fast, 0).unwrap();
+    while it.next().unwrap().is_some() {
+        std::thread::sleep(Duration::from_millis(3)); // a slow consumer
+    }
+    let v = it.stats().verdict;
+    assert!(v.starts_with("consumer-bound"), "{v}");
+}
+
+#[test]
+fn trace_export_is_chrome_json() {
+    let ds = Dataset::range(50).map_parallel("t", busy(10), Parallelism::Fixed(2), true);
+    let exec = Executor::new(ExecOptions { trace_events: 30, ..ExecOptions::default() });
+    let mut it = exec.iter(&ds, 0).unwrap();
+    it.collect_all().unwrap();
+    let v: serde_json::Value = serde_json::from_str(&exec.trace_json()).unwrap();
+    let events = v["traceEvents"].as_array().unwrap();
+    assert!(!events.is_empty() && events.len() <= 30);
+    for e in events {
+        assert_eq!(e["ph"], "X");
+        assert!(e["ts"].is_u64() && e["dur"].is_u64() && e["tid"].is_u64());
+    }
+}
