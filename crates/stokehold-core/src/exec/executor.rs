@@ -19,7 +19,7 @@
 
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex};
 
 use serde_json::Value as Json;
 
@@ -63,7 +63,7 @@ pub(crate) struct Inner {
     /// CPU slots not held by autotuned ops (each autotuned worker beyond the first holds one).
     pub(crate) free_slots: AtomicUsize,
     pub(crate) trace: Trace,
-    ops: Mutex<Vec<Weak<OpStats>>>,
+    ops: Mutex<Vec<Arc<OpStats>>>,
 }
 
 /// A pipeline's shared execution state (see the module docs). Cloning shares it.
@@ -99,7 +99,11 @@ impl Executor {
 
     /// The executor installed on this thread, or a new default one.
     pub fn current_or_default() -> Executor {
-        Executor::current().unwrap_or_else(|| Executor::new(ExecOptions::default()))
+        Executor::current().unwrap_or_else(|| {
+            let exec = Executor::new(ExecOptions::default());
+            super::options::note_default(&exec);
+            exec
+        })
     }
 
     /// Runs `f` with this executor installed on the current thread.
@@ -150,11 +154,16 @@ impl Executor {
         })
     }
 
-    /// Registers an op's counters for the stats.
-    pub fn register(&self, stats: &Arc<OpStats>) {
+    /// The counters of the op `label`, shared by every iterator of that op on this executor, so
+    /// the stats cover the pipeline across epochs (two ops with the same label share a row).
+    pub fn op_stats(&self, label: &str) -> Arc<OpStats> {
         let mut ops = self.inner.ops.lock().unwrap_or_else(|e| e.into_inner());
-        ops.retain(|w| w.strong_count() > 0);
-        ops.push(Arc::downgrade(stats));
+        if let Some(s) = ops.iter().find(|s| s.name == label) {
+            return s.clone();
+        }
+        let s = Arc::new(OpStats::new(label.to_string()));
+        ops.push(s.clone());
+        s
     }
 
     /// Takes up to `want` CPU slots for an autotuned op; returns how many it got.
@@ -185,14 +194,10 @@ impl Executor {
         &self.inner.trace
     }
 
-    /// Stats of the live ops of this pipeline.
+    /// Stats of the parallel ops that ran on this executor, in the order they started.
     pub fn stats(&self) -> StatsReport {
         let ops = self.inner.ops.lock().unwrap_or_else(|e| e.into_inner());
-        let reports = ops
-            .iter()
-            .filter_map(Weak::upgrade)
-            .map(|s| s.report())
-            .collect();
+        let reports = ops.iter().map(|s| s.report()).collect();
         StatsReport::new(reports, &self.inner.budget, self.inner.opts.cores)
     }
 

@@ -4,6 +4,7 @@ pub mod autotune;
 pub mod background;
 pub mod budget;
 pub mod executor;
+pub mod options;
 pub mod parallel;
 pub mod pool;
 pub mod prefetch;
@@ -12,5 +13,6 @@ pub mod trace;
 
 pub use budget::Budget;
 pub use executor::{ExecIter, ExecOptions, Executor, DEFAULT_MEMORY_BUDGET};
+pub use options::{executor_of, last_default};
 pub use parallel::Parallelism;
 pub use stats::{OpReport, OpStats, StatsReport};

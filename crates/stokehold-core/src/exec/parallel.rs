@@ -139,8 +139,7 @@ impl ParallelIter {
         epoch: u64,
     ) -> Result<Self> {
         let exec = Executor::current_or_default();
-        let stats = Arc::new(OpStats::new(spec.label.clone()));
-        exec.register(&stats);
+        let stats = exec.op_stats(&spec.label);
         let tuner = match spec.par {
             Parallelism::Autotune => Some(Tuner::new(&exec)),
             Parallelism::Fixed(_) => None,

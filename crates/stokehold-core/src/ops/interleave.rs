@@ -85,7 +85,11 @@ impl Interleave {
 impl IterDataset for Interleave {
     fn iter(&self, epoch: u64) -> Result<Box<dyn DatasetIter>> {
         let exec = Executor::current_or_default();
-        let stats = Arc::new(OpStats::new(self.label.clone()));
+        let stats = match self.par {
+            Some(_) => exec.op_stats(&self.label),
+            // Sequential: not a stage of its own (its work counts to whoever runs it).
+            None => Arc::new(OpStats::new(self.label.clone())),
+        };
         let permits = self.par.map(|p| {
             let n = match p {
                 Parallelism::Fixed(n) => n,
@@ -98,7 +102,6 @@ impl IterDataset for Interleave {
                 }
             };
             stats.set_shape(n, self.block_length.max(2) * self.cycle_length);
-            exec.register(&stats);
             Permits::new(n)
         });
         Ok(Box::new(InterleaveIter {

@@ -19,13 +19,20 @@ fn busy(micros: u64) -> stokehold_core::MapFn {
 fn autotune_stays_within_cores_and_explains_itself() {
     for cores in [1, 2, 3] {
         let ds = Dataset::range(600).map_parallel("busy", busy(300), Parallelism::Autotune, true);
-        let exec = Executor::new(ExecOptions { cores, trace_events: 1000, ..ExecOptions::default() });
+        let exec = Executor::new(ExecOptions {
+            cores,
+            trace_events: 1000,
+            ..ExecOptions::default()
+        });
         let mut it = exec.iter(&ds, 0).unwrap();
         assert_eq!(it.collect_all().unwrap().len(), 600);
         let s = it.stats();
         assert_eq!(s.ops.len(), 1);
         let op = &s.ops[0];
-        assert!(op.parallelism >= 1 && op.parallelism <= cores, "{cores} cores: {op:?}");
+        assert!(
+            op.parallelism >= 1 && op.parallelism <= cores,
+            "{cores} cores: {op:?}"
+        );
         assert_eq!(op.elements, 600);
         assert!(!op.autotune.is_empty(), "no autotune note: {op:?}");
         assert!(s.table().contains("verdict:"));
@@ -40,7 +47,10 @@ fn two_autotuned_ops_share_the_cores() {
     let ds = Dataset::range(400)
         .map_parallel("a", busy(200), Parallelism::Autotune, true)
         .map_parallel("b", busy(200), Parallelism::Autotune, true);
-    let exec = Executor::new(ExecOptions { cores: 2, ..ExecOptions::default() });
+    let exec = Executor::new(ExecOptions {
+        cores: 2,
+        ..ExecOptions::default()
+    });
     let mut it = exec.iter(&ds, 0).unwrap();
     assert_eq!(it.collect_all().unwrap().len(), 400);
     let s = it.stats();
@@ -57,7 +67,10 @@ fn verdict_names_the_slow_stage_or_the_consumer() {
     let mut it = exec.iter(&slow, 0).unwrap();
     it.collect_all().unwrap();
     let v = it.stats().verdict;
-    assert!(v.contains("bound in op map[slow]") || v.contains("input-bound"), "{v}");
+    assert!(
+        v.contains("bound in op map[slow]") || v.contains("input-bound"),
+        "{v}"
+    );
 
     let fast = Dataset::range(40).map_parallel("fast", busy(1), Parallelism::Fixed(2), true);
     let exec = Executor::new(ExecOptions::default());
@@ -72,7 +85,10 @@ fn verdict_names_the_slow_stage_or_the_consumer() {
 #[test]
 fn trace_export_is_chrome_json() {
     let ds = Dataset::range(50).map_parallel("t", busy(10), Parallelism::Fixed(2), true);
-    let exec = Executor::new(ExecOptions { trace_events: 30, ..ExecOptions::default() });
+    let exec = Executor::new(ExecOptions {
+        trace_events: 30,
+        ..ExecOptions::default()
+    });
     let mut it = exec.iter(&ds, 0).unwrap();
     it.collect_all().unwrap();
     let v: serde_json::Value = serde_json::from_str(&exec.trace_json()).unwrap();
@@ -82,4 +98,26 @@ fn trace_export_is_chrome_json() {
         assert_eq!(e["ph"], "X");
         assert!(e["ts"].is_u64() && e["dur"].is_u64() && e["tid"].is_u64());
     }
+}
+
+#[test]
+fn with_options_owns_one_executor_across_epochs() {
+    let opts = ExecOptions {
+        memory_budget: 1 << 20,
+        cores: 2,
+        ..ExecOptions::default()
+    };
+    let ds = Dataset::range(30)
+        .map_parallel("x", busy(1), Parallelism::Fixed(2), true)
+        .with_options(opts);
+    let later = ds.take(100);
+    for epoch in 0..3 {
+        assert_eq!(later.iter(epoch).unwrap().collect_all().unwrap().len(), 30);
+    }
+    let exec = stokehold_core::exec::executor_of(&later).expect("found through the plan");
+    assert_eq!(exec.budget().limit(), 1 << 20);
+    let s = exec.stats();
+    assert_eq!(s.ops.len(), 1);
+    assert_eq!(s.ops[0].elements, 90, "counted over the three epochs");
+    assert!(stokehold_core::exec::executor_of(&Dataset::range(3)).is_none());
 }
