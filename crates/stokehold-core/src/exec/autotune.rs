@@ -16,6 +16,9 @@ use super::stats::OpStats;
 
 const MIN_PERIOD: Duration = Duration::from_millis(50);
 const MIN_ELEMENTS: u64 = 8;
+/// Slow elements (a whole batch of files each): a period may also end after this long and 2
+/// elements, so the tuner reacts within a second or so.
+const LONG_PERIOD: Duration = Duration::from_millis(250);
 const WAIT_TRIGGER: f64 = 0.05;
 const GAIN_KEEP: f64 = 1.10;
 const COOLDOWN: u32 = 20;
@@ -58,6 +61,14 @@ impl Tuner {
         }
     }
 
+    /// Starts where an earlier iterator of the same op settled (`want` workers), as far as free
+    /// core slots allow; returns the parallelism to start with.
+    pub(crate) fn resume(&mut self, exec: &Executor, want: usize) -> usize {
+        let extra = exec.take_slots(want.saturating_sub(1).min(self.max - 1));
+        self.held += extra;
+        1 + extra
+    }
+
     /// Returns slots on drop of the op.
     pub(crate) fn release(&mut self, exec: &Executor) {
         exec.give_slots(self.held);
@@ -68,7 +79,9 @@ impl Tuner {
     pub(crate) fn tick(&mut self, exec: &Executor, stats: &OpStats, p: usize) -> Option<usize> {
         let elems = stats.elements();
         let dt = self.last.elapsed();
-        if dt < MIN_PERIOD || elems - self.last_elems < MIN_ELEMENTS {
+        let n = elems - self.last_elems;
+        let due = (dt >= MIN_PERIOD && n >= MIN_ELEMENTS) || (dt >= LONG_PERIOD && n >= 2);
+        if !due {
             return None;
         }
         let wait = stats.consumer_wait_ns();
@@ -84,6 +97,7 @@ impl Tuner {
             }
             Phase::Probing { from, base_rate } => {
                 if rate >= base_rate * GAIN_KEEP {
+                    stats.tuned.store(p, std::sync::atomic::Ordering::Relaxed);
                     stats.set_note(format!(
                         "parallelism {p} (max {}): the step {from} -> {p} raised throughput {:.2}x \
                          ({base_rate:.1} -> {rate:.1} elem/s)",
@@ -95,6 +109,9 @@ impl Tuner {
                     exec.give_slots(p - from);
                     self.held -= p - from;
                     self.cooldown = COOLDOWN;
+                    stats
+                        .tuned
+                        .store(from, std::sync::atomic::Ordering::Relaxed);
                     stats.set_note(format!(
                         "parallelism {from} (max {}): tried {p}, throughput {:.2}x \
                          ({base_rate:.1} -> {rate:.1} elem/s), less than {GAIN_KEEP}x: reverted",

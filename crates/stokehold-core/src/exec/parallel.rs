@@ -140,7 +140,7 @@ impl ParallelIter {
     ) -> Result<Self> {
         let exec = Executor::current_or_default();
         let stats = exec.op_stats(&spec.label);
-        let tuner = match spec.par {
+        let mut tuner = match spec.par {
             Parallelism::Autotune => Some(Tuner::new(&exec)),
             Parallelism::Fixed(_) => None,
         };
@@ -155,6 +155,15 @@ impl ParallelIter {
             BTreeSet::new(),
             None,
         )?;
+        // AUTOTUNE starts where an earlier iterator of this op settled (the previous epoch).
+        let learned = stats.tuned.load(std::sync::atomic::Ordering::Relaxed);
+        if let (Some(t), true) = (tuner.as_mut(), learned > 1) {
+            let p = t.resume(&exec, learned);
+            let mut st = shared.lock();
+            st.target = p;
+            st.window = window_for(p);
+            stats.set_shape(p, st.window);
+        }
         Ok(ParallelIter {
             spec,
             parent,

@@ -97,17 +97,25 @@ impl PrefetchIter {
         let stop = Arc::new(AtomicBool::new(false));
         let stop2 = stop.clone();
         let op = self.parent.name();
+        // Ops whose iterators the thread creates later (repeat's next epoch) join this pipeline.
+        let exec = super::Executor::current();
         std::thread::Builder::new()
             .name("stokehold-prefetch".into())
             .spawn(move || {
-                while !stop2.load(Ordering::Relaxed) {
-                    let r = catch_unwind(AssertUnwindSafe(|| inner.next()))
-                        .unwrap_or_else(|p| Err(Error::from_panic(&op, p)));
-                    let last = !matches!(r, Ok(Some(_)));
-                    let state = inner.state();
-                    if tx.send((r, state)).is_err() || last {
-                        break;
+                let mut body = move || {
+                    while !stop2.load(Ordering::Relaxed) {
+                        let r = catch_unwind(AssertUnwindSafe(|| inner.next()))
+                            .unwrap_or_else(|p| Err(Error::from_panic(&op, p)));
+                        let last = !matches!(r, Ok(Some(_)));
+                        let state = inner.state();
+                        if tx.send((r, state)).is_err() || last {
+                            break;
+                        }
                     }
+                };
+                match exec {
+                    Some(e) => e.enter(body),
+                    None => body(),
                 }
             })
             .map_err(|e| Error::io("<thread>", e))?;

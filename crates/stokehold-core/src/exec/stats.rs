@@ -31,6 +31,8 @@ pub struct OpStats {
     fill_samples: AtomicU64,
     capacity: AtomicUsize,
     parallelism: AtomicUsize,
+    /// The parallelism AUTOTUNE settled on last (0: none yet); a new iterator starts there.
+    pub(crate) tuned: AtomicUsize,
     note: Mutex<String>,
 }
 
@@ -49,6 +51,7 @@ impl OpStats {
             fill_samples: AtomicU64::new(0),
             capacity: AtomicUsize::new(0),
             parallelism: AtomicUsize::new(0),
+            tuned: AtomicUsize::new(0),
             note: Mutex::new(String::new()),
         }
     }

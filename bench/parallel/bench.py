@@ -1,0 +1,155 @@
+"""bench/parallel: lazy file map over .npy files, and CPU-bound map scaling; stokehold vs tf.data.
+
+Run from the repository root:
+    /work/venv-bench/bin/python bench/parallel/bench.py [--quick] --json OUT
+
+stokehold side: the Rust pipeline in bench/parallel/runner (built here in release mode on first
+use), so the figures measure the engine, not the bindings:
+    list_files(shuffle) -> map(load .npy) -> padded_batch(64) -> parallelize(P) -> prefetch(2)
+tf.data side, in the same run, as its docs recommend:
+    list_files(shuffle) -> map(read_file + decode_raw, num_parallel_calls=P) -> padded_batch(64)
+    -> prefetch(AUTOTUNE)
+P = 1, 2 and AUTOTUNE. CPU-bound: range(N) -> map(sum of W sin()), P = 1, 2, 4, AUTOTUNE; each
+system uses its own native kernels for the same math (tf.sin is vectorised; ours is scalar libm).
+
+Each figure is the median of 3 timed epochs after one warm-up epoch (page cache warm for both).
+"""
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from common import rows, stats  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
+RUNNER = HERE / "runner" / "target" / "release" / "par-bench-runner"
+FILES_WL = "lazy .npy file map -> padded_batch(64)"
+CPU_WL = "CPU-bound native map"
+
+
+def log(*a):
+    print(*a, file=sys.stderr, flush=True)
+
+
+def build_runner():
+    env = dict(os.environ, CARGO_TARGET_DIR=str(HERE / "runner" / "target"))
+    t = time.time()
+    subprocess.run(["cargo", "build", "--release", "--quiet"], cwd=HERE / "runner", env=env, check=True)
+    log(f"runner built in {time.time() - t:.0f} s")
+
+
+def make_files(root, n):
+    import numpy as np
+    d = Path(tempfile.mkdtemp(prefix="par-npy-", dir=root))
+    rng = np.random.default_rng(0)
+    for i in range(n):
+        a = rng.standard_normal(int(rng.integers(2000, 20001)), dtype=np.float32)
+        np.save(d / f"f{i:05d}.npy", a)
+    hdr = (d / "f00000.npy").read_bytes()[:10]
+    assert int.from_bytes(hdr[8:10], "little") + 10 == 128, "tf.data side assumes 128-byte headers"
+    return d
+
+
+def run_stokehold(args, epochs):
+    out = subprocess.run([str(RUNNER), *map(str, args), str(epochs)] if args[0] == "files"
+                         else [str(RUNNER), *map(str, args[:3]), str(epochs), str(args[3])],
+                         capture_output=True, text=True, check=True)
+    figs = [json.loads(line)["per_s"] for line in out.stdout.splitlines() if line.startswith("{")]
+    return figs, out.stderr.strip()
+
+
+def tf_epochs(make, epochs, count):
+    import tensorflow as tf  # noqa: F401
+    ds = make()
+    figs = []
+    for e in range(epochs + 1):
+        t = time.perf_counter()
+        n = 0
+        for b in ds:
+            n += count(b)
+        if e > 0:
+            figs.append(n / (time.perf_counter() - t))
+    return figs
+
+
+def tf_files(d, par):
+    import tensorflow as tf
+
+    def load(p):
+        raw = tf.io.read_file(p)
+        return tf.io.decode_raw(tf.strings.substr(raw, 128, -1), tf.float32)
+
+    def make():
+        ds = tf.data.Dataset.list_files(str(d / "*.npy"), shuffle=True, seed=1)
+        return ds.map(load, num_parallel_calls=par).padded_batch(64).prefetch(tf.data.AUTOTUNE)
+    return make
+
+
+def tf_cpu(n, par, work):
+    import tensorflow as tf
+
+    def f(x):
+        return tf.reduce_sum(tf.sin(tf.range(work, dtype=tf.float32) * 1e-3 + tf.cast(x, tf.float32)))
+
+    return lambda: tf.data.Dataset.range(n).map(f, num_parallel_calls=par)
+
+
+def main():
+    args = rows.workload_args(__doc__.splitlines()[0]).parse_args()
+    nfiles = 800 if args.quick else 4000
+    ncpu, work = (4000, 2000) if args.quick else (20000, 2000)
+    epochs = 3
+    if not RUNNER.exists():
+        build_runner()
+    import tensorflow as tf
+    auto = tf.data.AUTOTUNE
+    out = []
+    root = rows.tmp_root()
+    d = make_files(root, nfiles)
+    log(f"{nfiles} files in {d}")
+    cfg = f"{nfiles} files, 2k-20k float32"
+    for label, par, tfpar in [("1", "1", 1), ("2", "2", 2), ("autotune", "auto", auto)]:
+        ours, table = run_stokehold(["files", d, par], epochs)
+        log(f"stokehold files P={label}: {ours}\n{table}")
+        theirs = tf_epochs(tf_files(d, tfpar), epochs, lambda b: int(b.shape[0]))
+        log(f"tf.data files P={label}: {theirs}")
+        p = {"parallelism": int(label) if label.isdigit() else "autotune"}
+        note = table.splitlines()[-1] if label == "autotune" else None
+        out.append(rows.median_row(FILES_WL, "stokehold", cfg + f", P={label}", "throughput", ours,
+                                   "files/s", params=p, note=note))
+        out.append(rows.median_row(FILES_WL, "tf.data", cfg + f", P={label}", "throughput", theirs,
+                                   "files/s", params=p))
+    cfg = f"{ncpu} elements x {work} sin()"
+    for label, par, tfpar in [("1", "1", 1), ("2", "2", 2), ("4", "4", 4), ("autotune", "auto", auto)]:
+        ours, _ = run_stokehold(["cpu", ncpu, par, work], epochs)
+        theirs = tf_epochs(tf_cpu(ncpu, tfpar, work), epochs, lambda b: 1)
+        log(f"cpu P={label}: stokehold {ours} tf.data {theirs}")
+        p = {"parallelism": int(label) if label.isdigit() else "autotune"}
+        note = "same math, each system's own kernels (tf.sin vectorised, ours scalar)"
+        out.append(rows.median_row(CPU_WL, "stokehold", cfg + f", P={label}", "throughput", ours,
+                                   "elements/s", params=p, note=note))
+        out.append(rows.median_row(CPU_WL, "tf.data", cfg + f", P={label}", "throughput", theirs,
+                                   "elements/s", params=p))
+    rows.write_json(args.json, out)
+    print_table(out)
+
+
+def print_table(out):
+    by = {}
+    for r in out:
+        by.setdefault((r["workload"], r["config"]), {})[r["system"]] = r["value"]
+    print(f"machine: {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f} (shared, noisy)")
+    print(f"{'workload':40} {'config':44} {'stokehold':>11} {'tf.data':>11} {'ratio':>6}")
+    for (wl, cfg), v in by.items():
+        s, t = v.get("stokehold"), v.get("tf.data")
+        ratio = f"{s / t:.2f}x" if s and t else "-"
+        print(f"{wl:40} {cfg:44} {s or 0:11.1f} {t or 0:11.1f} {ratio:>6}")
+
+
+if __name__ == "__main__":
+    main()
