@@ -18,14 +18,14 @@ fn busy(micros: u64) -> stokehold_core::MapFn {
 #[test]
 fn autotune_stays_within_cores_and_explains_itself() {
     for cores in [1, 2, 3] {
-        let ds = Dataset::range(600).map_parallel("busy", busy(300), Parallelism::Autotune, true);
+        let ds = Dataset::range(1500).map_parallel("busy", busy(300), Parallelism::Autotune, true);
         let exec = Executor::new(ExecOptions {
             cores,
             trace_events: 1000,
             ..ExecOptions::default()
         });
         let mut it = exec.iter(&ds, 0).unwrap();
-        assert_eq!(it.collect_all().unwrap().len(), 600);
+        assert_eq!(it.collect_all().unwrap().len(), 1500);
         let s = it.stats();
         assert_eq!(s.ops.len(), 1);
         let op = &s.ops[0];
@@ -33,7 +33,7 @@ fn autotune_stays_within_cores_and_explains_itself() {
             op.parallelism >= 1 && op.parallelism <= cores,
             "{cores} cores: {op:?}"
         );
-        assert_eq!(op.elements, 600);
+        assert_eq!(op.elements, 1500);
         assert!(!op.autotune.is_empty(), "no autotune note: {op:?}");
         assert!(s.table().contains("verdict:"));
         // Every slot is back once the iterator is gone.
