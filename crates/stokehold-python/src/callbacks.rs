@@ -16,6 +16,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use pyo3::prelude::*;
+use pyo3::types::PyDict;
 use stokehold_core::{Ctx, Error, Example, FilterFn, MapFn};
 
 use crate::convert::{dict_to_example, example_to_dict};
@@ -109,4 +110,22 @@ pub fn py_filter_fn(f: Py<PyAny>) -> FilterFn {
             run().map_err(|err| callback_error(ctx, err))
         })
     })
+}
+
+/// Adds the exit and fork hooks: [`shutdown`] with `atexit`, [`after_fork_in_child`] with
+/// `os.register_at_fork`.
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let py = m.py();
+    let shutdown = wrap_pyfunction!(shutdown, m)?;
+    py.import("atexit")?
+        .call_method1("register", (&shutdown,))?;
+    m.add_function(shutdown)?;
+    let after_fork = wrap_pyfunction!(after_fork_in_child, m)?;
+    let os = py.import("os")?;
+    if os.hasattr("register_at_fork")? {
+        let kw = PyDict::new(py);
+        kw.set_item("after_in_child", &after_fork)?;
+        os.call_method("register_at_fork", (), Some(&kw))?;
+    }
+    m.add_function(after_fork)
 }

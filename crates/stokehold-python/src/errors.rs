@@ -136,7 +136,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
         let c = c.bind(m.py());
         m.add(c.name()?, c)?;
     }
-    Ok(())
+    m.add_function(wrap_pyfunction!(raise_for_test, m)?)
 }
 
 fn raise(cls: &Py<PyType>, py: Python<'_>, msg: String) -> PyErr {

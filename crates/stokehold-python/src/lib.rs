@@ -32,22 +32,9 @@ use pyo3::prelude::*;
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     errors::register(m)?;
-    m.add_function(wrap_pyfunction!(errors::raise_for_test, m)?)?;
     m.add_class::<convert::TensorBuf>()?;
     dataset::register(m)?;
-    let shutdown = wrap_pyfunction!(callbacks::shutdown, m)?;
-    m.py()
-        .import("atexit")?
-        .call_method1("register", (&shutdown,))?;
-    m.add_function(shutdown)?;
-    let after_fork = wrap_pyfunction!(callbacks::after_fork_in_child, m)?;
-    let os = m.py().import("os")?;
-    if os.hasattr("register_at_fork")? {
-        let kw = pyo3::types::PyDict::new(m.py());
-        kw.set_item("after_in_child", &after_fork)?;
-        os.call_method("register_at_fork", (), Some(&kw))?;
-    }
-    m.add_function(after_fork)?;
+    callbacks::register(m)?;
     demo::register(m)?;
     table::register(m)?;
     // One line per module file, e.g. `tfrecord::register(m)?;`
