@@ -52,6 +52,13 @@ def _count(name: str, value: Any, minimum: int = 0) -> int:
     return v
 
 
+def _parallelism(value: Any) -> int:
+    """AUTOTUNE -> 0 (the native code for autotune), else a thread count >= 1."""
+    if value == AUTOTUNE:
+        return 0
+    return _count("num_parallel_calls", value, 1)
+
+
 def _dtype_name(dtype: Any) -> str:
     if isinstance(dtype, str):
         return dtype
@@ -136,12 +143,23 @@ class Dataset:
     depth or thread timing.
     """
 
-    def __init__(self, native: Any, *, _prefetch_of: Optional[tuple] = None) -> None:
+    def __init__(self, native: Any, *, _over: Optional[tuple] = None) -> None:
         self._native = native
         self._epoch = 0
-        # (random-access parent, depth) when this dataset is `parent.prefetch(depth)`: `epochs()`
-        # looks through the prefetch to keep random access.
-        self._prefetch_of = _prefetch_of
+        # (random-access base, [(native method, args), ...]) when this dataset is `base` followed
+        # only by stages that change how it is computed, not what (parallelize, prefetch):
+        # `epochs()` and `repeat()` look through them to keep random access.
+        self._over = _over
+
+    def _stage(self, method: str, *args: Any) -> "Dataset":
+        native = getattr(self._native, method)(*args)
+        if self._over is not None:
+            base, stages = self._over
+        elif self.is_random_access:
+            base, stages = self, []
+        else:
+            return Dataset(native)
+        return Dataset(native, _over=(base, stages + [(method, args)]))
 
     @classmethod
     def _wrap(cls, native: Any) -> "Dataset":
@@ -155,8 +173,14 @@ class Dataset:
 
     # ---- ops -------------------------------------------------------------------------------
 
-    def map(self, fn: Callable[[Element], Mapping[str, Any]], name: Optional[str] = None) -> "Dataset":
-        """Applies ``fn`` to every element; keeps random access.
+    def map(
+        self,
+        fn: Callable[[Element], Mapping[str, Any]],
+        num_parallel_calls: Optional[int] = None,
+        deterministic: Optional[bool] = None,
+        name: Optional[str] = None,
+    ) -> "Dataset":
+        """Applies ``fn`` to every element.
 
         ``fn`` receives a dict of numpy arrays and returns a dict (values: numpy arrays, Python
         scalars, bytes, :class:`Ragged`). An exception raised by ``fn`` reaches the caller as
@@ -164,11 +188,35 @@ class Dataset:
 
         Args:
             fn: the function.
+            num_parallel_calls: ``None`` (default): in the consumer's thread (or the prefetch
+                thread), keeping random access. An int or ``AUTOTUNE``: on that many worker
+                threads (Python functions share the GIL, so this pays off when ``fn`` spends its
+                time in numpy or other code that releases it). Over a random-access dataset this
+                is ``map(fn).parallelize(...)``, so ``epochs()`` still works.
+            deterministic: keep the input order (default True); False yields elements as they
+                complete.
             name: label in ``describe()`` and errors (default: ``fn.__qualname__``).
         """
         if not callable(fn):
             raise TypeError(f"map takes a callable, got {type(fn).__name__}")
-        return Dataset(self._native.map(fn, name or _label(fn)))
+        label = name or _label(fn)
+        if num_parallel_calls is None:
+            return Dataset(self._native.map(fn, label))
+        par = _parallelism(num_parallel_calls)
+        det = True if deterministic is None else bool(deterministic)
+        if self.is_random_access:
+            return self.map(fn, name=label).parallelize(num_parallel_calls, det)
+        return Dataset(self._native.map_parallel(fn, label, par, det))
+
+    def parallelize(self, num_parallel_calls: int = AUTOTUNE, deterministic: bool = True) -> "Dataset":
+        """Runs the pipeline so far on worker threads (default ``AUTOTUNE``: chosen within the
+        machine's cores). Over a random-access dataset each worker computes whole elements by
+        index (fetch, crop, batch...), the fastest path; over a stream, workers take elements in
+        turn. With ``deterministic=True`` (default) the output is the same as without it."""
+        par = _parallelism(num_parallel_calls)
+        if deterministic:
+            return self._stage("parallelize", par, True)
+        return Dataset(self._native.parallelize(par, False))
 
     def filter(self, predicate: Callable[[Element], Any], name: Optional[str] = None) -> "Dataset":
         """Keeps the elements for which ``predicate(element)`` is true. The result is a stream
@@ -197,12 +245,16 @@ class Dataset:
         """Repeats ``count`` times (default: forever). Each repetition is a new epoch of the
         input (reshuffled); keeps random access.
 
-        ``ds.prefetch(n).repeat(k)`` is run as ``ds.repeat(k).prefetch(n)`` (same elements): one
-        prefetch thread then flows through every epoch instead of restarting at each one.
+        ``ds.prefetch(n).repeat(k)`` is run as ``ds.repeat(k).prefetch(n)`` (same elements; the
+        same for ``parallelize``): one prefetch thread then flows through every epoch instead of
+        restarting at each one.
         """
-        if self._prefetch_of is not None:
-            parent, depth = self._prefetch_of
-            return parent.repeat(count).prefetch(depth)
+        if self._over is not None:
+            base, stages = self._over
+            out = base.repeat(count)
+            for method, args in stages:
+                out = out._stage(method, *args)
+            return out
         return Dataset(self._native.repeat(None if count is None else _count("count", count)))
 
     def take(self, count: int) -> "Dataset":
@@ -270,9 +322,7 @@ class Dataset:
         upstream it flows into the next epoch with nothing rebuilt. The result is a stream; see
         :meth:`epochs` for a loop over epochs with no stall at their boundaries."""
         depth = 2 if buffer_size == AUTOTUNE else _count("buffer_size", buffer_size)
-        native = self._native.prefetch(depth)
-        parent = (self, depth) if self.is_random_access else None
-        return Dataset(native, _prefetch_of=parent)
+        return self._stage("prefetch", depth)
 
     def random_crop(
         self, feature: str, size: int, axis: int = 0, seed: Optional[int] = None, pad: bool = False
@@ -407,20 +457,26 @@ class Dataset:
         Epochs are the same as ``iter(epoch=k)`` would give, starting at ``self.epoch`` (which
         advances by ``count``).
 
-        Needs a finite random-access pipeline; a trailing ``prefetch(n)`` is looked through and
-        sets the depth.
+        Needs a finite random-access pipeline; trailing ``parallelize()`` / ``prefetch(n)`` stages
+        are looked through and kept (a prefetch of depth 2 is added when there is none).
 
         Args:
             count: number of epochs (``None``: endless).
             buffer_size: prefetch depth (default: the trailing prefetch's, else 2).
         """
-        base, depth = self._prefetch_of or (self, 2)
+        base, stages = self._over or (self, [])
+        stages = list(stages)
         if buffer_size is not None:
             depth = _count("buffer_size", buffer_size, 1)
+            stages = [st for st in stages if st[0] != "prefetch"] + [("prefetch", (depth,))]
+        elif not any(method == "prefetch" for method, _ in stages):
+            stages.append(("prefetch", (2,)))
         if count is not None:
             count = _count("count", count)
         start = self._epoch
-        native = base._native.epochs(start, count).prefetch(depth)
+        native = base._native.epochs(start, count)
+        for method, args in stages:
+            native = getattr(native, method)(*args)
         per_epoch = len(base)
         self._epoch = start + count if count is not None else start
         return EpochLoader(native, per_epoch, start, count)

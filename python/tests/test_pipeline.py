@@ -154,3 +154,39 @@ def test_prefetch_then_repeat_runs_as_one_stream_with_the_same_elements():
 def test_from_list_with_a_dict_points_to_from_arrays():
     with pytest.raises(sh.InvalidArgumentError, match="use from_arrays"):
         sh.from_list({"audio": [np.zeros(3)]})
+
+
+@pytest.mark.parametrize("par", [1, 3, sh.AUTOTUNE])
+def test_parallelize_and_parallel_map_give_the_same_batches(par):
+    ref = run(pipeline())
+    par_ds = make().shuffle(seed=5).random_crop("audio", 8, seed=6).batch(6).parallelize(par).prefetch(2)
+    assert run(par_ds) == ref
+    # epochs() looks through parallelize + prefetch and stays identical to per-epoch iteration.
+    got = [[(b["audio"].tobytes(), b["label"].tobytes()) for b in ep] for ep in par_ds.epochs(2)]
+    assert got == [ref, run(pipeline(), 1)]
+
+    def twice(e):
+        return {"audio": e["audio"].astype(np.int32) * 2, "label": e["label"]}
+
+    base = make().shuffle(seed=5)
+    want = [(int(e["label"]), e["audio"].astype(np.int32).tobytes()) for e in base.map(twice).iter(0)]
+    for ds in [base.map(twice, num_parallel_calls=par),  # random access: map + parallelize
+               base.filter(lambda e: True).map(twice, num_parallel_calls=par)]:  # a stream
+        assert [(int(e["label"]), e["audio"].tobytes()) for e in ds.iter(0)] == want
+    unordered = base.map(twice, num_parallel_calls=par, deterministic=False)
+    assert sorted((int(e["label"]), e["audio"].tobytes()) for e in unordered.iter(0)) == sorted(want)
+
+
+def test_parallel_map_exception_reaches_the_caller_as_itself():
+    class Boom(Exception):
+        pass
+
+    def f(e):
+        if int(e["x"]) == 7:
+            raise Boom("seven")
+        return e
+
+    with pytest.raises(Boom, match="seven"):
+        list(sh.from_arrays({"x": np.arange(20)}).map(f, num_parallel_calls=4))
+    with pytest.raises(sh.InvalidArgumentError):
+        sh.from_arrays({"x": np.arange(3)}).map(f, num_parallel_calls=0)

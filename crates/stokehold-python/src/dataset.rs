@@ -11,7 +11,8 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 use stokehold_core::ops::element;
 use stokehold_core::{
-    BatchOptions, DType, Dataset, Error, Example, MapDataset, PadSpec, PipelineIter, INFINITE,
+    BatchOptions, DType, Dataset, Error, Example, MapDataset, PadSpec, Parallelism, PipelineIter,
+    INFINITE,
 };
 
 use crate::callbacks::{py_filter_fn, py_map_fn};
@@ -36,6 +37,13 @@ impl PyDataset {
     /// The core dataset.
     pub fn dataset(&self) -> &Dataset {
         &self.ds
+    }
+}
+
+fn parallelism(par: usize) -> Parallelism {
+    match par {
+        0 => Parallelism::Autotune,
+        n => Parallelism::Fixed(n),
     }
 }
 
@@ -66,6 +74,29 @@ impl PyDataset {
 
     fn map(&self, f: Py<PyAny>, label: &str) -> PyResult<Self> {
         guard(|| Ok(wrap(self.ds.map(label, py_map_fn(f)))))
+    }
+
+    /// `map` on worker threads: `par` > 0 threads, or 0 for autotune; a stream.
+    fn map_parallel(
+        &self,
+        f: Py<PyAny>,
+        label: &str,
+        par: usize,
+        deterministic: bool,
+    ) -> PyResult<Self> {
+        guard(|| {
+            Ok(wrap(self.ds.map_parallel(
+                label,
+                py_map_fn(f),
+                parallelism(par),
+                deterministic,
+            )))
+        })
+    }
+
+    /// Runs the pipeline on worker threads (`par` as in `map_parallel`); a stream.
+    fn parallelize(&self, par: usize, deterministic: bool) -> PyResult<Self> {
+        guard(|| Ok(wrap(self.ds.parallelize(parallelism(par), deterministic))))
     }
 
     fn filter(&self, f: Py<PyAny>, label: &str) -> PyResult<Self> {
