@@ -90,3 +90,37 @@ LEGEND = (
     "better (a peer ratio above 1 means stokehold is ahead). Values are medians of `runs` runs; "
     "`—` means the system could not run it (see note).\n"
 )
+
+
+def summary(rows):
+    """Markdown: per (workload, config, metric), stokehold against its BEST peer.
+
+    ``advantage`` > 1 means stokehold is better by that factor (peer/stokehold for ↓ metrics,
+    stokehold/peer for ↑ ones); < 1 means the best peer wins. Peers that could not run are
+    not counted; metrics where stokehold's figure is 0 show the best peer's figure only.
+    """
+    out = ["| workload | config | metric | stokehold | best peer | advantage |",
+           "|---|---|---|---|---|---|"]
+    for workload, group in _grouped(rows).items():
+        keyed = {}
+        for r in group:
+            keyed.setdefault((r["config"], r["metric"]), []).append(r)
+        for (config, metric), rs in keyed.items():
+            ref = [r for r in rs if r["system"] == REFERENCE and r["value"] is not None]
+            peers = [r for r in rs if not r["system"].startswith(REFERENCE)
+                     and r["value"] is not None and r["system"] not in ("machine", "raw bytes")]
+            if not ref or not peers:
+                continue
+            ref = ref[0]
+            higher = better_of(ref) == "higher"
+            best = max(peers, key=lambda r: r["value"] if higher else -r["value"])
+            if ref["value"] > 0 and best["value"] > 0:
+                adv = ref["value"] / best["value"] if higher else best["value"] / ref["value"]
+                adv_s = f"**{adv:.2f}x**"
+            else:
+                adv_s = "stokehold 0" if not ref["value"] else "—"
+            arrow = " ↑" if higher else " ↓"
+            out.append("| " + " | ".join(_cell(c) for c in [
+                workload, config, metric + arrow, f"{fmt(ref['value'])} {ref['unit']}",
+                f"{best['system']}: {fmt(best['value'])}", adv_s]) + " |")
+    return "\n".join(out) + "\n"
