@@ -201,7 +201,10 @@ impl Dataset {
     /// applied to another pipeline.
     pub fn fingerprint(&self) -> u64 {
         let d = self.describe();
-        crate::rng::key(0x0005_707e_401d, &d.bytes().map(u64::from).collect::<Vec<_>>())
+        crate::rng::key(
+            0x0005_707e_401d,
+            &d.bytes().map(u64::from).collect::<Vec<_>>(),
+        )
     }
 
     /// An iterator over epoch `epoch` (for a random-access dataset: indices

@@ -217,6 +217,15 @@ fn pad_examples(
     let first = elements
         .first()
         .ok_or_else(|| Error::invalid(format!("{op}: empty batch")))?;
+    if let Some(unknown) = specs.keys().find(|k| first.get(k).is_none()) {
+        return Err(Error::schema(
+            op,
+            format!(
+                "padding given for feature {unknown:?}, but elements have {:?}",
+                first.names()
+            ),
+        ));
+    }
     let mut out = Example::new();
     for (name, _) in first.iter() {
         let items = elements

@@ -26,9 +26,11 @@ impl InMemory {
             })?;
             match len {
                 None => len = Some((name.to_string(), rows)),
-                Some((ref first, n)) if n != rows => return Err(Error::invalid(format!(
+                Some((ref first, n)) if n != rows => {
+                    return Err(Error::invalid(format!(
                     "features have different lengths: {first:?} has {n} rows, {name:?} has {rows}"
-                ))),
+                )))
+                }
                 _ => {}
             }
         }

@@ -392,6 +392,20 @@ fn padded_batch_pads_and_reports_lengths() {
         err.contains("\"audio\"") && err.contains("larger than padded_shape"),
         "{err}"
     );
+    // Padding named for a feature the elements do not have is a mistake, not a no-op.
+    let mut opts = padded(3);
+    opts.padding = Some(
+        [("adio".to_string(), PadSpec::default())]
+            .into_iter()
+            .collect(),
+    );
+    let err = ragged_input(5)
+        .batch_with(opts)
+        .unwrap()
+        .get(0)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("\"adio\""), "{err}");
 }
 
 #[test]
