@@ -38,6 +38,8 @@ from .dataset import (
 from .demo import demo
 from .ragged import Ragged
 from .table import Table, open_table, write_table
+from . import tfrecord
+from .tfrecord import TFRecordDataset
 
 __all__ = [
     "AUTOTUNE",
@@ -64,3 +66,4 @@ __all__ = [
     "from_list",
 ]
 __all__ += ["Table", "open_table", "write_table"]
+__all__ += ["TFRecordDataset", "tfrecord"]

@@ -22,6 +22,7 @@ pub mod dataset;
 mod demo;
 pub mod errors;
 mod table;
+mod tfrecord;
 
 pub use dataset::PyDataset;
 
@@ -37,6 +38,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     callbacks::register(m)?;
     demo::register(m)?;
     table::register(m)?;
+    tfrecord::register(m)?;
     // One line per module file, e.g. `tfrecord::register(m)?;`
     Ok(())
 }

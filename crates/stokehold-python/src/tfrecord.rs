@@ -1,0 +1,317 @@
+//! TFRecord and tf.train.Example from Python (`python/stokehold/tfrecord.py` holds the API and its
+//! documentation; these functions stay thin). The GIL is released around all reading, parsing
+//! and writing.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use pyo3::prelude::*;
+use pyo3::types::PyBytes;
+use stokehold_core::{DType, Error, Tensor};
+use stokehold_io::tfrecord::example::convert::{
+    decode_example as decode, encode_example as encode,
+};
+use stokehold_io::tfrecord::{
+    build_index as build, tfrecord_dataset as open_ds, Compression, CorruptLog, FeatureSpec,
+    OnCorrupt, ParseSpec, Parser, ReadOptions, ShardOptions, TFRecordDataset, RECORD,
+};
+
+use crate::convert::{dict_to_example, example_to_dict};
+use crate::dataset::PyDataset;
+use crate::errors::{guard, ok, to_pyerr};
+
+/// Skipped corrupt records of a TFRecord dataset: the count and the first few.
+#[pyclass(frozen, name = "CorruptLog", module = "stokehold._native")]
+pub struct PyCorruptLog {
+    log: Arc<CorruptLog>,
+}
+
+#[pymethods]
+impl PyCorruptLog {
+    /// Corrupt records skipped so far.
+    #[getter]
+    fn count(&self) -> u64 {
+        self.log.count()
+    }
+
+    /// The first few as (file, offset, reason).
+    #[getter]
+    fn first(&self) -> Vec<(PathBuf, u64, String)> {
+        self.log
+            .first()
+            .into_iter()
+            .map(|c| (c.path, c.offset, c.reason))
+            .collect()
+    }
+}
+
+fn read_options(
+    py: Python<'_>,
+    files: &[PathBuf],
+    compression: &str,
+    verify: bool,
+    on_corrupt: &str,
+) -> PyResult<ReadOptions> {
+    let compression = match compression {
+        "auto" => {
+            let guess = files
+                .first()
+                .map(|f| Compression::from_path(f))
+                .unwrap_or_default();
+            if let Some(f) = files.iter().find(|f| Compression::from_path(f) != guess) {
+                let e = Error::invalid(format!(
+                    "compression=\"auto\": {} and {} look differently compressed; say which",
+                    files[0].display(),
+                    f.display()
+                ));
+                return Err(to_pyerr(py, e, None));
+            }
+            guess
+        }
+        c => ok(py, c.parse())?,
+    };
+    let on_corrupt: OnCorrupt = ok(py, on_corrupt.parse())?;
+    Ok(ReadOptions {
+        compression,
+        verify,
+        on_corrupt,
+    })
+}
+
+/// One feature spec from Python: (name, "fixed" | "var", shape, dtype, default values or None).
+type SpecItem<'py> = (
+    String,
+    String,
+    Vec<usize>,
+    String,
+    Option<Bound<'py, PyAny>>,
+);
+
+fn parse_spec(py: Python<'_>, items: Vec<SpecItem<'_>>) -> PyResult<ParseSpec> {
+    let mut spec = ParseSpec::new();
+    for (name, kind, shape, dtype, default) in items {
+        let dtype: DType = ok(py, dtype.parse())?;
+        let f = match kind.as_str() {
+            "var" => FeatureSpec::var(dtype),
+            _ => {
+                let default = match default {
+                    None => None,
+                    Some(d) => Some(default_tensor(py, &name, dtype, &d)?),
+                };
+                FeatureSpec::FixedLen {
+                    shape,
+                    dtype,
+                    default,
+                }
+            }
+        };
+        ok(py, spec.add(&name, f))?;
+    }
+    Ok(spec)
+}
+
+fn default_tensor(
+    py: Python<'_>,
+    name: &str,
+    dtype: DType,
+    d: &Bound<'_, PyAny>,
+) -> PyResult<Tensor> {
+    let bad = |e: PyErr| {
+        let msg = format!("feature {name:?}: default must be a list of {dtype} values: {e}");
+        to_pyerr(py, Error::invalid(msg), None)
+    };
+    Ok(match dtype {
+        DType::I64 => {
+            let v: Vec<i64> = d.extract().map_err(bad)?;
+            ok(py, Tensor::from_vec(vec![v.len()], v))?
+        }
+        DType::F32 => {
+            let v: Vec<f32> = d.extract().map_err(bad)?;
+            ok(py, Tensor::from_vec(vec![v.len()], v))?
+        }
+        _ => {
+            let v: Vec<Vec<u8>> = d.extract().map_err(bad)?;
+            Tensor::strings(&v)
+        }
+    })
+}
+
+/// The records of `files` (`{"record": bytes}`): random access when every file has an index.
+#[pyfunction]
+fn tfrecord_dataset(
+    py: Python<'_>,
+    files: Vec<PathBuf>,
+    compression: &str,
+    verify: bool,
+    on_corrupt: &str,
+) -> PyResult<(PyDataset, PyCorruptLog)> {
+    guard(|| {
+        let opts = read_options(py, &files, compression, verify, on_corrupt)?;
+        let (ds, log) = ok(py, py.detach(|| open_ds(&files, opts)))?;
+        Ok((PyDataset::from_dataset(ds), PyCorruptLog { log }))
+    })
+}
+
+/// Batches of parsed Examples read straight from `files` (read and parse fused).
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+fn tfrecord_parse_batches(
+    py: Python<'_>,
+    files: Vec<PathBuf>,
+    compression: &str,
+    verify: bool,
+    on_corrupt: &str,
+    features: Vec<SpecItem<'_>>,
+    batch_size: usize,
+    drop_remainder: bool,
+) -> PyResult<(PyDataset, PyCorruptLog)> {
+    guard(|| {
+        let opts = read_options(py, &files, compression, verify, on_corrupt)?;
+        let parser = Parser::new(parse_spec(py, features)?);
+        let src = TFRecordDataset::new(&files, opts);
+        let log = src.corrupt_log().clone();
+        let ds = ok(py, src.parse_batches(parser, batch_size, drop_remainder))?;
+        Ok((PyDataset::from_dataset(ds), PyCorruptLog { log }))
+    })
+}
+
+/// `ds` with its bytes feature `record` parsed (per batch when `batched`, else per element).
+#[pyfunction]
+fn parse_examples(
+    py: Python<'_>,
+    ds: &PyDataset,
+    features: Vec<SpecItem<'_>>,
+    batched: bool,
+    record: &str,
+) -> PyResult<PyDataset> {
+    guard(|| {
+        let parser = Parser::new(parse_spec(py, features)?);
+        let f = if batched {
+            parser.batch_fn(record)
+        } else {
+            parser.element_fn(record)
+        };
+        let label = format!("parse_example[{}]", parser.spec().describe());
+        Ok(PyDataset::from_dataset(ds.dataset().map(&label, f)))
+    })
+}
+
+/// Writes the index sidecar of `file`; returns (records, skipped, index path).
+#[pyfunction]
+fn tfrecord_build_index(
+    py: Python<'_>,
+    file: PathBuf,
+    skip_corrupt: bool,
+) -> PyResult<(u64, u64, PathBuf)> {
+    guard(|| {
+        let on_corrupt = if skip_corrupt {
+            OnCorrupt::Skip
+        } else {
+            OnCorrupt::Raise
+        };
+        let opts = ReadOptions {
+            on_corrupt,
+            compression: Compression::from_path(&file),
+            verify: true,
+        };
+        let s = ok(py, py.detach(|| build(&file, opts)))?;
+        Ok((s.records, s.skipped, s.path))
+    })
+}
+
+/// Writes one epoch of `ds` to TFRecord shards; `progress(records, total)` is called now and
+/// then (at most every 0.2 s, and at the end). Returns the shard paths.
+#[pyfunction]
+#[pyo3(signature = (ds, directory, prefix, suffix, num_shards, records_per_shard, bytes_per_shard, compression, seed, index, progress))]
+#[allow(clippy::too_many_arguments)]
+fn write_tfrecord(
+    py: Python<'_>,
+    ds: &PyDataset,
+    directory: PathBuf,
+    prefix: String,
+    suffix: String,
+    num_shards: Option<u64>,
+    records_per_shard: Option<u64>,
+    bytes_per_shard: Option<u64>,
+    compression: &str,
+    seed: Option<u64>,
+    index: bool,
+    progress: Option<Py<PyAny>>,
+) -> PyResult<Vec<PathBuf>> {
+    guard(|| {
+        let compression: Compression = ok(py, compression.parse())?;
+        let opts = ShardOptions {
+            prefix,
+            suffix,
+            records_per_shard,
+            bytes_per_shard,
+            num_shards,
+            compression,
+            shuffle_seed: seed,
+            write_index: index && compression == Compression::None,
+        };
+        let data = ds.dataset().clone();
+        let mut last = Instant::now();
+        let mut cb_err: Option<PyErr> = None;
+        let r = py.detach(|| {
+            stokehold_io::tfrecord::write_shards(&data, &directory, &opts, &mut |p| {
+                let done = p.total == Some(p.records);
+                if progress.is_none() || cb_err.is_some() {
+                    return;
+                }
+                if !done && last.elapsed() < Duration::from_millis(200) {
+                    return;
+                }
+                last = Instant::now();
+                Python::attach(|py| {
+                    if let Some(f) = &progress {
+                        if let Err(e) = f.call1(py, (p.records, p.total)) {
+                            cb_err = Some(e);
+                        }
+                    }
+                });
+            })
+        });
+        if let Some(e) = cb_err {
+            return Err(e);
+        }
+        ok(py, r)
+    })
+}
+
+/// Serializes a dict of arrays as a `tf.train.Example`.
+#[pyfunction]
+fn encode_example<'py>(
+    py: Python<'py>,
+    example: &Bound<'py, PyAny>,
+) -> PyResult<Bound<'py, PyBytes>> {
+    guard(|| {
+        let e = dict_to_example(py, example)?;
+        let b = ok(py, encode(&e))?;
+        Ok(PyBytes::new(py, &b))
+    })
+}
+
+/// Decodes a serialized `tf.train.Example` into a dict of 1-D arrays (sorted by name).
+#[pyfunction]
+fn decode_example<'py>(py: Python<'py>, record: &[u8]) -> PyResult<Bound<'py, PyAny>> {
+    guard(|| {
+        let e = ok(py, decode(record))?;
+        Ok(example_to_dict(py, e)?.into_any())
+    })
+}
+
+/// Adds the TFRecord functions to the extension module.
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<PyCorruptLog>()?;
+    m.add("TFRECORD_RECORD", RECORD)?;
+    m.add_function(wrap_pyfunction!(tfrecord_dataset, m)?)?;
+    m.add_function(wrap_pyfunction!(tfrecord_parse_batches, m)?)?;
+    m.add_function(wrap_pyfunction!(parse_examples, m)?)?;
+    m.add_function(wrap_pyfunction!(tfrecord_build_index, m)?)?;
+    m.add_function(wrap_pyfunction!(write_tfrecord, m)?)?;
+    m.add_function(wrap_pyfunction!(encode_example, m)?)?;
+    m.add_function(wrap_pyfunction!(decode_example, m)?)?;
+    Ok(())
+}

@@ -1,0 +1,206 @@
+"""TFRecord files and ``tf.train.Example``, without TensorFlow.
+
+    >>> import numpy as np, os, tempfile, stokehold
+    >>> from stokehold import tfrecord as tfr
+    >>> d = tempfile.mkdtemp()
+    >>> src = stokehold.from_arrays({"label": np.arange(10), "x": np.ones((10, 3), np.float32)})
+    >>> paths = tfr.write_tfrecord(src, d, prefix="train", num_shards=2)
+    >>> [os.path.basename(p) for p in paths]
+    ['train-00000-of-00002.tfrecord', 'train-00001-of-00002.tfrecord']
+    >>> spec = {"label": tfr.FixedLen([], "int64"), "x": tfr.FixedLen([3], "float32")}
+    >>> [b["x"].shape for b in tfr.read_tfrecord(paths, spec, batch_size=4)]
+    [(4, 3), (4, 3), (2, 3)]
+    >>> ds = tfr.TFRecordDataset(paths)      # indexes were written too: random access
+    >>> len(ds), tfr.decode_example(ds[3]["record"].item())["label"]
+    (10, array([3]))
+
+* :func:`TFRecordDataset` yields ``{"record": bytes}`` per record, as tf.data does; with an index
+  next to every file (``write_tfrecord`` writes them, :func:`build_index` or ``stokehold index``
+  makes them) it is random-access: ``len``, ``ds[i]``, global ``shuffle(seed=...)``.
+* :func:`read_tfrecord` reads and parses in one pass into batches: the fast path.
+* :func:`parse_examples` parses the ``record`` feature of any dataset, per batch or per element.
+* Corrupt records (bad CRC, bad length, truncated file) raise :class:`DataCorruptionError` naming
+  the file and offset, or with ``on_corrupt="skip"`` are skipped, counted and listed in
+  ``ds.corrupt_records`` (``.count``, ``.first``) of the dataset these functions return.
+"""
+
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
+
+from . import _native
+from .dataset import Dataset, _count
+
+__all__ = [
+    "FixedLen",
+    "VarLen",
+    "TFRecordDataset",
+    "read_tfrecord",
+    "parse_examples",
+    "build_index",
+    "write_tfrecord",
+    "encode_example",
+    "decode_example",
+]
+
+_DTYPES = {"int64": "int64", "float32": "float32", "bytes": "bytes", "string": "bytes", "str": "bytes"}
+
+
+def _dtype(d: Any) -> str:
+    name = getattr(d, "name", None) or getattr(d, "__name__", None) or str(d)
+    if name in ("bytes_", "object", "object_"):
+        name = "bytes"
+    if name not in _DTYPES:
+        raise _native.InvalidArgumentError(
+            f"tf.train.Example holds int64, float32 or bytes, not {d!r}"
+        )
+    return _DTYPES[name]
+
+
+@dataclass(frozen=True)
+class FixedLen:
+    """Exactly ``prod(shape)`` values per example, reshaped to ``shape`` (``[]`` for a scalar);
+    batches are ``[batch, *shape]``. ``default`` (one value, or ``prod(shape)`` values) fills in
+    for an example without the feature; without it a missing feature raises SchemaError."""
+
+    shape: Sequence[int]
+    dtype: Any
+    default: Any = None
+
+
+@dataclass(frozen=True)
+class VarLen:
+    """Any number of values: a 1-D array per example, a :class:`stokehold.Ragged` (values + row
+    splits, no padding) per batch."""
+
+    dtype: Any
+
+
+Spec = Dict[str, Union[FixedLen, VarLen]]
+
+
+def _spec(features: Spec) -> List[Tuple[str, str, List[int], str, Any]]:
+    if not isinstance(features, dict) or not features:
+        raise _native.InvalidArgumentError("features must be a non-empty dict of name -> FixedLen/VarLen")
+    out = []
+    for name, f in features.items():
+        if isinstance(f, FixedLen):
+            default = f.default
+            if default is not None:
+                flat = default if isinstance(default, (list, tuple)) else [default]
+                default = [getattr(v, "item", lambda v=v: v)() for v in flat]
+            shape = [_count("shape", s) for s in f.shape]
+            out.append((str(name), "fixed", shape, _dtype(f.dtype), default))
+        elif isinstance(f, VarLen):
+            out.append((str(name), "var", [], _dtype(f.dtype), None))
+        else:
+            raise _native.InvalidArgumentError(f"feature {name!r}: expected FixedLen or VarLen, got {f!r}")
+    return out
+
+
+def _files(filenames: Any) -> List[str]:
+    if isinstance(filenames, (str, bytes)) or hasattr(filenames, "__fspath__"):
+        filenames = [filenames]
+    files = [str(f) for f in filenames]
+    if not files:
+        raise _native.InvalidArgumentError("no TFRecord files given")
+    return files
+
+
+def _with_log(native: Any, log: Any) -> Dataset:
+    ds = Dataset._wrap(native)
+    ds.corrupt_records = log
+    return ds
+
+
+def TFRecordDataset(
+    filenames: Any, compression: str = "auto", verify: bool = True, on_corrupt: str = "raise"
+) -> Dataset:
+    """The records of ``filenames`` in order, each ``{"record": bytes}``.
+
+    ``compression``: ``"auto"`` (default: ``.gz`` is GZIP, ``.zz``/``.zlib`` ZLIB, else none),
+    ``""``/``"NONE"``, ``"GZIP"`` or ``"ZLIB"``. ``verify`` (default True) checks each record's
+    CRC. ``on_corrupt``: ``"raise"`` (default) or ``"skip"``. Random-access when every file is
+    uncompressed and has an index. Its iterator state is the file index and byte offset."""
+    native, log = _native.tfrecord_dataset(_files(filenames), compression, bool(verify), on_corrupt)
+    return _with_log(native, log)
+
+
+def read_tfrecord(
+    filenames: Any,
+    features: Spec,
+    batch_size: int,
+    drop_remainder: bool = False,
+    compression: str = "auto",
+    verify: bool = True,
+    on_corrupt: str = "raise",
+) -> Dataset:
+    """Batches of ``batch_size`` parsed Examples read from ``filenames`` in order: each record is
+    parsed straight into the batch's arrays as it is read (the same batches as
+    ``parse_examples(TFRecordDataset(f).batch(n), features)``, faster). Other arguments as in
+    :func:`TFRecordDataset`."""
+    native, log = _native.tfrecord_parse_batches(
+        _files(filenames), compression, bool(verify), on_corrupt, _spec(features),
+        _count("batch_size", batch_size, 1), bool(drop_remainder),
+    )
+    return _with_log(native, log)
+
+
+def parse_examples(ds: Dataset, features: Spec, batched: bool = True, record: str = "record") -> Dataset:
+    """Parses the serialized Examples in feature ``record`` of ``ds`` (other features are kept).
+    ``batched`` (default): each element holds a batch of records (after ``batch``); otherwise one
+    record per element."""
+    return Dataset._wrap(_native.parse_examples(ds._native, _spec(features), bool(batched), str(record)))
+
+
+def build_index(filenames: Any, skip_corrupt: bool = False) -> List[Tuple[str, int, int]]:
+    """Writes ``<file>.idx`` for each uncompressed file (atomically); returns (index path,
+    records, corrupt records left out) per file. Corrupt records raise unless ``skip_corrupt``."""
+    out = []
+    for f in _files(filenames):
+        records, skipped, path = _native.tfrecord_build_index(f, bool(skip_corrupt))
+        out.append((str(path), records, skipped))
+    return out
+
+
+def write_tfrecord(
+    ds: Dataset,
+    directory: Any,
+    prefix: str = "data",
+    num_shards: Optional[int] = None,
+    records_per_shard: Optional[int] = None,
+    bytes_per_shard: Optional[int] = None,
+    compression: str = "",
+    seed: Optional[int] = None,
+    index: bool = True,
+    suffix: Optional[str] = None,
+    progress: Optional[Callable[[int, Optional[int]], None]] = None,
+) -> List[str]:
+    """Writes one epoch of ``ds`` to ``<directory>/<prefix>-00000-of-000NN<suffix>`` shards and
+    returns their paths. Shards are cut by ``num_shards`` (equal record counts; needs a known
+    length), ``records_per_shard``, or ``bytes_per_shard`` (default 256 MiB). Elements that are
+    exactly ``{"record": bytes}`` are written as is; others are encoded as tf.train.Examples.
+    ``seed``: write in a seeded global shuffle order (random-access datasets). ``index``
+    (default True, uncompressed only): write ``.idx`` sidecars. ``suffix`` defaults to
+    ``.tfrecord`` (``.tfrecord.gz`` for GZIP). Every file appears under its final name only when
+    all are complete. ``progress(records, total)`` is called now and then."""
+    if suffix is None:
+        suffix = {"gzip": ".tfrecord.gz", "zlib": ".tfrecord.zz"}.get(compression.lower(), ".tfrecord")
+    opt = lambda name, v: None if v is None else _count(name, v, 1)  # noqa: E731
+    paths = _native.write_tfrecord(
+        ds._native, str(directory), str(prefix), str(suffix), opt("num_shards", num_shards),
+        opt("records_per_shard", records_per_shard), opt("bytes_per_shard", bytes_per_shard),
+        compression, None if seed is None else _count("seed", seed), bool(index), progress,
+    )
+    return [str(p) for p in paths]
+
+
+def encode_example(example: Dict[str, Any]) -> bytes:
+    """A dict of arrays as a serialized tf.train.Example (integers become Int64List, floats
+    FloatList, bytes BytesList; arrays are flattened)."""
+    return _native.encode_example(example)
+
+
+def decode_example(record: bytes) -> Dict[str, Any]:
+    """A serialized tf.train.Example as a dict of 1-D arrays (int64, float32 or object arrays of
+    bytes), sorted by name."""
+    return _native.decode_example(bytes(record))

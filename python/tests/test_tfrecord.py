@@ -1,0 +1,143 @@
+"""stokehold.tfrecord: TensorFlow-written fixtures (testdata/tfrecord, made by make_fixtures.py),
+writing shards, indexes, corrupt records, Example encoding."""
+
+import json
+import os
+import struct
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import stokehold
+from stokehold import tfrecord as tfr
+
+FIXTURES = Path(__file__).resolve().parents[2] / "testdata" / "tfrecord"
+FILES = ["plain.tfrecord", "gzip.tfrecord.gz", "zlib.tfrecord.zz"]
+SPEC = {
+    "label": tfr.FixedLen([], "int64"),
+    "floats": tfr.FixedLen([4], np.float32),
+    "data": tfr.FixedLen([], "bytes"),
+    "ids": tfr.VarLen("int64"),
+    "tags": tfr.VarLen("bytes"),
+}
+
+
+def expected():
+    with open(FIXTURES / "expected.json") as f:
+        j = json.load(f)
+    exs = []
+    for e in j["examples"]:
+        exs.append({
+            "label": e["label"][0],
+            "floats": np.array([struct.unpack("<f", struct.pack("<I", b))[0] for b in e["floats_bits"]],
+                               np.float32),
+            "data": bytes.fromhex(e["data"][0]),
+            "ids": e["ids"],
+            "tags": [bytes.fromhex(t) for t in e["tags"]],
+        })
+    return exs, [bytes.fromhex(r) for r in j["raw"]]
+
+
+def row(r, i):
+    return r.values[r.row_splits[i]:r.row_splits[i + 1]]
+
+
+def check_batches(batches, want):
+    k = 0
+    for b in batches:
+        n = len(b["label"])
+        assert b["floats"].shape == (n, 4) and b["floats"].dtype == np.float32
+        for i in range(n):
+            w = want[k + i]
+            assert b["label"][i] == w["label"]
+            assert b["floats"][i].tobytes() == w["floats"].tobytes()
+            assert b["data"][i] == w["data"]
+            assert list(row(b["ids"], i)) == w["ids"]
+            assert list(row(b["tags"], i)) == w["tags"]
+        k += n
+    assert k == len(want)
+
+
+@pytest.mark.parametrize("name", FILES)
+def test_reads_tf_written_files(name):
+    want, _ = expected()
+    path = str(FIXTURES / name)
+    check_batches(list(tfr.read_tfrecord(path, SPEC, batch_size=5)), want)
+    slow = tfr.parse_examples(stokehold.TFRecordDataset(path).batch(7), SPEC)
+    check_batches(list(slow), want)
+    one = list(tfr.parse_examples(stokehold.TFRecordDataset(path), SPEC, batched=False))
+    assert [int(e["label"]) for e in one] == [w["label"] for w in want]
+    assert one[3]["floats"].shape == (4,)
+
+
+def test_raw_records_and_decode():
+    want, raw = expected()
+    got = [e["record"].item() for e in stokehold.TFRecordDataset(str(FIXTURES / "raw.tfrecord"))]
+    assert got == raw
+    first = next(iter(stokehold.TFRecordDataset(str(FIXTURES / "plain.tfrecord"))))["record"].item()
+    d = tfr.decode_example(first)
+    assert list(d) == ["data", "floats", "ids", "label", "tags"]
+    assert d["label"].tolist() == [want[0]["label"]] and d["data"][0] == want[0]["data"]
+
+
+def test_write_shards_index_random_access(tmp_path):
+    n = 50
+    src = stokehold.from_arrays({"label": np.arange(n), "x": np.arange(n * 3, dtype=np.float32).reshape(n, 3)})
+    calls = []
+    paths = tfr.write_tfrecord(src, tmp_path, prefix="train", num_shards=4, progress=lambda r, t: calls.append((r, t)))
+    assert [os.path.basename(p) for p in paths] == [f"train-{i:05d}-of-00004.tfrecord" for i in range(4)]
+    assert sorted(os.listdir(tmp_path)) == sorted([os.path.basename(p) for p in paths] + [os.path.basename(p) + ".idx" for p in paths])
+    assert calls and calls[-1] == (n, n)
+    ds = stokehold.TFRecordDataset(paths)
+    assert len(ds) == n
+    spec = {"label": tfr.FixedLen([], "int64"), "x": tfr.FixedLen([3], "float32")}
+    e = tfr.parse_examples(ds, spec, batched=False)[37]
+    assert int(e["label"]) == 37 and e["x"].tolist() == [111.0, 112.0, 113.0]
+    order = [int(e["label"]) for e in tfr.parse_examples(ds.shuffle(seed=4), spec, batched=False)]
+    assert sorted(order) == list(range(n)) and order != list(range(n))
+    # Rebuilding the index gives the same record count.
+    (ipath, records, skipped), = tfr.build_index(paths[0])
+    assert (ipath, records, skipped) == (paths[0] + ".idx", 13, 0)
+
+
+def test_gzip_shards_and_defaults(tmp_path):
+    src = stokehold.from_arrays({"label": np.arange(6)})
+    paths = tfr.write_tfrecord(src, tmp_path, records_per_shard=4, compression="GZIP", seed=1)
+    assert [os.path.basename(p) for p in paths] == ["data-00000-of-00002.tfrecord.gz", "data-00001-of-00002.tfrecord.gz"]
+    spec = {"label": tfr.FixedLen([], "int64"), "missing": tfr.FixedLen([2], "float32", default=0.5)}
+    (b,) = list(tfr.read_tfrecord(paths, spec, batch_size=8))
+    assert sorted(b["label"].tolist()) == list(range(6)) and b["label"].tolist() != list(range(6))
+    assert b["missing"].shape == (6, 2) and (b["missing"] == 0.5).all()
+    with pytest.raises(stokehold.SchemaError, match="missing"):
+        list(tfr.read_tfrecord(paths, {"missing": tfr.FixedLen([], "int64")}, batch_size=8))
+
+
+def test_corrupt_records_raise_or_skip(tmp_path):
+    data = bytearray((FIXTURES / "plain.tfrecord").read_bytes())
+    data[100] ^= 0x40  # inside record 0's data
+    bad = tmp_path / "bad.tfrecord"
+    bad.write_bytes(bytes(data))
+    with pytest.raises(stokehold.DataCorruptionError, match=r"bad\.tfrecord.*offset 0"):
+        list(stokehold.TFRecordDataset(str(bad)))
+    ds = tfr.read_tfrecord(str(bad), SPEC, batch_size=10, on_corrupt="skip")
+    want, _ = expected()
+    check_batches(list(ds), want[1:])
+    assert ds.corrupt_records.count == 1
+    (path, offset, reason), = ds.corrupt_records.first
+    assert (os.path.basename(path), offset) == ("bad.tfrecord", 0) and "CRC" in reason
+
+
+def test_encode_example_round_trip():
+    rec = tfr.encode_example({"a": np.array([1, 2, 3]), "b": np.array([0.5], np.float32)})
+    d = tfr.decode_example(rec)
+    assert d["a"].tolist() == [1, 2, 3] and d["b"].tolist() == [0.5]
+
+
+def test_bad_arguments():
+    with pytest.raises(stokehold.InvalidArgumentError):
+        tfr.read_tfrecord(str(FIXTURES / "plain.tfrecord"), {"x": tfr.FixedLen([], "float64")}, batch_size=2)
+    with pytest.raises(stokehold.InvalidArgumentError, match="on_corrupt"):
+        stokehold.TFRecordDataset(str(FIXTURES / "plain.tfrecord"), on_corrupt="ignore")
+    with pytest.raises(FileNotFoundError):
+        list(stokehold.TFRecordDataset("/no/such/file.tfrecord"))
