@@ -21,6 +21,7 @@ pub mod convert;
 pub mod dataset;
 mod demo;
 pub mod errors;
+mod parallel;
 mod table;
 mod tfrecord;
 
@@ -39,6 +40,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     demo::register(m)?;
     table::register(m)?;
     tfrecord::register(m)?;
+    parallel::register(m)?;
     // One line per module file, e.g. `tfrecord::register(m)?;`
     Ok(())
 }
