@@ -1,6 +1,5 @@
-"""Parallel execution and file sources: ``map(num_parallel_calls=...)``, ``interleave``,
-``flat_map``, ``zip``, ``concatenate``, ``sample_from_datasets``, ``list_files``,
-``read_file`` / ``load_npy``, ``with_options`` (memory budget, cores, trace), ``stats()`` and
+"""Parallel execution and file sources: ``interleave``, ``flat_map``, ``zip``, ``concatenate``,
+``sample_from_datasets``, ``list_files``, ``read_file`` / ``load_npy``, ``with_options`` (memory budget, cores, trace), ``stats()`` and
 ``trace()``.
 
     >>> import stokehold as sh
@@ -9,20 +8,18 @@
     [0, 2, 4, 6, 8, 10, 12, 14]
 
 The methods are added to :class:`stokehold.Dataset` when this module is imported (by
-``stokehold/__init__.py``); ``map`` keeps its sequential behaviour when ``num_parallel_calls`` is
-not given. Python functions run on worker threads and hold the GIL only while Python runs; their
-exceptions reach the caller unchanged, with the op and element index in a note.
+``stokehold/__init__.py``); ``map(num_parallel_calls=...)`` and ``parallelize`` live in
+``dataset.py``. Python functions run on worker threads and hold the GIL only while Python runs;
+their exceptions reach the caller unchanged, with the op and element index in a note.
 """
 
 import json
-from typing import Any, Callable, List, Mapping, Optional, Sequence, Union
+from typing import Any, Callable, Mapping, Optional, Sequence, Union
 
 from . import _native
 from .dataset import AUTOTUNE, Dataset, _draw_seed, _label
 
 __all__ = ["list_files", "sample_from_datasets", "zip", "concatenate"]
-
-_sequential_map = Dataset.map
 
 
 def _calls(n: Optional[int]) -> Optional[int]:
@@ -33,31 +30,6 @@ def _calls(n: Optional[int]) -> Optional[int]:
     if not isinstance(n, int) or n <= 0:
         raise ValueError(f"num_parallel_calls must be a positive int or AUTOTUNE, got {n!r}")
     return n
-
-
-def map(self: Dataset, fn: Callable[[Mapping[str, Any]], Mapping[str, Any]], name: Optional[str] = None,
-        num_parallel_calls: Optional[int] = None, deterministic: bool = True) -> Dataset:
-    """Applies ``fn`` to every element.
-
-    Without ``num_parallel_calls`` the op is sequential and keeps random access (it runs on the
-    thread that asks for an element, or on a parallel stage downstream). With
-    ``num_parallel_calls=N`` (or ``AUTOTUNE``: chosen online within the cores and the memory
-    budget) ``fn`` runs on N worker threads; output stays in input order unless
-    ``deterministic=False``. The result is a stream.
-    """
-    n = _calls(num_parallel_calls)
-    if n is None:
-        return _sequential_map(self, fn, name)
-    if not callable(fn):
-        raise TypeError(f"map takes a callable, got {type(fn).__name__}")
-    return Dataset(_native.map_parallel(self._native, fn, name or _label(fn), n, bool(deterministic)))
-
-
-def parallelize(self: Dataset, num_parallel_calls: int = AUTOTUNE, deterministic: bool = True) -> Dataset:
-    """Computes whole elements of this (random-access) pipeline on worker threads by index:
-    ``files.map(load).padded_batch(64).parallelize()`` loads and pads each batch on a worker —
-    the fastest path for file pipelines."""
-    return Dataset(_native.parallelize(self._native, _calls(num_parallel_calls), bool(deterministic)))
 
 
 def _opener(fn: Callable[[Mapping[str, Any]], Dataset]) -> Callable[[Mapping[str, Any]], Any]:
@@ -162,7 +134,7 @@ def trace(self: Dataset, path: Optional[str] = None) -> Optional[str]:
     return t
 
 
-for _f in (map, parallelize, interleave, flat_map, concatenate, read_file, load_npy, with_options, stats, trace):
+for _f in (interleave, flat_map, concatenate, read_file, load_npy, with_options, stats, trace):
     setattr(Dataset, _f.__name__, _f)
 Dataset.zip = staticmethod(zip)
 Dataset.sample_from_datasets = staticmethod(sample_from_datasets)

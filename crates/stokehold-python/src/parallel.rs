@@ -1,4 +1,4 @@
-//! Bindings of the parallel engine: parallel map, interleave, flat_map, zip, concatenate,
+//! Bindings of the parallel engine: interleave, flat_map, zip, concatenate,
 //! sample_from_datasets, files (list_files, read_file, .npy), execution options, stats and trace.
 //!
 //! Module-level functions taking the native dataset first; `python/stokehold/parallel.py` turns
@@ -28,39 +28,6 @@ fn parallelism(n: i64) -> PyResult<Parallelism> {
 
 fn wrap(ds: Dataset) -> PyDataset {
     PyDataset::from_dataset(ds)
-}
-
-#[pyfunction]
-fn map_parallel(
-    ds: &PyDataset,
-    f: Py<PyAny>,
-    label: &str,
-    num_parallel_calls: i64,
-    deterministic: bool,
-) -> PyResult<PyDataset> {
-    guard(|| {
-        let p = parallelism(num_parallel_calls)?;
-        Ok(wrap(ds.dataset().map_parallel(
-            label,
-            py_map_fn(f),
-            p,
-            deterministic,
-        )))
-    })
-}
-
-#[pyfunction]
-fn parallelize(
-    ds: &PyDataset,
-    num_parallel_calls: i64,
-    deterministic: bool,
-) -> PyResult<PyDataset> {
-    guard(|| {
-        Ok(wrap(ds.dataset().parallelize(
-            parallelism(num_parallel_calls)?,
-            deterministic,
-        )))
-    })
 }
 
 /// The Python opener: element dict -> a native Dataset (or anything with a `_native` one).
@@ -229,8 +196,6 @@ fn trace_json(ds: &PyDataset) -> Option<String> {
 /// Adds this module's functions to `_native`.
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     for f in [
-        wrap_pyfunction!(map_parallel, m)?,
-        wrap_pyfunction!(parallelize, m)?,
         wrap_pyfunction!(interleave, m)?,
         wrap_pyfunction!(flat_map, m)?,
         wrap_pyfunction!(zip, m)?,
