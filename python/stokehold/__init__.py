@@ -40,7 +40,7 @@ from .ragged import Ragged
 from .table import Table, open_table, write_table
 from . import tfrecord
 from .tfrecord import TFRecordDataset
-from . import parallel as _parallel  # adds map(num_parallel_calls=...), interleave, ... to Dataset
+from . import parallel as _parallel  # adds interleave, flat_map, zip, list_files, stats... to Dataset
 
 __all__ = [
     "AUTOTUNE",
