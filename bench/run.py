@@ -41,7 +41,7 @@ WORKLOADS = [
     ("shards: reads + shuffle quality", "bench/shard/bench.py"),
     ("feature-table gather", "bench/table/bench.py"),
 ]
-TIMEOUT = {"quick": 120, "full": 600}
+TIMEOUT = {"quick": 120, "full": 900}
 REQUIREMENTS = BENCH / "suite" / "requirements.txt"
 
 
@@ -117,6 +117,26 @@ def run_workload(py, name, script, quick, tmp, env):
         return [rowlib.unavailable(name, "all", "—", f"{script} wrote bad rows: {e}")]
 
 
+def command(args):
+    """How this run was started, as a user would type it."""
+    if not (args.python or args.only or args.no_build):
+        return "make bench" + ("-quick" if args.quick else "")
+    return "python3 bench/run.py " + " ".join(sys.argv[1:])
+
+
+def write_results(result, stem):
+    """bench/results/<stem>.json (everything) and .md (the tables), with ratios."""
+    report.add_ratios(result["rows"])
+    results = BENCH / "results"
+    results.mkdir(exist_ok=True)
+    (results / f"{stem}.json").write_text(json.dumps(result, indent=1) + "\n")
+    (results / f"{stem}.md").write_text(
+        f"Machine: {result['machine'].get('nproc')} cores; `{result['command']}` on "
+        f"{result['date']}; see docs/BENCHMARKS.md for the notes.\n\n"
+        + report.LEGEND + "\n" + report.summary(result["rows"]) + "\n"
+        + report.table(result["rows"]))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="small sizes; the whole suite in <= 3 min")
@@ -124,7 +144,15 @@ def main():
     ap.add_argument("--no-build", action="store_true", help="do not rebuild stokehold")
     ap.add_argument("--only", help="comma-separated substrings of workload names to run")
     ap.add_argument("--docs", action="store_true", help="rewrite docs/BENCHMARKS.md after --quick too")
+    ap.add_argument("--docs-from", metavar="JSON",
+                    help="only rewrite docs/BENCHMARKS.md from a results file, and exit")
     args = ap.parse_args()
+    if args.docs_from:
+        result = json.loads(Path(args.docs_from).read_text())
+        report.add_ratios(result["rows"])
+        write_docs(ROOT, result)
+        log("wrote docs/BENCHMARKS.md")
+        return
 
     py = Path(args.python) if args.python else ensure_venv(BENCH / ".venv")
     t_build = time.perf_counter()
@@ -141,7 +169,12 @@ def main():
                PYTHONUNBUFFERED="1")
     if build_note:
         env["BENCH_STOKEHOLD_MISSING"] = build_note
-    all_rows, timings = [], []
+    date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d")
+    stem = date + ("-quick" if args.quick else "")
+    result = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+              "mode": mode, "command": command(args),
+              "machine": info, "stokehold_build": build_note, "build_seconds": build_s,
+              "suite_seconds": None, "timings": [], "rows": []}
     t_suite = time.perf_counter()
     try:
         for name, script in WORKLOADS:
@@ -151,26 +184,16 @@ def main():
             log(f"{name}: {script}")
             got = run_workload(py, name, script, args.quick, tmp, env)
             secs = time.perf_counter() - t0
-            timings.append({"workload": name, "seconds": round(secs, 1),
-                            "load_before": round(load0, 2), "load_after": round(machine.loadavg(), 2)})
+            result["timings"].append({"workload": name, "seconds": round(secs, 1),
+                                      "load_before": round(load0, 2),
+                                      "load_after": round(machine.loadavg(), 2)})
             log(f"{name}: {len(got)} rows in {secs:.0f} s (load {load0:.1f} -> {machine.loadavg():.1f})")
-            all_rows += got
+            result["rows"] += got
+            result["suite_seconds"] = round(time.perf_counter() - t_suite, 1)
+            write_results(result, stem)  # after each workload: a stopped run keeps what it had
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    report.add_ratios(all_rows)
-
-    date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d")
-    stem = date + ("-quick" if args.quick else "")
-    command = "make bench" + ("-quick" if args.quick else "")
-    result = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-              "mode": mode, "command": command, "machine": info, "stokehold_build": build_note,
-              "build_seconds": build_s,
-              "suite_seconds": round(time.perf_counter() - t_suite, 1), "timings": timings,
-              "rows": all_rows}
-    results = BENCH / "results"
-    results.mkdir(exist_ok=True)
-    (results / f"{stem}.json").write_text(json.dumps(result, indent=1) + "\n")
-    (results / f"{stem}.md").write_text(report.LEGEND + "\n" + report.table(all_rows))
+    all_rows = result["rows"]
     log(f"wrote bench/results/{stem}.json and .md ({result['suite_seconds']:.0f} s)")
     if mode == "full" or args.docs:
         write_docs(ROOT, result)

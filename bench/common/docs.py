@@ -16,8 +16,10 @@ NOTES = """\
   dropping the source list and running one epoch, minus RSS before loading the clips. stokehold:
   `from_arrays({"audio": clips})` (one ragged arena, one copy) -> `shuffle(seed)` (a global
   permutation, no buffer) -> native `random_crop` (offset keyed by seed, epoch, index) -> `batch(32)`
-  -> `prefetch(2)`, epochs through `ds.epochs(n)` (one prefetch thread across epochs; no parallelism
-  knob yet, so its point in the parallelism plot is its default). tf.data variants:
+  -> `prefetch(2)`, epochs through `ds.epochs(n)` (one prefetch thread across epochs). The main
+  rows leave stokehold's knobs alone (crop and batch run on the prefetch thread); the parallelism
+  sweep (a quarter of the clips) adds `parallelize(1 | 2 | AUTOTUNE)` before `prefetch`, against
+  tf.data's `num_parallel_calls` and torch's `num_workers`. tf.data variants:
   `ragged` = `from_tensor_slices(RaggedTensor)` -> `shuffle(n)` -> `map(crop, AUTOTUNE)`; `padded` =
   one padded matrix plus lengths (the only dense option; about 2x the raw bytes);
   `generator` = `from_generator` over the Python list (no parallelism: the GIL). torch: a `Dataset`
@@ -41,8 +43,9 @@ NOTES = """\
   epoch boundary. The users' case is ~5 GB (H = W ~ 560); this machine is shared and has 24 GiB, so
   H and W are scaled down (stated in the config column): the stall of a loader that restarts is set
   by how much work precedes the first batch, which the scale shrinks, so real stalls are larger.
-  Variants: `stokehold` = `ds.epochs(n)`; `stokehold/per-epoch` = `for batch in ds` each epoch (a
-  new prefetch thread each time); `tf.data` = a new iterator per epoch (as Keras `fit` does), with
+  Variants: `stokehold` = `ds.epochs(n)`; `stokehold/parallelize` = the same with
+  `parallelize(AUTOTUNE)`; `stokehold/per-epoch` = `for batch in ds` each epoch (a new prefetch
+  thread each time); `tf.data` = a new iterator per epoch (as Keras `fit` does), with
   `shuffle(400)` refilled each epoch; `tf.data/repeat` = `shuffle -> repeat() -> batch`, one
   iterator, epochs cut by count (batches then straddle epochs); `torch` = persistent workers;
   `torch/non-persistent` = the default, workers restart each epoch. stokehold's array is not

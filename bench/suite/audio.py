@@ -145,6 +145,13 @@ def sweeps(folder, n, lengths, timeout):
     return out
 
 
+def plot_point(system, p):
+    """params for the parallelism plot; stokehold's knobs-alone point is left off it."""
+    if system == "stokehold" and p is None:
+        return None
+    return {"parallelism": "autotune" if p in (None, -1) else p}
+
+
 def size_rows(system, r, n, raw):
     """Memory rows of one run for the memory-vs-size plot."""
     cfg = f"{n} clips (memory vs size)"

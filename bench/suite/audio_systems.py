@@ -41,10 +41,15 @@ def stokehold_pipeline(clips, parallelism=None):
     import stokehold as sh
 
     ds = sh.from_arrays({"audio": clips})
-    ds = ds.shuffle(seed=SEED).random_crop("audio", CROP, seed=SEED).batch(BATCH).prefetch(2)
-    return Pipeline(lambda: ds, keeps_list=False, epochs=ds.epochs,
-                    note="from_arrays ragged arena; ds.epochs(n): one prefetch thread; "
-                         "no parallelism knob (crop is native, single thread)")
+    ds = ds.shuffle(seed=SEED).random_crop("audio", CROP, seed=SEED).batch(BATCH)
+    # The main run leaves the knobs alone (no parallelize: crop + batch on the prefetch
+    # thread); the parallelism sweep sets parallelize(p), p = -1 meaning AUTOTUNE.
+    note = "from_arrays ragged arena; ds.epochs(n): one prefetch thread across epochs"
+    if parallelism is not None:
+        ds = ds.parallelize(parallelism if parallelism > 0 else sh.AUTOTUNE)
+        note += f"; parallelize({parallelism if parallelism > 0 else 'AUTOTUNE'})"
+    ds = ds.prefetch(2)
+    return Pipeline(lambda: ds, keeps_list=False, epochs=ds.epochs, note=note)
 
 
 # ---------------------------------------------------------------- tf.data

@@ -38,10 +38,13 @@ def build(variant, arr):
         import stokehold as sh
 
         # A C-contiguous array is not copied: the dataset keeps a reference to it.
-        ds = sh.from_arrays({"x": arr}).shuffle(seed=SEED).batch(BATCH).prefetch(2)
-        if variant == "stokehold":
-            return None, ds.epochs
-        return lambda: ds, None
+        ds = sh.from_arrays({"x": arr}).shuffle(seed=SEED).batch(BATCH)
+        if variant == "stokehold/parallelize":
+            ds = ds.parallelize(sh.AUTOTUNE)
+        ds = ds.prefetch(2)
+        if variant == "stokehold/per-epoch":
+            return lambda: ds, None
+        return None, ds.epochs
     if variant.startswith("tf.data"):
         import tensorflow as tf
 
@@ -92,6 +95,7 @@ def child(variant, hw, epochs):
 NOTES = {
     "stokehold": "ds.epochs(n): one prefetch thread across epochs",
     "stokehold/per-epoch": "a new iterator per epoch (for ... in ds)",
+    "stokehold/parallelize": "ds.epochs(n) with parallelize(AUTOTUNE) before prefetch",
     "tf.data": "a new iterator per epoch, as Keras fit does; shuffle(400) refills each epoch",
     "tf.data/repeat": "shuffle -> repeat() -> batch: one iterator; batches are cut by count",
     "torch": f"num_workers={os.cpu_count()}, persistent_workers=True, pin_memory=False",
@@ -109,7 +113,8 @@ def main():
     epochs = 4  # 3 boundaries
     variants = ["stokehold", "tf.data", "torch"]
     if not args.quick:
-        variants += ["stokehold/per-epoch", "tf.data/repeat", "torch/non-persistent"]
+        variants += ["stokehold/parallelize", "stokehold/per-epoch", "tf.data/repeat",
+                     "torch/non-persistent"]
     gb = N * 10 * hw * hw * 4 / 1e9
     cfg = f"400 x 10x{hw}x{hw} f32 ({gb:.2f} GB; users' case ~5 GB), batch 32, step 0.15 s"
     out = []
