@@ -3,10 +3,14 @@
 Full size (the issue's case): a 160,000 x 4096 float32 table (2.6 GB, one .npy file generated
 into a temporary folder outside the repository and deleted afterwards) and 800,000 caption rows
 (five per image) referencing it, shuffled. Each system gathers the rows of the same number of
-batches; three timed runs cover consecutive thirds of one epoch; figures are medians.
+batches; three timed runs cover consecutive thirds of one epoch, interleaved across systems
+(run 1 of every system, then run 2, ...) so that machine noise hits all alike; figures are
+medians.
 
 Systems:
-  stokehold          stokehold.open_table + from_columns(captions).shuffle().batch(256).gather()
+  stokehold          stokehold.open_table + from_arrays(captions).shuffle().batch(256).gather()
+                     (stokehold/prefetch(2): the same with .prefetch(2): with no training step
+                     to overlap, a prefetch thread only adds a hand-off on 2 busy cores)
   stokehold/take     table.take(ids) per batch (the direct API, like numpy fancy indexing)
   numpy              np.load(path, mmap_mode='r')[ids] per batch
   memcpy             np.copyto of contiguous 256-row blocks of the same mapping: the same
@@ -70,20 +74,6 @@ def warm(take, n):
         take(np.arange(s, min(n, s + 1024)))
 
 
-def timed_runs(batches_iter, per_run, runs, check):
-    """Consumes `runs` runs of `per_run` batches from one iterator; rows/s per run."""
-    out = []
-    for _ in range(runs):
-        n = 0
-        t = time.perf_counter()
-        for _ in range(per_run):
-            b = next(batches_iter)
-            n += len(b)
-        out.append(n / (time.perf_counter() - t))
-        check(b)
-    return out
-
-
 def checker(n_images, width):
     def check(batch_ids_and_rows):
         ids, feats = batch_ids_and_rows
@@ -111,53 +101,65 @@ class _Sized(tuple):
         return len(self[0])
 
 
-def run_numpy(path, shuffled, per_run, runs, check):
-    mm = np.load(path, mmap_mode="r")
-    warm(lambda i: mm[i], mm.shape[0])
-
-    def gen():
-        for s in range(0, len(shuffled), BATCH):
-            ids = shuffled[s:s + BATCH]
-            yield ids, mm[ids]
-    return timed_runs(Batches(gen()), per_run, runs, lambda b: check(tuple(b)))
-
-
-def run_memcpy(path, shuffled, per_run, runs):
+def numpy_systems(path, shuffled, check):
+    """{name: (batch iterator, check)} for numpy fancy indexing and the memcpy limit."""
     mm = np.load(path, mmap_mode="r")
     warm(lambda i: mm[i], mm.shape[0])
     out = np.empty((BATCH, mm.shape[1]), dtype=mm.dtype)
     n = mm.shape[0] // BATCH
 
-    def gen():
+    def gather():
+        for s in range(0, len(shuffled), BATCH):
+            ids = shuffled[s:s + BATCH]
+            yield ids, mm[ids]
+
+    def memcpy():
         k = 0
         while True:
             s = (k % n) * BATCH
             np.copyto(out, mm[s:s + BATCH])
             k += 1
             yield shuffled[:BATCH], out
-    return timed_runs(Batches(gen()), per_run, runs, lambda b: None)
+    return {"numpy": (Batches(gather()), check), "memcpy": (Batches(memcpy()), None)}
 
 
-def run_stokehold(path, ids, per_run, runs, check):
+def stokehold_systems(path, ids, check):
+    """{name: (batch iterator, check)} for the pipeline (with and without prefetch) and take."""
     import stokehold
     table = stokehold.open_table(path)
     warm(table.take, len(table))
-    ds = (stokehold.from_columns({"image_id": ids}).shuffle(SEED).batch(BATCH)
-          .gather(table, index_feature="image_id", output="features").prefetch(2))
+    pipe = (stokehold.from_arrays({"image_id": ids}).shuffle(seed=SEED).batch(BATCH)
+            .gather(table, index_feature="image_id", output="features"))
 
-    def gen():
+    def run(ds):
         for b in ds:
             yield b["image_id"], b["features"]
-    pipeline = timed_runs(Batches(gen()), per_run, runs, lambda b: check(tuple(b)))
-
     shuffled = np.random.default_rng(SEED).permutation(ids)
 
-    def gen_take():
+    def take():
         for s in range(0, len(shuffled), BATCH):
             i = shuffled[s:s + BATCH]
             yield i, table.take(i)
-    take = timed_runs(Batches(gen_take()), per_run, runs, lambda b: check(tuple(b)))
-    return pipeline, take
+    return {"stokehold": (Batches(run(pipe)), check),
+            "stokehold/prefetch(2)": (Batches(run(pipe.prefetch(2))), check),
+            "stokehold/take": (Batches(take()), check)}
+
+
+def interleaved(systems, per_run, runs):
+    """Runs r of every system back to back, then runs r+1: machine noise hits all alike."""
+    out = {name: [] for name in systems}
+    for r in range(runs):
+        for name, (it, check) in systems.items():
+            n = 0
+            t = time.perf_counter()
+            for _ in range(per_run):
+                b = next(it)
+                n += len(b)
+            out[name].append(n / (time.perf_counter() - t))
+            if check:
+                check(tuple(b))
+        print(f"run {r + 1}/{runs} done", file=sys.stderr)
+    return out
 
 
 def tf_worker(path, n_captions, n_images, per_run, runs, out):
@@ -185,8 +187,8 @@ def tf_worker(path, n_captions, n_images, per_run, runs, out):
     def gen():
         for i, f in ds:
             yield i.numpy(), f.numpy().reshape(len(i), width)
-    res["runs"] = timed_runs(Batches(gen()), per_run, runs,
-                             lambda b: checker(n_images, width)(tuple(b)))
+    runs_ = interleaved({"tf": (Batches(gen()), checker(n_images, width))}, per_run, runs)
+    res["runs"] = runs_["tf"]
     with open(out, "w") as f:
         json.dump(res, f)
 
@@ -209,16 +211,15 @@ def main():
         check = checker(n_images, width)
         row_bytes = width * 4
         cfg = f"{n_images} x {width} float32 ({n_images * row_bytes / 1e9:.1f} GB), {n_captions} captions, batch {BATCH}"
-        results = {}
+        results, systems = {}, {}
         try:
-            results["stokehold"], results["stokehold/take"] = run_stokehold(path, ids, per_run, runs, check)
+            systems.update(stokehold_systems(path, ids, check))
         except ImportError as e:
             results["stokehold"] = f"stokehold not importable: {e}"
-        print("stokehold done", file=sys.stderr)
-        results["numpy"] = run_numpy(path, shuffled, per_run, runs, check)
-        print("numpy done", file=sys.stderr)
-        results["memcpy"] = run_memcpy(path, shuffled, per_run, runs)
-        print("memcpy done", file=sys.stderr)
+        systems.update(numpy_systems(path, shuffled, check))
+        results.update(interleaved(systems, per_run, runs))
+        del systems
+        gc.collect()
         tf_note = None
         tf_out = os.path.join(folder, "tf.json")
         cmd = [sys.executable, __file__, "--json", tf_out, "--tf-worker", path, str(n_captions),
