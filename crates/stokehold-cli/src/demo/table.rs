@@ -14,8 +14,14 @@ fn mib_num(bytes: f64) -> String {
     format!("{:.1}", bytes / MIB)
 }
 
+/// Milliseconds to 3 decimals, without the "-0.000" that tiny negative figures would print.
+fn ms3(v: f64) -> String {
+    let v = if v.abs() < 0.0005 { 0.0 } else { v };
+    format!("{v:.3}")
+}
+
 fn opt_ms(v: Option<f64>) -> String {
-    v.map_or_else(|| "n/a".into(), |v| format!("{v:.3} ms"))
+    v.map_or_else(|| "n/a".into(), |v| format!("{} ms", ms3(v)))
 }
 
 fn verdict(met: Option<bool>) -> &'static str {
@@ -136,8 +142,7 @@ pub fn write_table(r: &DemoReport, out: &mut dyn Write) -> io::Result<()> {
             b.gap_ms,
             b.step_ms,
             b.wait_ms,
-            b.stall_ms
-                .map_or_else(|| "n/a".into(), |s| format!("{s:.3}"))
+            b.stall_ms.map_or_else(|| "n/a".into(), ms3)
         )?;
     }
     writeln!(
@@ -168,4 +173,17 @@ pub fn write_table(r: &DemoReport, out: &mut dyn Write) -> io::Result<()> {
         }
     )?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn milliseconds_never_print_negative_zero() {
+        assert_eq!(ms3(-0.0001), "0.000");
+        assert_eq!(ms3(-0.0123), "-0.012");
+        assert_eq!(opt_ms(Some(0.25)), "0.250 ms");
+        assert_eq!(opt_ms(None), "n/a");
+    }
 }
