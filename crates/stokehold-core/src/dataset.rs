@@ -46,6 +46,16 @@ pub trait MapDataset: Send + Sync + 'static {
     fn is_empty(&self) -> bool {
         self.len() == 0
     }
+
+    /// The elements at `indices` already stacked into one batch, exactly as
+    /// [`stack_examples`](crate::stack_examples) would stack them, when this dataset can do that
+    /// faster than element by element (an in-memory arena copies rows straight into the batch
+    /// buffers). `Ok(None)` means "no fast path": `batch` then gets elements one by one. Index
+    /// arithmetic ops (shuffle, take/skip, repeat) forward it to their input.
+    fn get_batch(&self, indices: &[u64]) -> Result<Option<Example>> {
+        let _ = indices;
+        Ok(None)
+    }
 }
 
 /// A stream of elements.

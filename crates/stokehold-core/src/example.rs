@@ -134,6 +134,61 @@ impl Value {
     }
 }
 
+impl Value {
+    /// Rows `rows` of this column stacked into a batch, exactly as [`stack`] would stack
+    /// `row(r)` for each `r` (dense when the rows agree in shape, ragged otherwise), but copied
+    /// straight from the column into one buffer: no per-row tensors. `None` for bytes columns,
+    /// which take the general path.
+    pub fn gather_rows(&self, rows: &[usize]) -> Result<Option<Value>> {
+        let n = self.rows()?;
+        if let Some(&bad) = rows.iter().find(|&&r| r >= n) {
+            return Err(out_of_range(bad, n));
+        }
+        let (values, ranges): (&Tensor, Vec<(usize, usize)>) = match self {
+            Value::Tensor(t) => (t, rows.iter().map(|&r| (r, r + 1)).collect()),
+            Value::Ragged(r) => (
+                &r.values,
+                rows.iter()
+                    .map(|&i| (r.splits[i] as usize, r.splits[i + 1] as usize))
+                    .collect(),
+            ),
+        };
+        if values.dtype() == DType::Bytes {
+            return Ok(None);
+        }
+        let rb = values.row_bytes();
+        let total: usize = ranges.iter().map(|(a, b)| b - a).sum();
+        let mut data = Vec::with_capacity(total * rb);
+        for &(a, b) in &ranges {
+            data.extend_from_slice(&values.data()[a * rb..b * rb]);
+        }
+        let tail = &values.shape()[1..];
+        let first_len = ranges[0].1 - ranges[0].0;
+        let uniform = ranges.iter().all(|(a, b)| b - a == first_len);
+        let mut shape = vec![rows.len()];
+        if let Value::Ragged(_) = self {
+            if !uniform {
+                let mut vshape = vec![total];
+                vshape.extend_from_slice(tail);
+                let mut splits = Vec::with_capacity(rows.len() + 1);
+                splits.push(0u64);
+                for (a, b) in &ranges {
+                    splits.push(splits.last().unwrap() + (b - a) as u64);
+                }
+                let values = Tensor::new(values.dtype(), vshape, Bytes::from(data))?;
+                return Ok(Some(Value::Ragged(Ragged::new(values, splits.into())?)));
+            }
+            shape.push(first_len);
+        }
+        shape.extend_from_slice(tail);
+        Ok(Some(Value::Tensor(Tensor::new(
+            values.dtype(),
+            shape,
+            Bytes::from(data),
+        )?)))
+    }
+}
+
 impl From<Tensor> for Value {
     fn from(t: Tensor) -> Self {
         Value::Tensor(t)

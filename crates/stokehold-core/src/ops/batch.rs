@@ -119,6 +119,12 @@ impl MapDataset for MapBatch {
             ((index / len) * n, (index % len) * b)
         };
         let end = (start + b).min(n);
+        if self.opts.padding.is_none() {
+            let indices: Vec<u64> = (start..end).map(|i| base + i).collect();
+            if let Some(batch) = self.parent.get_batch(&indices)? {
+                return Ok(batch);
+            }
+        }
         let elements = (start..end)
             .map(|i| self.parent.get(base + i))
             .collect::<Result<Vec<_>>>()?;

@@ -41,6 +41,10 @@ impl MapDataset for MapRepeat {
         self.parent.get(index)
     }
 
+    fn get_batch(&self, indices: &[u64]) -> Result<Option<Example>> {
+        self.parent.get_batch(indices)
+    }
+
     fn name(&self) -> String {
         match self.count {
             Some(c) => format!("repeat({c})"),

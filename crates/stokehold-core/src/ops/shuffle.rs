@@ -37,24 +37,43 @@ impl GlobalShuffle {
     }
 }
 
-impl MapDataset for GlobalShuffle {
-    fn len(&self) -> u64 {
-        self.parent.len()
-    }
-
-    fn get(&self, index: u64) -> Result<Example> {
+impl GlobalShuffle {
+    /// The parent's indices for `indices`: element `i` of epoch `e` is `e * n + perm(seed, e)(i)`.
+    fn source_indices(&self, indices: &[u64]) -> Result<Vec<u64>> {
         let n = self.parent.len();
         if n == 0 {
+            let index = indices.first().copied().unwrap_or(0);
             return Err(Error::OutOfRange {
                 index,
                 len: 0,
                 what: self.name(),
             });
         }
-        let (epoch, i) = (index / n, index % n);
-        // Building the permutation is six hashes: cheaper than caching it per epoch.
-        let p = Permutation::new(n, self.seed, epoch).apply(i);
-        self.parent.get(epoch * n + p)
+        // Building a permutation is six hashes: cheap, but a batch builds it once per epoch.
+        let mut perm: Option<(u64, Permutation)> = None;
+        let mut out = Vec::with_capacity(indices.len());
+        for &index in indices {
+            let (epoch, i) = (index / n, index % n);
+            if perm.as_ref().is_none_or(|(e, _)| *e != epoch) {
+                perm = Some((epoch, Permutation::new(n, self.seed, epoch)));
+            }
+            out.push(epoch * n + perm.as_ref().expect("set above").1.apply(i));
+        }
+        Ok(out)
+    }
+}
+
+impl MapDataset for GlobalShuffle {
+    fn len(&self) -> u64 {
+        self.parent.len()
+    }
+
+    fn get(&self, index: u64) -> Result<Example> {
+        self.parent.get(self.source_indices(&[index])?[0])
+    }
+
+    fn get_batch(&self, indices: &[u64]) -> Result<Option<Example>> {
+        self.parent.get_batch(&self.source_indices(indices)?)
     }
 
     fn name(&self) -> String {

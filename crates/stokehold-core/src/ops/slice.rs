@@ -49,12 +49,9 @@ impl MapSlice {
     }
 }
 
-impl MapDataset for MapSlice {
-    fn len(&self) -> u64 {
-        self.len
-    }
-
-    fn get(&self, index: u64) -> Result<Example> {
+impl MapSlice {
+    /// The parent's index for `index`: the window `offset..offset+len` of the same epoch.
+    fn source_index(&self, index: u64) -> Result<u64> {
         if self.len == 0 {
             return Err(Error::OutOfRange {
                 index,
@@ -64,10 +61,28 @@ impl MapDataset for MapSlice {
         }
         let plen = self.parent.len();
         if plen == INFINITE {
-            return self.parent.get(self.offset + index);
+            return Ok(self.offset + index);
         }
         let (epoch, i) = (index / self.len, index % self.len);
-        self.parent.get(epoch * plen + self.offset + i)
+        Ok(epoch * plen + self.offset + i)
+    }
+}
+
+impl MapDataset for MapSlice {
+    fn len(&self) -> u64 {
+        self.len
+    }
+
+    fn get(&self, index: u64) -> Result<Example> {
+        self.parent.get(self.source_index(index)?)
+    }
+
+    fn get_batch(&self, indices: &[u64]) -> Result<Option<Example>> {
+        let mapped = indices
+            .iter()
+            .map(|&i| self.source_index(i))
+            .collect::<Result<Vec<_>>>()?;
+        self.parent.get_batch(&mapped)
     }
 
     fn name(&self) -> String {

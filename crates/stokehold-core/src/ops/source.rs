@@ -65,6 +65,21 @@ impl MapDataset for InMemory {
         self.columns.row((index % self.len) as usize)
     }
 
+    fn get_batch(&self, indices: &[u64]) -> Result<Option<Example>> {
+        if self.len == 0 || indices.is_empty() {
+            return Ok(None);
+        }
+        let rows: Vec<usize> = indices.iter().map(|&i| (i % self.len) as usize).collect();
+        let mut out = Example::new();
+        for (name, column) in self.columns.iter() {
+            match column.gather_rows(&rows)? {
+                Some(v) => out.insert(name, v),
+                None => return Ok(None),
+            }
+        }
+        Ok(Some(out))
+    }
+
     fn name(&self) -> String {
         let feats: Vec<_> = self
             .columns

@@ -455,3 +455,29 @@ fn prefetch_thread_ends_after_drop() {
         "prefetch thread still holds the pipeline 5 s after the iterator was dropped"
     );
 }
+
+#[test]
+fn batch_fast_path_equals_element_by_element() {
+    // An identity map hides the in-memory fast path, so `slow` stacks element by element.
+    let identity = map_fn(|e, _| Ok(e));
+    let chains: Vec<(&str, Build)> = vec![
+        ("plain", |d| d.clone()),
+        ("shuffle", |d| d.shuffle(8)),
+        ("take_skip", |d| d.skip(2).take(9)),
+        ("repeat", |d| d.repeat(Some(2))),
+    ];
+    // Two equal-length ragged rows (0 and 6 both have 1 sample) batch densely on both paths.
+    let equal_rows = ragged_input(23).take(7).skip(6);
+    for input in [ragged_input(23), equal_rows] {
+        for (name, chain) in &chains {
+            for size in [1, 3, 4] {
+                let fast = chain(&input).batch(size, false).unwrap();
+                let slow = chain(&input)
+                    .map("id", identity.clone())
+                    .batch(size, false)
+                    .unwrap();
+                assert_eq!(run(&fast, 1), run(&slow, 1), "{name}, batch {size}");
+            }
+        }
+    }
+}
