@@ -108,3 +108,19 @@ def test_stats_and_trace(tmp_path):
     path = tmp_path / "t.json"
     ds.trace(str(path))
     assert json.loads(path.read_text())["traceEvents"]
+
+
+def test_with_options_pipeline_used_in_forked_child():
+    import os
+
+    from test_fork import in_child
+
+    if not hasattr(os, "fork"):
+        pytest.skip("needs os.fork")
+    ds = sh.Dataset.range(50).map(double, num_parallel_calls=2).with_options(cores=2)
+    want = xs(ds)  # the parent's pool has idle threads at fork time
+
+    def child():
+        return "ok" if xs(ds) == want else "different output in the child"
+
+    assert in_child(child) == "ok"

@@ -27,6 +27,8 @@ struct State {
     /// Threads waiting for a job, minus jobs queued for them.
     idle: usize,
     shutdown: bool,
+    /// The process the threads belong to: after fork() the child has none of them.
+    pid: u32,
 }
 
 struct Shared {
@@ -50,7 +52,10 @@ impl Pool {
     pub fn new() -> Self {
         Pool {
             shared: Arc::new(Shared {
-                state: Mutex::new(State::default()),
+                state: Mutex::new(State {
+                    pid: std::process::id(),
+                    ..State::default()
+                }),
                 cv: Condvar::new(),
             }),
         }
@@ -60,6 +65,12 @@ impl Pool {
     /// their own errors; the thread survives).
     pub fn spawn(&self, job: impl FnOnce() + Send + 'static) -> Result<()> {
         let mut st = self.shared.state.lock().unwrap_or_else(|e| e.into_inner());
+        if st.pid != std::process::id() {
+            // A forked child: the idle threads counted here stayed in the parent.
+            st.idle = 0;
+            st.queue.clear();
+            st.pid = std::process::id();
+        }
         if st.idle > 0 {
             st.idle -= 1;
             st.queue.push_back(Box::new(job));
