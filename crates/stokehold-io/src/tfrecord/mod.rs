@@ -7,7 +7,8 @@
 //!   [`IndexedTFRecord`] reads indexed files at random ([`index`] documents the sidecar format);
 //!   [`tfrecord_dataset`] picks random access when every file has an index.
 //! * Examples: [`ParseSpec`] / [`FeatureSpec`] as in `tf.io`, [`Parser`] for batches (the fast
-//!   order) and single elements, [`encode_example`] / [`decode_example`] through prost.
+//!   order) and single elements, [`encode_example`] / [`decode_example`] (and
+//!   [`decode_sequence_example`]) through prost.
 //! * Writing datasets to shards: [`write_shards`] (`train-00000-of-00032.tfrecord`, atomic,
 //!   optional seeded order, index sidecars, progress callback).
 //!
@@ -44,7 +45,7 @@ pub mod writer;
 
 pub use compression::Compression;
 pub use dataset::{tfrecord_dataset, tfrecord_fn, TFRecordDataset};
-pub use example::convert::{decode_example, encode_example};
+pub use example::convert::{decode_example, decode_sequence_example, encode_example};
 pub use example::parse::{Parser, RECORD};
 pub use example::spec::{FeatureSpec, ParseSpec};
 pub use index::{build_index, index_path, read_index, IndexEntry};

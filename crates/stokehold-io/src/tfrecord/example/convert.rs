@@ -113,3 +113,106 @@ pub fn feature_summary(f: &Feature) -> (Option<DType>, usize) {
         None => (None, 0),
     }
 }
+
+/// Decodes a serialized `tf.train.SequenceExample`: the context as in [`decode_example`], and
+/// each feature list as a ragged value (one row per step, values of one kind), sorted by name.
+pub fn decode_sequence_example(record: &[u8]) -> Result<(Example, Example)> {
+    let p = proto::SequenceExample::decode(record).map_err(|e| {
+        Error::schema(
+            "decode_sequence_example",
+            format!("not a valid tf.train.SequenceExample: {e}"),
+        )
+    })?;
+    let context = from_proto(&proto::Example {
+        features: p.context,
+    })?;
+    let mut lists = Example::new();
+    let Some(fl) = p.feature_lists else {
+        return Ok((context, lists));
+    };
+    let mut names: Vec<&String> = fl.feature_list.keys().collect();
+    names.sort();
+    for name in names {
+        let steps: Vec<Tensor> = fl.feature_list[name]
+            .feature
+            .iter()
+            .map(feature_tensor)
+            .collect::<Result<_>>()?;
+        let kinds: Vec<DType> = fl.feature_list[name]
+            .feature
+            .iter()
+            .filter_map(|f| feature_summary(f).0)
+            .collect();
+        let dtype = kinds.first().copied().unwrap_or(DType::F32);
+        if kinds.iter().any(|d| *d != dtype) {
+            return Err(Error::schema(
+                "decode_sequence_example",
+                format!("feature list {name:?} mixes {dtype} and other kinds"),
+            ));
+        }
+        // Steps without a list read as no values of the list's kind.
+        let empty = match dtype {
+            DType::Bytes => Tensor::strings::<&[u8]>(&[]),
+            DType::I64 => Tensor::from_vec(vec![0], Vec::<i64>::new())?,
+            _ => Tensor::from_vec(vec![0], Vec::<f32>::new())?,
+        };
+        let steps: Vec<Tensor> = steps
+            .into_iter()
+            .map(|t| if t.is_empty() { empty.clone() } else { t })
+            .collect();
+        let mut splits = vec![0u64];
+        for t in &steps {
+            splits.push(splits.last().unwrap() + t.len() as u64);
+        }
+        let values = if steps.is_empty() {
+            empty
+        } else {
+            let refs: Vec<&Tensor> = steps.iter().collect();
+            match stokehold_core::stack("decode_sequence_example", name, &refs)? {
+                Value::Tensor(t) => t.reshape(vec![t.len()])?,
+                Value::Ragged(r) => r.values().clone(),
+            }
+        };
+        lists.insert(
+            name,
+            Value::Ragged(stokehold_core::Ragged::new(values, splits.into())?),
+        );
+    }
+    Ok((context, lists))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sequence_example_decodes_to_ragged_lists() {
+        let f = |v: Vec<i64>| Feature {
+            kind: Some(Kind::Int64List(Int64List { value: v })),
+        };
+        let tokens = proto::FeatureList {
+            feature: vec![f(vec![1, 2]), f(vec![]), f(vec![3])],
+        };
+        let mut lists = std::collections::HashMap::new();
+        lists.insert("tokens".to_string(), tokens);
+        let mut ctx = std::collections::HashMap::new();
+        ctx.insert("id".to_string(), f(vec![7]));
+        let se = proto::SequenceExample {
+            context: Some(proto::Features { feature: ctx }),
+            feature_lists: Some(proto::FeatureLists {
+                feature_list: lists,
+            }),
+        };
+        let (c, l) = decode_sequence_example(&se.encode_to_vec()).unwrap();
+        assert_eq!(
+            c.tensor("t", "id").unwrap().to_vec::<i64>().unwrap(),
+            vec![7]
+        );
+        let Some(Value::Ragged(r)) = l.get("tokens") else {
+            panic!("ragged")
+        };
+        assert_eq!(&r.splits()[..], &[0, 2, 2, 3]);
+        assert_eq!(r.values().to_vec::<i64>().unwrap(), vec![1, 2, 3]);
+        assert!(decode_sequence_example(b"\x0a\x05garbage").is_err());
+    }
+}
