@@ -124,3 +124,10 @@ def test_with_options_pipeline_used_in_forked_child():
         return "ok" if xs(ds) == want else "different output in the child"
 
     assert in_child(child) == "ok"
+
+
+def test_stats_without_with_options_after_the_loop():
+    ds = sh.Dataset.range(64).map(double, num_parallel_calls=2)
+    assert len(xs(ds)) == 64
+    st = ds.stats()
+    assert st is not None and any(op["elements"] == 64 for op in st["ops"]), st

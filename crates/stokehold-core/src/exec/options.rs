@@ -26,23 +26,21 @@ fn registry() -> &'static Registry {
     R.get_or_init(|| Mutex::new(Vec::new()))
 }
 
-fn last() -> &'static Mutex<Weak<Inner>> {
-    static L: OnceLock<Mutex<Weak<Inner>>> = OnceLock::new();
-    L.get_or_init(|| Mutex::new(Weak::new()))
+/// A strong reference: stats stay readable after the loop that used the executor ended. Its
+/// idle threads still exit on their own (see [`super::pool`]), so it holds memory, not threads.
+fn last() -> &'static Mutex<Option<Executor>> {
+    static L: OnceLock<Mutex<Option<Executor>>> = OnceLock::new();
+    L.get_or_init(|| Mutex::new(None))
 }
 
 /// Records `exec` as the executor most recently made by default.
 pub(crate) fn note_default(exec: &Executor) {
-    *last().lock().unwrap_or_else(|e| e.into_inner()) = Arc::downgrade(&exec.inner);
+    *last().lock().unwrap_or_else(|e| e.into_inner()) = Some(exec.clone());
 }
 
-/// The executor made most recently for a pipeline without `with_options`, while it lives.
+/// The executor made most recently for a pipeline without `with_options`.
 pub fn last_default() -> Option<Executor> {
-    last()
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .upgrade()
-        .map(|inner| Executor { inner })
+    last().lock().unwrap_or_else(|e| e.into_inner()).clone()
 }
 
 fn key(ds: &Dataset) -> usize {
