@@ -127,19 +127,23 @@ def main():
 def sweeps(folder, n, lengths, timeout):
     """Throughput against parallelism on n clips (its memory is also a point of the size plot)."""
     out = []
-    runs = [("stokehold", None), ("tf.data/ragged", 1), ("tf.data/ragged", 2),
-            ("tf.data/ragged", None), ("torch", 1), ("torch", 2)]
+    # stokehold: None = knobs left alone (its default point); 1, 2, -1 = parallelize(1, 2,
+    # AUTOTUNE). tf.data: None = AUTOTUNE. torch: worker processes.
+    runs = [("stokehold", None), ("stokehold", 1), ("stokehold", 2), ("stokehold", -1),
+            ("tf.data/ragged", 1), ("tf.data/ragged", 2), ("tf.data/ragged", None),
+            ("torch", 1), ("torch", 2)]
     raw = int(lengths[:n].sum()) * 2
     for system, p in runs:
         r = child(system, folder, n, timeout, parallelism=p, phases="memory,throughput")
-        label = "AUTOTUNE/default" if p is None else str(p)
+        label = {None: "default" if system == "stokehold" else "AUTOTUNE",
+                 -1: "AUTOTUNE"}.get(p, str(p))
         cfg = f"{n} clips, parallelism {label}"
         if "error" in r:
             out.append(rows.unavailable(W, system, cfg, r["error"]))
             continue
         out.append(rows.median_row(W, system, cfg, "throughput (2 epochs, no step)",
                                    r["throughput_runs"], "crops/s",
-                                   params={"parallelism": "autotune" if p is None else p}))
+                                   params=plot_point(system, p)))
         if p is None or (system == "torch" and p == 2):
             out += size_rows(system, r, n, raw)
     return out
