@@ -196,8 +196,9 @@ def main():
     all_rows = result["rows"]
     log(f"wrote bench/results/{stem}.json and .md ({result['suite_seconds']:.0f} s)")
     if mode == "full" or args.docs:
-        write_docs(ROOT, result)
-        log("wrote docs/BENCHMARKS.md")
+        # The plots need matplotlib, which the bench venv has and this interpreter may not.
+        subprocess.run([str(py), str(Path(__file__).resolve()), "--docs-from",
+                        str(BENCH / "results" / f"{stem}.json")], check=True)
     print(report.table(all_rows))
 
 
