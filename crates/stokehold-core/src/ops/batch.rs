@@ -342,6 +342,17 @@ fn target_shape(
 }
 
 /// Copies each item into the top-left corner of its slot in a buffer pre-filled with `fill`.
+/// `count` copies of the element `fill`: zeroed memory straight from the allocator for a zero
+/// fill, doubling memcpys otherwise (an element-wise fill cost 2/3 of the workers' time on
+/// `padded_batch(64)` of 2k-20k float32 files).
+pub(crate) fn filled(fill: &[u8], count: usize) -> Vec<u8> {
+    if fill.iter().all(|&b| b == 0) {
+        vec![0; fill.len() * count]
+    } else {
+        fill.repeat(count)
+    }
+}
+
 fn pad_dense(
     items: &[&Tensor],
     target: &[usize],
@@ -350,12 +361,7 @@ fn pad_dense(
 ) -> Result<Tensor> {
     let isz = fill.len();
     let slot: usize = target.iter().product::<usize>() * isz;
-    let mut buf: Vec<u8> = fill
-        .iter()
-        .copied()
-        .cycle()
-        .take(slot * items.len())
-        .collect();
+    let mut buf = filled(fill, slot / isz * items.len());
     for (k, t) in items.iter().enumerate() {
         let src = t.data();
         let s = t.shape();

@@ -49,7 +49,10 @@ fn pad_axis(t: &Tensor, axis: usize, len: usize, value: f64) -> Result<Tensor> {
     for o in 0..outer {
         let base = o * s[axis] * inner;
         out.extend_from_slice(&t.data()[base..base + s[axis] * inner]);
-        out.extend(fill.iter().copied().cycle().take((len - s[axis]) * inner));
+        out.extend_from_slice(&crate::ops::batch::filled(
+            &fill,
+            (len - s[axis]) * inner / isz,
+        ));
     }
     let mut shape = s.to_vec();
     shape[axis] = len;
