@@ -41,6 +41,7 @@ from .table import Table, open_table, write_table
 from . import tfrecord
 from .tfrecord import TFRecordDataset
 from . import parallel as _parallel  # adds interleave, flat_map, zip, list_files, stats... to Dataset
+from .shards import open_shards, verify_shards, write_shards  # also adds Dataset.shard, .cache, ...
 
 __all__ = [
     "AUTOTUNE",

@@ -34,6 +34,10 @@ enum Command {
     Verify(cmd::tfrecord::VerifyArgs),
     /// Write the `<file>.idx` record index of TFRecord files (random access, len, shuffle).
     Index(cmd::tfrecord::IndexArgs),
+    /// Write a dataset (synthetic or TFRecord) as a shard folder (docs/FORMAT.md).
+    Write(cmd::shard::WriteArgs),
+    /// Convert TFRecord files to a shard folder, or a shard folder to TFRecord files.
+    Convert(cmd::shard::ConvertArgs),
 }
 
 impl Command {
@@ -44,6 +48,8 @@ impl Command {
             Command::Inspect(args) => cmd::tfrecord::inspect(args),
             Command::Verify(args) => cmd::tfrecord::verify(args),
             Command::Index(args) => cmd::tfrecord::index(args),
+            Command::Write(args) => cmd::shard::run_write(args),
+            Command::Convert(args) => cmd::shard::run_convert(args),
         }
     }
 }

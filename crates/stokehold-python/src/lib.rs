@@ -24,6 +24,7 @@ pub mod errors;
 mod parallel;
 mod table;
 mod tfrecord;
+mod shard;
 
 pub use dataset::PyDataset;
 
@@ -42,5 +43,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     tfrecord::register(m)?;
     parallel::register(m)?;
     // One line per module file, e.g. `tfrecord::register(m)?;`
+    shard::register(m)?;
     Ok(())
 }

@@ -3,3 +3,4 @@
 pub mod demo;
 pub mod table;
 pub mod tfrecord;
+pub mod shard;

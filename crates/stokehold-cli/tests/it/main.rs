@@ -3,3 +3,4 @@
 mod cli;
 mod demo;
 mod tfrecord;
+mod shard;

@@ -106,6 +106,16 @@ impl Cursor<'_> {
         Ok(u64_at(self.b, self.at - 8))
     }
 
+    /// A shape: `ndim` u64s read straight into `usize`s (one allocation, none for scalars).
+    fn dims(&mut self, ndim: u64) -> Result<Vec<usize>, String> {
+        self.need(ndim as usize * 8, "shape")?;
+        let dims = (0..ndim as usize)
+            .map(|k| u64_at(self.b, self.at + 8 * k) as usize)
+            .collect();
+        self.at += ndim as usize * 8;
+        Ok(dims)
+    }
+
     fn u64s(&mut self, n: u64, what: &str) -> Result<Vec<u64>, String> {
         let len = usize::try_from(n)
             .ok()
@@ -139,11 +149,7 @@ pub fn decode(rec: &Bytes, names: &[Arc<str>]) -> Result<Example, String> {
         let (kind, code, ndim) = (rec[c.at], rec[c.at + 1], rec[c.at + 2] as u64);
         c.at += 8;
         let dtype = DType::from_code(code).ok_or_else(|| format!("unknown dtype code {code}"))?;
-        let shape: Vec<usize> = c
-            .u64s(ndim, "shape")?
-            .into_iter()
-            .map(|d| d as usize)
-            .collect();
+        let shape = c.dims(ndim)?;
         let splits = match kind {
             0 => None,
             1 => {

@@ -95,13 +95,29 @@ pub enum Kind {
 pub struct FeatureSpec {
     /// Feature name.
     pub name: String,
-    /// Element type.
+    /// Element type (numpy name in the manifest: `"float32"`, `"bytes"`, ...).
+    #[serde(with = "dtype_name")]
     pub dtype: DType,
     /// Dense or ragged.
     pub kind: Kind,
     /// Shape of the (values) tensor per record; `None` where records differ; `None` overall when
     /// even the rank differs.
     pub shape: Option<Vec<Option<u64>>>,
+}
+
+/// DTypes by their numpy names, so that the manifest reads as numpy users expect.
+mod dtype_name {
+    use serde::{Deserialize, Deserializer, Serializer};
+    use stokehold_core::DType;
+
+    pub fn serialize<S: Serializer>(d: &DType, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(d.name())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<DType, D::Error> {
+        let name = String::deserialize(d)?;
+        name.parse().map_err(serde::de::Error::custom)
+    }
 }
 
 /// One shard as the manifest lists it.

@@ -1,0 +1,172 @@
+"""Shard folders: shuffle quality and read throughput (bench/README.md contract).
+
+    python bench/shard/bench.py [--quick] --json OUT
+
+Shuffle quality: 100 shards x 2000 records written in index order; one epoch's order from
+stokehold's global shuffle (keyed Feistel permutation), stokehold's windowed shuffle (window =
+one shard), the tf.data recipe (file shuffle + interleave(cycle_length=8, block_length=16) +
+shuffle(10000)) over 100 TFRecord files holding the same ids, and a uniform permutation (numpy).
+Metrics: Spearman correlation of output position vs index (0 is ideal), mean displacement
+|position - index| / N (1/3 for a uniform order), fraction of adjacent output pairs from the same
+shard (1/100 uniform), distinct shards per window of 1000 outputs (~100 uniform).
+
+Throughput: N records of 1 KiB, uncompressed, page-cached, read by the Rust reader on one thread
+(`crates/stokehold-io/examples/shard_read_bench.rs`, built in release): sequential get(i),
+random get(i), a sequential epoch and a global-shuffle epoch through the iterator API; tf.data's
+sequential TFRecordDataset read of the same records (batched by 1024, counted in C++) as the peer.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from common import rows  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+PER_SHARD, SHARDS = 2000, 100
+QUALITY = "shuffle quality"
+QCONFIG = "100 shards x 2000 records, in index order"
+READ = "shard reads, 1 KiB records"
+
+
+def log(*a):
+    print(*a, file=sys.stderr, flush=True)
+
+
+def bench_binary():
+    target = Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "target"))
+    exe = target / "release" / "examples" / "shard_read_bench"
+    log("building", exe)
+    subprocess.run(
+        ["cargo", "build", "--release", "-q", "-p", "stokehold-io", "--example", "shard_read_bench"],
+        cwd=ROOT, check=True,
+    )
+    return exe
+
+
+def quality(order):
+    order = np.asarray(order, dtype=np.int64)
+    n = len(order)
+    pos = np.arange(n)
+    shard = order // PER_SHARD
+    w = 1000
+    distinct = [len(np.unique(shard[i:i + w])) for i in range(0, n - w + 1, w)]
+    return {
+        "spearman": float(np.corrcoef(pos, order)[0, 1]),
+        "mean displacement / N": float(np.mean(np.abs(pos - order)) / n),
+        "adjacent same-shard fraction": float(np.mean(shard[1:] == shard[:-1])),
+        "distinct shards per 1000": float(np.mean(distinct)),
+    }
+
+
+def tf_recipe_order(tmp, seed):
+    import tensorflow as tf
+
+    files = []
+    for s in range(SHARDS):
+        p = os.path.join(tmp, f"q-{s:03d}.tfrecord")
+        with tf.io.TFRecordWriter(p) as w:
+            for i in range(s * PER_SHARD, (s + 1) * PER_SHARD):
+                w.write(int(i).to_bytes(8, "little"))
+        files.append(p)
+    ds = tf.data.Dataset.list_files(os.path.join(tmp, "q-*.tfrecord"), shuffle=True, seed=seed)
+    ds = ds.interleave(tf.data.TFRecordDataset, cycle_length=8, block_length=16,
+                       num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+    ds = ds.shuffle(10000, seed=seed).batch(10000)
+    parts = [np.frombuffer(b"".join(b.tolist()), dtype="<u8") for b in ds.as_numpy_iterator()]
+    return np.concatenate(parts).astype(np.int64)
+
+
+def quality_rows(exe, tmp, seed=1):
+    prefix = os.path.join(tmp, "order-")
+    subprocess.run([str(exe), "quality", tmp, str(seed), str(PER_SHARD), prefix], check=True)
+    orders = {
+        "stokehold": np.fromfile(prefix + "global.u64", dtype="<u8").astype(np.int64),
+        "stokehold/window_shuffle(2000)": np.fromfile(prefix + "window.u64", dtype="<u8").astype(np.int64),
+        "numpy/uniform permutation": np.random.default_rng(seed).permutation(SHARDS * PER_SHARD),
+    }
+    out = []
+    try:
+        orders["tf.data/files+interleave(8,16)+shuffle(10000)"] = tf_recipe_order(tmp, seed)
+    except Exception as e:  # tensorflow missing: say so, never fake a number
+        out.append(rows.unavailable(QUALITY, "tf.data/files+interleave(8,16)+shuffle(10000)", QCONFIG, repr(e)))
+    for system, order in orders.items():
+        assert sorted(order.tolist()) == list(range(SHARDS * PER_SHARD)), system
+        for metric, value in quality(order).items():
+            better = "higher" if metric.startswith("distinct") else "lower"
+            out.append(rows.row(QUALITY, system, QCONFIG, metric, value, "", better=better,
+                                note="one epoch; uniform-permutation values are the ideal"))
+    return out
+
+
+def throughput_rows(exe, tmp, n, runs):
+    folder = os.path.join(tmp, "reads")
+    res = subprocess.run([str(exe), folder, str(n), "1024", str(runs)], check=True,
+                         capture_output=True, text=True)
+    by = {}
+    for line in res.stdout.splitlines():
+        r = json.loads(line)
+        by.setdefault(r["case"], []).append(r["records"] / r["seconds"])
+    out = []
+    for case, vals in by.items():
+        out.append(rows.median_row(READ, "stokehold", case, "throughput", vals, "records/s",
+                                   note="Rust reader, 1 thread, page-cached, CRC32C checked",
+                                   params={"parallelism": 1}))
+    seq = by.get("sequential epoch")
+    shuf = by.get("global shuffle epoch")
+    if seq and shuf:
+        ratio = float(np.median(shuf) / np.median(seq))
+        out.append(rows.row(READ, "stokehold", "global shuffle epoch / sequential epoch",
+                            "ratio", ratio, "x", better="higher"))
+    out += tf_read_rows(tmp, n, runs)
+    return out
+
+
+def tf_read_rows(tmp, n, runs):
+    try:
+        import tensorflow as tf
+    except Exception as e:
+        return [rows.unavailable(READ, "tf.data", "sequential epoch", repr(e))]
+    path = os.path.join(tmp, "reads.tfrecord")
+    payload = bytes(range(256)) * 4
+    with tf.io.TFRecordWriter(path) as w:
+        for _ in range(n):
+            w.write(payload)
+    ds = tf.data.TFRecordDataset(path, buffer_size=8 << 20).batch(1024)
+    vals = []
+    for _ in range(runs + 1):
+        t = time.perf_counter()
+        count = sum(int(b.shape[0]) for b in ds)
+        vals.append(count / (time.perf_counter() - t))
+    return [
+        rows.median_row(READ, "tf.data", "sequential epoch", "throughput", vals[1:], "records/s",
+                        note="TFRecordDataset (no index: no random access), batch(1024)",
+                        params={"parallelism": 1}),
+        rows.unavailable(READ, "tf.data", "random get", "TFRecord has no random access"),
+    ]
+
+
+def main():
+    args = rows.workload_args(__doc__.splitlines()[0]).parse_args()
+    tmp = os.environ.get("BENCH_TMPDIR") or tempfile.mkdtemp(prefix="shard-bench-")
+    tmp = tempfile.mkdtemp(dir=tmp)
+    exe = bench_binary()
+    out = quality_rows(exe, tmp)
+    n = 100_000 if args.quick else 1_000_000
+    out += throughput_rows(exe, tmp, n, 3)
+    rows.write_json(args.json, out)
+    width = max(len(r["system"]) for r in out)
+    for r in out:
+        v = "n/a" if r["value"] is None else f"{r['value']:.4g}"
+        print(f"{r['workload'][:24]:24} {r['config'][:40]:40} {r['metric'][:28]:28} {r['system']:{width}} {v} {r['unit']}")
+
+
+if __name__ == "__main__":
+    main()

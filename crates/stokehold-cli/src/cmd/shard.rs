@@ -1,0 +1,196 @@
+//! `stokehold write` and `stokehold convert`: shard folders (docs/FORMAT.md) from a source, and
+//! TFRecord <-> shards.
+
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use anyhow::{bail, Context};
+use stokehold_core::{map_fn, Dataset, Example, MapDataset, Tensor};
+use stokehold_io::shard::{self, Compression, Progress, WriteOptions};
+use stokehold_io::tfrecord;
+
+/// How shards are written (shared by `write` and `convert`).
+#[derive(clap::Args)]
+pub struct ShardArgs {
+    /// Target shard size: bytes, or with a suffix (KiB, MiB, GiB, KB, MB, GB).
+    #[arg(long, default_value = "256MiB", value_parser = parse_size)]
+    shard_size: u64,
+    /// Per-record compression: none, lz4 or zstd.
+    #[arg(long, default_value = "none")]
+    compression: String,
+    /// zstd level.
+    #[arg(long, default_value_t = 3)]
+    zstd_level: i32,
+    /// Write the records in a seeded random order (random-access sources only).
+    #[arg(long)]
+    shuffle_seed: Option<u64>,
+    /// Threads that read, encode and compress (default: all cores).
+    #[arg(long)]
+    threads: Option<usize>,
+    /// Replace a complete dataset already in the output folder.
+    #[arg(long)]
+    overwrite: bool,
+    /// Hide the progress bar (hidden anyway when stderr is not a terminal).
+    #[arg(long)]
+    no_progress: bool,
+}
+
+/// Options of `stokehold write`.
+#[derive(clap::Args)]
+pub struct WriteArgs {
+    /// Output folder.
+    out: PathBuf,
+    /// Source: TFRecord files of tf.train.Example (features become 1-D tensors).
+    #[arg(long, num_args = 1.., conflicts_with = "synthetic")]
+    tfrecord: Vec<PathBuf>,
+    /// Source: N synthetic records `{"id": int64, "payload": uint8[record_bytes]}`.
+    #[arg(long, value_name = "N")]
+    synthetic: Option<u64>,
+    /// Payload size of synthetic records.
+    #[arg(long, default_value_t = 1024)]
+    record_bytes: usize,
+    #[command(flatten)]
+    shard: ShardArgs,
+}
+
+/// Options of `stokehold convert`.
+#[derive(clap::Args)]
+pub struct ConvertArgs {
+    /// A shard folder (converted to TFRecord) or TFRecord files (converted to a shard folder).
+    #[arg(required = true, num_args = 1..)]
+    inputs: Vec<PathBuf>,
+    /// Output folder.
+    #[arg(long, short)]
+    out: PathBuf,
+    #[command(flatten)]
+    shard: ShardArgs,
+}
+
+fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let n: u64 = num.parse().map_err(|_| format!("not a size: {s:?}"))?;
+    let mult: u64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "kib" | "k" => 1 << 10,
+        "mib" | "m" => 1 << 20,
+        "gib" | "g" => 1 << 30,
+        "kb" => 1_000,
+        "mb" => 1_000_000,
+        "gb" => 1_000_000_000,
+        u => return Err(format!("unknown size unit {u:?} in {s:?}")),
+    };
+    n.checked_mul(mult)
+        .filter(|v| *v > 0)
+        .ok_or_else(|| format!("size {s:?} out of range"))
+}
+
+/// The synthetic source: record `i` holds its id and `bytes` bytes derived from it.
+pub fn synthetic(n: u64, bytes: usize) -> Dataset {
+    Dataset::range(n).map(
+        "synthetic",
+        map_fn(move |e, _| {
+            let i = e.tensor("synthetic", "x")?.to_vec::<i64>()?[0];
+            let payload: Vec<u8> = (0..bytes).map(|k| (i as usize * 31 + k) as u8).collect();
+            Ok(Example::new()
+                .with("id", Tensor::scalar(i))
+                .with("payload", Tensor::from_vec(vec![bytes], payload)?))
+        }),
+    )
+}
+
+fn tfrecord_source(files: &[PathBuf]) -> anyhow::Result<Dataset> {
+    let (ds, _log) = tfrecord::tfrecord_dataset(files, tfrecord::ReadOptions::default())?;
+    Ok(ds.map(
+        "decode_example",
+        map_fn(|e, _| {
+            let rec = e.tensor("decode_example", tfrecord::RECORD)?;
+            tfrecord::decode_example(rec.data())
+        }),
+    ))
+}
+
+fn write(ds: &Dataset, out: &Path, a: &ShardArgs) -> anyhow::Result<()> {
+    let mut opts = WriteOptions {
+        shard_bytes: a.shard_size,
+        compression: Compression::parse(&a.compression)?,
+        zstd_level: a.zstd_level,
+        shuffle_seed: a.shuffle_seed,
+        overwrite: a.overwrite,
+        ..WriteOptions::default()
+    };
+    if let Some(t) = a.threads {
+        opts.threads = t.max(1);
+    }
+    let bar = stokehold_cli::progress::bar(ds.len().unwrap_or(0), "write", !a.no_progress);
+    let bar = Mutex::new(bar);
+    let cb = |p: &Progress| {
+        if let Ok(b) = bar.lock() {
+            b.set_position(p.records);
+            b.set_message(format!("{} shards, {} MiB", p.shards, p.bytes >> 20));
+        }
+    };
+    let m = shard::write_shards(ds, out, opts, Some(&cb))
+        .with_context(|| format!("writing shards to {}", out.display()))?;
+    bar.into_inner().map(|b| b.finish_and_clear()).ok();
+    let bytes: u64 = m.shards.iter().map(|s| s.bytes).sum();
+    println!(
+        "wrote {} records in {} shards ({:.1} MiB, {:?}) to {}",
+        m.num_records,
+        m.shards.len(),
+        bytes as f64 / (1 << 20) as f64,
+        m.compression,
+        out.display()
+    );
+    Ok(())
+}
+
+/// `stokehold write`.
+pub fn run_write(args: WriteArgs) -> anyhow::Result<()> {
+    let ds = match (args.synthetic, args.tfrecord.is_empty()) {
+        (Some(n), true) => synthetic(n, args.record_bytes),
+        (None, false) => tfrecord_source(&args.tfrecord)?,
+        _ => bail!("give one source: --synthetic N or --tfrecord FILES"),
+    };
+    write(&ds, &args.out, &args.shard)
+}
+
+/// `stokehold convert`.
+pub fn run_convert(args: ConvertArgs) -> anyhow::Result<()> {
+    let first = &args.inputs[0];
+    if args.inputs.len() == 1 && first.join(shard::format::MANIFEST_NAME).exists() {
+        let ds = shard::ShardDataset::open(first)?;
+        let n = ds.len();
+        let opts = tfrecord::ShardOptions {
+            bytes_per_shard: Some(args.shard.shard_size),
+            ..Default::default()
+        };
+        let bar = stokehold_cli::progress::bar(n, "convert", !args.shard.no_progress);
+        let paths = tfrecord::write_shards(&Dataset::from_map(ds), &args.out, &opts, &mut |p| {
+            bar.set_position(p.records)
+        })?;
+        bar.finish_and_clear();
+        println!(
+            "wrote {n} records in {} TFRecord files to {}",
+            paths.len(),
+            args.out.display()
+        );
+        return Ok(());
+    }
+    write(&tfrecord_source(&args.inputs)?, &args.out, &args.shard)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_size;
+
+    #[test]
+    fn sizes_parse_with_units() {
+        assert_eq!(parse_size("256MiB"), Ok(256 << 20));
+        assert_eq!(parse_size("4096"), Ok(4096));
+        assert_eq!(parse_size("2 GB"), Ok(2_000_000_000));
+        assert!(parse_size("12 parsecs").is_err());
+        assert!(parse_size("0").is_err());
+    }
+}
