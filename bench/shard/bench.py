@@ -86,12 +86,16 @@ def tf_recipe_order(tmp, seed):
 
 def quality_rows(exe, tmp, seed=1):
     prefix = os.path.join(tmp, "order-")
-    subprocess.run([str(exe), "quality", tmp, str(seed), str(PER_SHARD), prefix], check=True)
-    orders = {
-        "stokehold": np.fromfile(prefix + "global.u64", dtype="<u8").astype(np.int64),
-        "stokehold/window_shuffle(2000)": np.fromfile(prefix + "window.u64", dtype="<u8").astype(np.int64),
-        "numpy/uniform permutation": np.random.default_rng(seed).permutation(SHARDS * PER_SHARD),
-    }
+    windows = [PER_SHARD, 8 * PER_SHARD]  # one shard's records; eight shards' records
+    subprocess.run([str(exe), "quality", tmp, str(seed), ",".join(map(str, windows)), prefix], check=True)
+
+    def load(name):
+        return np.fromfile(prefix + name + ".u64", dtype="<u8").astype(np.int64)
+
+    orders = {"stokehold": load("global")}
+    for w in windows:
+        orders[f"stokehold/window_shuffle({w})"] = load(f"window-{w}")
+    orders["numpy/uniform permutation"] = np.random.default_rng(seed).permutation(SHARDS * PER_SHARD)
     out = []
     try:
         orders["tf.data/files+interleave(8,16)+shuffle(10000)"] = tf_recipe_order(tmp, seed)
@@ -110,15 +114,23 @@ def throughput_rows(exe, tmp, n, runs):
     folder = os.path.join(tmp, "reads")
     res = subprocess.run([str(exe), folder, str(n), "1024", str(runs)], check=True,
                          capture_output=True, text=True)
-    by = {}
+    by, cpu = {}, {}
     for line in res.stdout.splitlines():
         r = json.loads(line)
         by.setdefault(r["case"], []).append(r["records"] / r["seconds"])
+        if r["cpu_seconds"] > 0:
+            cpu.setdefault(r["case"], []).append(r["records"] / r["cpu_seconds"])
     out = []
     for case, vals in by.items():
+        threads = 2 if "2 threads" in case else 1
         out.append(rows.median_row(READ, "stokehold", case, "throughput", vals, "records/s",
-                                   note="Rust reader, 1 thread, page-cached, CRC32C checked",
-                                   params={"parallelism": 1}))
+                                   note="Rust reader, page-cached, wall clock",
+                                   params={"parallelism": threads}))
+        if case in cpu:
+            out.append(rows.median_row(
+                READ, "stokehold", case, "throughput per CPU-second", cpu[case], "records/s",
+                note="records / (user+system CPU seconds of the process): what a dedicated core "
+                     "would do on this shared, oversubscribed machine"))
     seq = by.get("sequential epoch")
     shuf = by.get("global shuffle epoch")
     if seq and shuf:

@@ -1,8 +1,9 @@
 //! Read throughput of a shard folder (used by `bench/shard/bench.py`; prints JSON lines).
 //!
-//! `shard_read_bench quality DIR SEED WINDOW OUT_PREFIX`: writes 100 shards x 2000 records (an id
+//! `shard_read_bench quality DIR SEED WINDOW[,WINDOW...] OUT_PREFIX`: writes 100 shards x 2000 records (an id
 //! and 16 bytes) in index order into DIR, then writes the id order of one epoch of the global
-//! shuffle and of the windowed shuffle as little-endian u64 arrays to OUT_PREFIX{global,window}.u64.
+//! shuffle and of each windowed shuffle as little-endian u64 arrays to
+//! OUT_PREFIX{global,window-W}.u64.
 //!
 //! `shard_read_bench DIR N RECORD_BYTES RUNS`: writes N records of RECORD_BYTES (uncompressed,
 //! 256 MiB shards) into DIR unless DIR already holds them, reads everything once to fill the page
@@ -34,19 +35,40 @@ fn touch(e: &Example) -> u64 {
     t.data()[t.data().len() / 2] as u64
 }
 
+/// CPU seconds (user + system) this process has used, from /proc (10 ms resolution): on a
+/// shared, oversubscribed machine, records per CPU-second says what a dedicated core would do.
+fn cpu_seconds() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    let after = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+    let f: Vec<f64> = after
+        .split_whitespace()
+        .filter_map(|x| x.parse().ok())
+        .collect();
+    // Fields after the command: state(skipped, not a number), ppid, ... utime is field 14 of
+    // the whole line, i.e. index 10 among the numeric fields after the state.
+    f.get(10)
+        .zip(f.get(11))
+        .map_or(f64::NAN, |(u, s)| (u + s) / 100.0)
+}
+
 fn timed(label: &str, n: u64, mut f: impl FnMut() -> Result<u64>) -> Result<()> {
-    let t = Instant::now();
+    let (t, c) = (Instant::now(), cpu_seconds());
     let sink = f()?;
-    let s = t.elapsed().as_secs_f64();
-    println!("{{\"case\": \"{label}\", \"records\": {n}, \"seconds\": {s}, \"sink\": {sink}}}");
+    let (s, cpu) = (t.elapsed().as_secs_f64(), cpu_seconds() - c);
+    println!(
+        "{{\"case\": \"{label}\", \"records\": {n}, \"seconds\": {s}, \"cpu_seconds\": {cpu}, \"sink\": {sink}}}"
+    );
     Ok(())
 }
 
-/// Writes the shuffle-quality folder and the two orders.
+/// Writes the shuffle-quality folder and the orders.
 fn quality(args: &[String]) -> Result<()> {
     let dir = std::path::PathBuf::from(&args[2]);
     let seed: u64 = args[3].parse().expect("SEED");
-    let window: u64 = args[4].parse().expect("WINDOW");
+    let windows: Vec<u64> = args[4]
+        .split(',')
+        .map(|w| w.parse().expect("WINDOW"))
+        .collect();
     let (shards, per) = (100u64, 2000u64);
     // Size one record, then make each shard hold exactly `per` of them.
     let probe = dir.join("probe");
@@ -72,10 +94,11 @@ fn quality(args: &[String]) -> Result<()> {
         "shards of {per} records"
     );
     let ds = Dataset::from_map(ShardDataset::open(dir.join("ordered"))?);
-    for (name, d) in [
-        ("global", ds.shuffle(seed)),
-        ("window", ds.window_shuffle(window, seed)?),
-    ] {
+    let mut cases = vec![("global".to_string(), ds.shuffle(seed))];
+    for w in windows {
+        cases.push((format!("window-{w}"), ds.window_shuffle(w, seed)?));
+    }
+    for (name, d) in cases {
         let mut it = d.iter(0)?;
         let mut out = Vec::with_capacity((shards * per * 8) as usize);
         while let Some(e) = it.next()? {
@@ -106,41 +129,59 @@ fn main() -> Result<()> {
         };
         write_shards(&source(n, bytes), &dir, opts, None)?;
     }
-    let ds = ShardDataset::open(&dir)?;
     let mut warm = 0;
+    let probe = ShardDataset::open(&dir)?;
     for i in 0..n {
-        warm += touch(&ds.get(i)?);
+        warm += touch(&probe.get(i)?);
     }
     eprintln!("warm: {warm}");
     let mut rng = Rng::keyed(7, &[]);
     let random: Vec<u64> = (0..n).map(|_| rng.below(n)).collect();
-    let data = Dataset::from_map(ShardDataset::open(&dir)?);
-    let shuffled = data.shuffle(3);
     for _ in 0..runs {
-        timed("sequential get", n, || {
-            (0..n).try_fold(0, |a, i| Ok(a + touch(&ds.get(i)?)))
-        })?;
-        timed("random get", n, || {
-            random
-                .iter()
-                .try_fold(0, |a, i| Ok(a + touch(&ds.get(*i)?)))
-        })?;
-        timed("sequential epoch", n, || {
-            let mut it = data.iter(0)?;
-            let mut a = 0;
-            while let Some(e) = it.next()? {
-                a += touch(&e);
+        // With and without the per-record CRC32C check (on by default).
+        for (verify, tag) in [(true, ""), (false, ", no CRC")] {
+            let ds = ShardDataset::open_with(&dir, verify)?;
+            let data = Dataset::from_map(ShardDataset::open_with(&dir, verify)?);
+            let shuffled = data.shuffle(3);
+            timed(&format!("sequential get{tag}"), n, || {
+                (0..n).try_fold(0, |a, i| Ok(a + touch(&ds.get(i)?)))
+            })?;
+            timed(&format!("random get{tag}"), n, || {
+                random
+                    .iter()
+                    .try_fold(0, |a, i| Ok(a + touch(&ds.get(*i)?)))
+            })?;
+            timed(&format!("random get, 2 threads{tag}"), n, || {
+                std::thread::scope(|s| {
+                    let parts: Vec<_> = random
+                        .chunks(random.len().div_ceil(2))
+                        .map(|part| {
+                            let ds = &ds;
+                            s.spawn(move || {
+                                part.iter().try_fold(0, |a, i| Ok(a + touch(&ds.get(*i)?)))
+                            })
+                        })
+                        .collect();
+                    parts
+                        .into_iter()
+                        .map(|h| h.join().expect("reader thread"))
+                        .sum()
+                })
+            })?;
+            for (label, d) in [
+                ("sequential epoch", &data),
+                ("global shuffle epoch", &shuffled),
+            ] {
+                timed(&format!("{label}{tag}"), n, || {
+                    let mut it = d.iter(0)?;
+                    let mut a = 0;
+                    while let Some(e) = it.next()? {
+                        a += touch(&e);
+                    }
+                    Ok(a)
+                })?;
             }
-            Ok(a)
-        })?;
-        timed("global shuffle epoch", n, || {
-            let mut it = shuffled.iter(0)?;
-            let mut a = 0;
-            while let Some(e) = it.next()? {
-                a += touch(&e);
-            }
-            Ok(a)
-        })?;
+        }
     }
     Ok(())
 }

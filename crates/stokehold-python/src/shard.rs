@@ -5,7 +5,8 @@ use std::path::PathBuf;
 
 use pyo3::prelude::*;
 use stokehold_core::{Dataset, ShardPolicy};
-use stokehold_io::shard::{self, CacheExt, Compression, Progress, ShardDataset, WriteOptions};
+use stokehold_io::shard as shards;
+use stokehold_io::shard::{CacheExt, Compression, Progress, ShardDataset, WriteOptions};
 
 use crate::dataset::PyDataset;
 use crate::errors::{guard, ok};
@@ -74,7 +75,7 @@ fn write_shards(
                 });
             }
         };
-        let r = py.detach(|| shard::write_shards(&data, &path, opts, Some(&cb)));
+        let r = py.detach(|| shards::write_shards(&data, &path, opts, Some(&cb)));
         let m = ok(py, r)?;
         Ok(serde_json::to_string(&m).expect("manifest serialises"))
     })
