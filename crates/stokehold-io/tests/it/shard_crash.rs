@@ -53,8 +53,12 @@ fn spawn(dir: &Path, overwrite: bool) -> Child {
         .unwrap()
 }
 
-/// What a folder holds after a kill: a verified dataset of `n` records, or `None` (incomplete).
+/// What a folder holds after a kill: a verified dataset of `n` records, or `None` (incomplete, or
+/// absent when the kill came before the child created it).
 fn outcome(dir: &Path) -> Option<u64> {
+    if !dir.exists() {
+        return None;
+    }
     match ShardDataset::open(dir) {
         Ok(ds) => {
             ds.verify().unwrap();

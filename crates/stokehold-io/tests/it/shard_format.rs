@@ -228,7 +228,7 @@ fn disk_cache_writes_on_the_first_full_pass_and_reads_after() {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(24))]
+    #![proptest_config(ProptestConfig::with_cases(16))]
     #[test]
     fn any_records_round_trip(lens in prop::collection::vec(0usize..40, 1..30), c in 0u8..3) {
         let data: Vec<Example> = lens
