@@ -29,8 +29,9 @@ static IN_PYTHON: AtomicUsize = AtomicUsize::new(0);
 /// at exit may still abort the process).
 pub const SHUTDOWN_WAIT: Duration = Duration::from_secs(5);
 
-/// Runs `f` with the GIL, unless the interpreter is exiting.
-fn with_python<T>(
+/// Runs `f` with the GIL, unless the interpreter is exiting. Every Rust-to-Python call made from
+/// a pipeline thread goes through here, so the exit and fork guards see it.
+pub(crate) fn with_python<T>(
     f: impl for<'py> FnOnce(Python<'py>) -> stokehold_core::Result<T>,
 ) -> stokehold_core::Result<T> {
     struct Leave;

@@ -10,7 +10,6 @@ use stokehold_core::exec::{executor_of, last_default, ExecOptions, Executor, Par
 use stokehold_core::{interleave_fn, Ctx, Dataset, Error, Example};
 use stokehold_io::files;
 
-use crate::callbacks::py_map_fn;
 use crate::convert::example_to_dict;
 use crate::dataset::PyDataset;
 use crate::errors::{guard, ok};
@@ -33,31 +32,35 @@ fn wrap(ds: Dataset) -> PyDataset {
 /// The Python opener: element dict -> a native Dataset (or anything with a `_native` one).
 fn py_opener(f: Py<PyAny>) -> stokehold_core::InterleaveFn {
     interleave_fn(move |e: Example, ctx: &Ctx| {
-        Python::attach(|py| -> PyResult<Dataset> {
-            let out = f.bind(py).call1((example_to_dict(py, e)?,))?;
-            let native = if out.hasattr("_native")? {
-                out.getattr("_native")?
-            } else {
-                out
-            };
-            let d: PyRef<'_, PyDataset> = native.extract().map_err(|_| {
-                pyo3::exceptions::PyTypeError::new_err(format!(
-                    "the interleave function must return a stokehold.Dataset, got {}",
-                    native
-                        .get_type()
-                        .name()
-                        .map(|n| n.to_string())
-                        .unwrap_or_default()
-                ))
-            })?;
-            Ok(d.dataset().clone())
-        })
-        .map_err(|err| Error::Callback {
-            op: ctx.op.to_string(),
-            index: ctx.index,
-            source: Box::new(err),
+        crate::callbacks::with_python(|py| {
+            open(py, &f, e).map_err(|err| Error::Callback {
+                op: ctx.op.to_string(),
+                index: ctx.index,
+                source: Box::new(err),
+            })
         })
     })
+}
+
+/// Calls the opener and unwraps the native dataset it returns.
+fn open(py: Python<'_>, f: &Py<PyAny>, e: Example) -> PyResult<Dataset> {
+    let out = f.bind(py).call1((example_to_dict(py, e)?,))?;
+    let native = if out.hasattr("_native")? {
+        out.getattr("_native")?
+    } else {
+        out
+    };
+    let d: PyRef<'_, PyDataset> = native.extract().map_err(|_| {
+        let name = native
+            .get_type()
+            .name()
+            .map(|n| n.to_string())
+            .unwrap_or_default();
+        pyo3::exceptions::PyTypeError::new_err(format!(
+            "the interleave function must return a stokehold.Dataset, got {name}"
+        ))
+    })?;
+    Ok(d.dataset().clone())
 }
 
 #[pyfunction]
