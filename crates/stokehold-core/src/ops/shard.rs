@@ -90,21 +90,16 @@ impl MapDataset for RankShard {
     }
 
     fn get(&self, index: u64) -> Result<Example> {
-        let (n, len) = (self.parent.len(), self.len());
-        if len == 0 {
-            return Err(Error::OutOfRange {
-                index,
-                len: 0,
-                what: self.name(),
-            });
-        }
-        if n == INFINITE {
-            return self.parent.get(self.index + index * self.parts);
-        }
-        let (epoch, j) = (index / len, index % len);
-        // Only Pad reaches past n, by less than `parts`: wrap to the epoch's start.
-        let p = (self.index + j * self.parts) % n;
-        self.parent.get(epoch * n + p)
+        self.parent.get(self.source(index)?)
+    }
+
+    /// Index arithmetic: the parent's batch fast path applies to the mapped indices.
+    fn get_batch(&self, indices: &[u64]) -> Result<Option<Example>> {
+        let mapped = indices
+            .iter()
+            .map(|i| self.source(*i))
+            .collect::<Result<Vec<u64>>>()?;
+        self.parent.get_batch(&mapped)
     }
 
     fn name(&self) -> String {
@@ -119,6 +114,26 @@ impl MapDataset for RankShard {
 
     fn parents(&self) -> Vec<Dataset> {
         vec![Dataset::Map(self.parent.clone())]
+    }
+}
+
+impl RankShard {
+    /// The parent's global index that element `index` of this part reads.
+    fn source(&self, index: u64) -> Result<u64> {
+        let (n, len) = (self.parent.len(), self.len());
+        if len == 0 {
+            return Err(Error::OutOfRange {
+                index,
+                len: 0,
+                what: self.name(),
+            });
+        }
+        if n == INFINITE {
+            return Ok(self.index + index * self.parts);
+        }
+        let (epoch, j) = (index / len, index % len);
+        // Only Pad reaches past n, by less than `parts`: wrap to the epoch's start.
+        Ok(epoch * n + (self.index + j * self.parts) % n)
     }
 }
 

@@ -66,12 +66,9 @@ impl WindowShuffle {
     }
 }
 
-impl MapDataset for WindowShuffle {
-    fn len(&self) -> u64 {
-        self.parent.len()
-    }
-
-    fn get(&self, index: u64) -> Result<Example> {
+impl WindowShuffle {
+    /// The parent's global index that global element `index` reads.
+    fn global_source(&self, index: u64) -> Result<u64> {
         let n = self.parent.len();
         if n == 0 {
             return Err(Error::OutOfRange {
@@ -81,7 +78,26 @@ impl MapDataset for WindowShuffle {
             });
         }
         let (epoch, i) = (index / n, index % n);
-        self.parent.get(epoch * n + self.source(epoch, i))
+        Ok(epoch * n + self.source(epoch, i))
+    }
+}
+
+impl MapDataset for WindowShuffle {
+    fn len(&self) -> u64 {
+        self.parent.len()
+    }
+
+    fn get(&self, index: u64) -> Result<Example> {
+        self.parent.get(self.global_source(index)?)
+    }
+
+    /// Index arithmetic: the parent's batch fast path applies to the mapped indices.
+    fn get_batch(&self, indices: &[u64]) -> Result<Option<Example>> {
+        let mapped = indices
+            .iter()
+            .map(|i| self.global_source(*i))
+            .collect::<Result<Vec<u64>>>()?;
+        self.parent.get_batch(&mapped)
     }
 
     fn name(&self) -> String {
@@ -114,6 +130,7 @@ impl Dataset {
 mod tests {
     use super::*;
     use crate::ops::source::Range;
+    use crate::Tensor;
 
     #[test]
     fn is_a_permutation_that_stays_in_windows() {
@@ -128,6 +145,30 @@ mod tests {
             let a: Vec<u64> = (0..n).map(|i| s.source(0, i)).collect();
             let b: Vec<u64> = (0..n).map(|i| s.source(1, i)).collect();
             assert!(n < 4 || a != b, "epochs differ");
+        }
+    }
+
+    #[test]
+    fn batch_fast_path_matches_element_reads() {
+        let x = Tensor::from_vec(vec![30], (0..30i64).collect()).unwrap();
+        let base = Dataset::from_columns(crate::ops::source::column("x", x)).unwrap();
+        for d in [
+            base.window_shuffle(7, 2).unwrap(),
+            base.shard(4, 3, crate::ShardPolicy::Pad).unwrap(),
+        ] {
+            let m = d.as_map().unwrap();
+            let idx: Vec<u64> = (0..m.len() * 2).collect();
+            let fast = m
+                .get_batch(&idx)
+                .unwrap()
+                .expect("in-memory columns have a fast path");
+            let slow: Vec<Example> = idx.iter().map(|i| m.get(*i).unwrap()).collect();
+            assert_eq!(
+                fast,
+                crate::stack_examples("t", &slow).unwrap(),
+                "{}",
+                d.name()
+            );
         }
     }
 
