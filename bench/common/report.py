@@ -96,8 +96,8 @@ def summary(rows):
     """Markdown: per (workload, config, metric), stokehold against its BEST peer.
 
     ``advantage`` > 1 means stokehold is better by that factor (peer/stokehold for ↓ metrics,
-    stokehold/peer for ↑ ones); < 1 means the best peer wins. Peers that could not run are
-    not counted; metrics where stokehold's figure is 0 show the best peer's figure only.
+    stokehold/peer for ↑ ones); < 1 means the best peer wins. Peers that could not run, and
+    machine limits (memcpy), are not counted; where stokehold's figure is 0 there is no factor.
     """
     out = ["| workload | config | metric | stokehold | best peer | advantage |",
            "|---|---|---|---|---|---|"]
@@ -108,7 +108,8 @@ def summary(rows):
         for (config, metric), rs in keyed.items():
             ref = [r for r in rs if r["system"] == REFERENCE and r["value"] is not None]
             peers = [r for r in rs if not r["system"].startswith(REFERENCE)
-                     and r["value"] is not None and r["system"] not in ("machine", "raw bytes")]
+                     and r["value"] is not None
+                     and r["system"] not in ("machine", "raw bytes", "memcpy")]
             if not ref or not peers:
                 continue
             ref = ref[0]
