@@ -18,6 +18,7 @@ sequential TFRecordDataset read of the same records (batched by 1024, counted in
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -167,12 +168,15 @@ def tf_read_rows(tmp, n, runs):
 
 def main():
     args = rows.workload_args(__doc__.splitlines()[0]).parse_args()
-    tmp = os.environ.get("BENCH_TMPDIR") or tempfile.mkdtemp(prefix="shard-bench-")
-    tmp = tempfile.mkdtemp(dir=tmp)
-    exe = bench_binary()
-    out = quality_rows(exe, tmp)
-    n = 100_000 if args.quick else 1_000_000
-    out += throughput_rows(exe, tmp, n, 3)
+    # Our own folder under $BENCH_TMPDIR (or the system's), removed at the end: ~2 GB in full runs.
+    tmp = tempfile.mkdtemp(prefix="shard-bench-", dir=rows.tmp_root())
+    try:
+        exe = bench_binary()
+        out = quality_rows(exe, tmp)
+        n = 100_000 if args.quick else 1_000_000
+        out += throughput_rows(exe, tmp, n, 3)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
     rows.write_json(args.json, out)
     width = max(len(r["system"]) for r in out)
     for r in out:
