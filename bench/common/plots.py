@@ -1,6 +1,7 @@
 """PNG plots from result rows (matplotlib, Agg backend); skipped if it is missing."""
 
 import os
+import re
 
 
 def _plt():
@@ -29,8 +30,12 @@ def _plot(series, path, xlabel, title, xfmt=None, xscale=None, ticks=None, diago
     if plt is None or not series:
         return None
     workloads = sorted({k[0] for k in series})
-    fig, axes = plt.subplots(1, len(workloads), figsize=(5.5 * len(workloads), 4), squeeze=False)
-    for ax, w in zip(axes[0], workloads):
+    cols = min(len(workloads), 3)
+    nrows = -(-len(workloads) // cols)
+    fig, axes = plt.subplots(nrows, cols, figsize=(6 * cols, 4.2 * nrows), squeeze=False)
+    for ax in axes.flat[len(workloads):]:
+        ax.set_visible(False)
+    for ax, w in zip(axes.flat, workloads):
         for (wl, system, metric, unit), pts in sorted(series.items()):
             if wl != w:
                 continue
@@ -63,7 +68,10 @@ def throughput_vs_parallelism(rows, path):
         p = (r.get("params") or {}).get("parallelism")
         if p is None or r["value"] is None or "/s" not in r["unit"]:
             continue
-        key = (r["workload"], r["system"], r["metric"], r["unit"])
+        # One line per config once its parallelism words are taken out of it ("P=2",
+        # "parallelism 2", "2 threads"), so different setups of one workload stay apart.
+        config = re.sub(r",?\s*(P=\w+|parallelism \w+|\d+ threads)", "", r["config"]).strip(", ")
+        key = (r["workload"], f"{r['system']}, {config}", r["metric"], r["unit"])
         series.setdefault(key, []).append((p, r["value"]))
     # AUTOTUNE (or a system's default) sits one step right of the largest explicit setting.
     top = max([x for pts in series.values() for x, _ in pts if isinstance(x, int) and x > 0] or [1])
