@@ -22,9 +22,9 @@ pub mod dataset;
 mod demo;
 pub mod errors;
 mod parallel;
+mod shard;
 mod table;
 mod tfrecord;
-mod shard;
 
 pub use dataset::PyDataset;
 

@@ -1,6 +1,6 @@
 //! One module per subcommand (see `main.rs` for how to add one).
 
 pub mod demo;
+pub mod shard;
 pub mod table;
 pub mod tfrecord;
-pub mod shard;

@@ -2,5 +2,5 @@
 
 mod cli;
 mod demo;
-mod tfrecord;
 mod shard;
+mod tfrecord;
