@@ -5,13 +5,10 @@
 
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 
-use serde_json::Value as Json;
-
 use super::executor::{Executor, Inner};
 use super::ExecOptions;
 use crate::dataset::{Dataset, DatasetIter, IterDataset};
 use crate::error::Result;
-use crate::example::Example;
 
 /// A dataset whose iterators run on one executor.
 pub struct WithOptions {
@@ -82,11 +79,7 @@ impl Dataset {
 
 impl IterDataset for WithOptions {
     fn iter(&self, epoch: u64) -> Result<Box<dyn DatasetIter>> {
-        let inner = self.exec.enter(|| self.parent.iter(epoch))?;
-        Ok(Box::new(OptionsIter {
-            exec: self.exec.clone(),
-            inner,
-        }))
+        Ok(Box::new(self.exec.iter(&self.parent, epoch)?))
     }
 
     fn name(&self) -> String {
@@ -103,26 +96,5 @@ impl IterDataset for WithOptions {
 
     fn len(&self) -> Option<u64> {
         self.parent.len()
-    }
-}
-
-struct OptionsIter {
-    exec: Executor,
-    inner: Box<dyn DatasetIter>,
-}
-
-impl DatasetIter for OptionsIter {
-    fn next(&mut self) -> Result<Option<Example>> {
-        let inner = &mut self.inner;
-        self.exec.enter(|| inner.next())
-    }
-
-    fn state(&self) -> Json {
-        self.inner.state()
-    }
-
-    fn set_state(&mut self, state: &Json) -> Result<()> {
-        let inner = &mut self.inner;
-        self.exec.enter(|| inner.set_state(state))
     }
 }
