@@ -313,10 +313,8 @@ mod tests {
     use super::*;
 
     fn table() -> InMemoryTable {
-        InMemoryTable::new(
-            Tensor::from_vec(vec![4, 3], (0..12).map(|x| x as i32).collect()).unwrap(),
-        )
-        .unwrap()
+        InMemoryTable::new(Tensor::from_vec(vec![4, 3], (0..12).collect::<Vec<i32>>()).unwrap())
+            .unwrap()
     }
 
     #[test]

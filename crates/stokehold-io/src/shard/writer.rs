@@ -253,7 +253,7 @@ impl ShardWriter {
             crc: enc.crc,
             codec: enc.codec,
         };
-        let pad = (enc.stored.len().next_multiple_of(8) - enc.stored.len()) as usize;
+        let pad = enc.stored.len().next_multiple_of(8) - enc.stored.len();
         let tmp = cur.tmp.clone();
         cur.write(&enc.stored)
             .and_then(|_| cur.write(&[0u8; 8][..pad]))
