@@ -25,7 +25,7 @@ pub mod rng;
 pub mod state;
 pub mod tensor;
 
-pub use dataset::{Dataset, DatasetIter, IterDataset, MapDataset, MapIter, INFINITE};
+pub use dataset::{Dataset, DatasetIter, Hint, IterDataset, MapDataset, MapIter, INFINITE};
 pub use dtype::{DType, Scalar};
 pub use error::{BoxError, Error, Result};
 pub use example::{stack, stack_examples, Example, Ragged, Value};

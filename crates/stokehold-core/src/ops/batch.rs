@@ -125,8 +125,14 @@ impl MapDataset for MapBatch {
                 return Ok(batch);
             }
         }
+        let hints = self.parent.prefetch_useful();
         let elements = (start..end)
-            .map(|i| self.parent.get(base + i))
+            .map(|i| {
+                if hints {
+                    crate::dataset::hint_ahead(&*self.parent, base + i, base + end);
+                }
+                self.parent.get(base + i)
+            })
             .collect::<Result<Vec<_>>>()?;
         self.opts.make(&elements)
     }

@@ -65,6 +65,14 @@ impl MapDataset for MapMap {
         )
     }
 
+    fn prefetch_useful(&self) -> bool {
+        self.parent.prefetch_useful()
+    }
+
+    fn prefetch(&self, index: u64, hint: crate::dataset::Hint) {
+        self.parent.prefetch(index, hint)
+    }
+
     fn name(&self) -> String {
         self.label.clone()
     }

@@ -45,6 +45,14 @@ impl MapDataset for MapRepeat {
         self.parent.get_batch(indices)
     }
 
+    fn prefetch_useful(&self) -> bool {
+        self.parent.prefetch_useful()
+    }
+
+    fn prefetch(&self, index: u64, hint: crate::dataset::Hint) {
+        self.parent.prefetch(index, hint)
+    }
+
     fn name(&self) -> String {
         match self.count {
             Some(c) => format!("repeat({c})"),

@@ -76,6 +76,16 @@ impl MapDataset for GlobalShuffle {
         self.parent.get_batch(&self.source_indices(indices)?)
     }
 
+    fn prefetch_useful(&self) -> bool {
+        self.parent.prefetch_useful()
+    }
+
+    fn prefetch(&self, index: u64, hint: crate::dataset::Hint) {
+        if let Ok(i) = self.source_indices(&[index]) {
+            self.parent.prefetch(i[0], hint)
+        }
+    }
+
     fn name(&self) -> String {
         format!("shuffle(seed={})", self.seed)
     }

@@ -77,6 +77,16 @@ impl MapDataset for MapSlice {
         self.parent.get(self.source_index(index)?)
     }
 
+    fn prefetch_useful(&self) -> bool {
+        self.parent.prefetch_useful()
+    }
+
+    fn prefetch(&self, index: u64, hint: crate::dataset::Hint) {
+        if let Ok(i) = self.source_index(index) {
+            self.parent.prefetch(i, hint)
+        }
+    }
+
     fn get_batch(&self, indices: &[u64]) -> Result<Option<Example>> {
         let mapped = indices
             .iter()

@@ -12,8 +12,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use bytes::Bytes;
+use stokehold_core::dataset::prefetch_memory;
 use stokehold_core::rng::key;
-use stokehold_core::{Error, Example, MapDataset, Result};
+use stokehold_core::{Error, Example, Hint, MapDataset, Result};
 
 use super::codec;
 use super::format::*;
@@ -220,6 +221,40 @@ impl MapDataset for ShardDataset {
                 format!("record {local} (dataset record {i}): {why}"),
             )
         })
+    }
+
+    fn prefetch_useful(&self) -> bool {
+        true
+    }
+
+    /// `Locate` prefetches the record's index entry; `Read`, sent closer, decodes that (by now
+    /// cached) entry and prefetches the record's lines (up to 4 KiB), so a random read overlaps
+    /// its dependent misses with the work on earlier records: a global-shuffle epoch of 1M 1 KiB
+    /// records went from ~0.98 to ~0.78 CPU-s (`shard_read_bench DIR 1000000 1024 3`, A/B x 3).
+    fn prefetch(&self, index: u64, hint: Hint) {
+        let n = self.len();
+        if n == 0 {
+            return;
+        }
+        let (s, local) = self.locate(index % n);
+        let sh = &self.shards[s];
+        let at = sh.index_offset + local as usize * ENTRY_LEN;
+        let Some(entry) = sh.data.get(at..at + ENTRY_LEN) else {
+            return;
+        };
+        match hint {
+            Hint::Locate => prefetch_memory(entry.as_ptr()),
+            Hint::Read => {
+                let e = Entry::decode(entry);
+                let (off, len) = (e.offset as usize, e.stored_len as usize);
+                // A corrupt entry must not panic here: `get` reports it when the record is read.
+                if let Some(rec) = off.checked_add(len).and_then(|end| sh.data.get(off..end)) {
+                    for line in (0..len.min(4096)).step_by(64) {
+                        prefetch_memory(rec[line..].as_ptr());
+                    }
+                }
+            }
+        }
     }
 
     /// Named by content (record count and shard checksums), not by path: a checkpoint stays valid
