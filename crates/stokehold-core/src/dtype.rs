@@ -92,6 +92,26 @@ impl DType {
         }
     }
 
+    /// numpy's array-interface type string (`"<f4"`, `"|u1"`, ...), also the `.npy` header descr;
+    /// `None` where numpy has no such type (bfloat16, bytes).
+    pub fn numpy_typestr(self) -> Option<&'static str> {
+        Some(match self {
+            DType::Bool => "|b1",
+            DType::U8 => "|u1",
+            DType::I8 => "|i1",
+            DType::U16 => "<u2",
+            DType::I16 => "<i2",
+            DType::U32 => "<u4",
+            DType::I32 => "<i4",
+            DType::U64 => "<u8",
+            DType::I64 => "<i8",
+            DType::F16 => "<f2",
+            DType::F32 => "<f4",
+            DType::F64 => "<f8",
+            DType::BF16 | DType::Bytes => return None,
+        })
+    }
+
     /// Stable one-byte code (position in [`DType::ALL`]).
     pub fn code(self) -> u8 {
         DType::ALL.iter().position(|d| *d == self).expect("in ALL") as u8

@@ -246,19 +246,9 @@ pub struct TensorBuf {
 
 fn typestr(d: DType) -> &'static str {
     match d {
-        DType::Bool => "|b1",
-        DType::U8 => "|u1",
-        DType::I8 => "|i1",
-        DType::U16 | DType::BF16 => "<u2",
-        DType::I16 => "<i2",
-        DType::U32 => "<u4",
-        DType::I32 => "<i4",
-        DType::U64 => "<u8",
-        DType::I64 => "<i8",
-        DType::F16 => "<f2",
-        DType::F32 => "<f4",
-        DType::F64 => "<f8",
-        _ => "|V1",
+        // numpy has no bfloat16: its bits travel as uint16, viewed as ml_dtypes.bfloat16 if present.
+        DType::BF16 => "<u2",
+        _ => d.numpy_typestr().unwrap_or("|V1"),
     }
 }
 

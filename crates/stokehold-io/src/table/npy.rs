@@ -157,21 +157,7 @@ fn parse_descr(d: &str) -> std::result::Result<DType, String> {
 
 /// The `.npy` descr of a dtype, or `None` where numpy has none (bfloat16, bytes).
 pub fn descr(dtype: DType) -> Option<&'static str> {
-    Some(match dtype {
-        DType::Bool => "|b1",
-        DType::U8 => "|u1",
-        DType::I8 => "|i1",
-        DType::U16 => "<u2",
-        DType::I16 => "<i2",
-        DType::U32 => "<u4",
-        DType::I32 => "<i4",
-        DType::U64 => "<u8",
-        DType::I64 => "<i8",
-        DType::F16 => "<f2",
-        DType::F32 => "<f4",
-        DType::F64 => "<f8",
-        DType::BF16 | DType::Bytes => return None,
-    })
+    dtype.numpy_typestr()
 }
 
 /// A version 1 (or 2, if needed) header padded to `min_len` bytes or more, ending on a multiple
