@@ -38,28 +38,22 @@ impl GlobalShuffle {
 }
 
 impl GlobalShuffle {
-    /// The parent's indices for `indices`: element `i` of epoch `e` is `e * n + perm(seed, e)(i)`.
-    fn source_indices(&self, indices: &[u64]) -> Result<Vec<u64>> {
+    /// The parent's index for `index`: element `i` of epoch `e` is `e * n + perm(seed, e)(i)`.
+    fn source_index(&self, index: u64) -> Result<u64> {
         let n = self.parent.len();
         if n == 0 {
-            let index = indices.first().copied().unwrap_or(0);
             return Err(Error::OutOfRange {
                 index,
                 len: 0,
                 what: self.name(),
             });
         }
-        // Building a permutation is six hashes: cheap, but a batch builds it once per epoch.
-        let mut perm: Option<(u64, Permutation)> = None;
-        let mut out = Vec::with_capacity(indices.len());
-        for &index in indices {
-            let (epoch, i) = (index / n, index % n);
-            if perm.as_ref().is_none_or(|(e, _)| *e != epoch) {
-                perm = Some((epoch, Permutation::new(n, self.seed, epoch)));
-            }
-            out.push(epoch * n + perm.as_ref().expect("set above").1.apply(i));
-        }
-        Ok(out)
+        let (epoch, i) = (index / n, index % n);
+        Ok(epoch * n + Permutation::cached(n, self.seed, epoch).apply(i))
+    }
+
+    fn source_indices(&self, indices: &[u64]) -> Result<Vec<u64>> {
+        indices.iter().map(|&i| self.source_index(i)).collect()
     }
 }
 
@@ -69,7 +63,7 @@ impl MapDataset for GlobalShuffle {
     }
 
     fn get(&self, index: u64) -> Result<Example> {
-        self.parent.get(self.source_indices(&[index])?[0])
+        self.parent.get(self.source_index(index)?)
     }
 
     fn get_batch(&self, indices: &[u64]) -> Result<Option<Example>> {
@@ -81,8 +75,8 @@ impl MapDataset for GlobalShuffle {
     }
 
     fn prefetch(&self, index: u64, hint: crate::dataset::Hint) {
-        if let Ok(i) = self.source_indices(&[index]) {
-            self.parent.prefetch(i[0], hint)
+        if let Ok(i) = self.source_index(index) {
+            self.parent.prefetch(i, hint)
         }
     }
 

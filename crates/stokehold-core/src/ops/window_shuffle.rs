@@ -56,13 +56,13 @@ impl WindowShuffle {
         let (slot, j) = if i < t * w {
             (i / w, i % w)
         } else if i < t * w + tail {
-            let inner = Permutation::new(tail, key(self.seed, &[epoch, full]), 0x7a11);
+            let inner = Permutation::cached(tail, key(self.seed, &[epoch, full]), 0x7a11);
             return full * w + inner.apply(i - t * w);
         } else {
             ((i - tail) / w, (i - tail) % w)
         };
-        let win = Permutation::new(full, self.seed, epoch).apply(slot);
-        win * w + Permutation::new(w, key(self.seed, &[epoch, win]), 0x3d).apply(j)
+        let win = Permutation::cached(full, self.seed, epoch).apply(slot);
+        win * w + Permutation::cached(w, key(self.seed, &[epoch, win]), 0x3d).apply(j)
     }
 }
 

@@ -90,6 +90,34 @@ fn round_trip_every_compression_and_many_shards() {
 }
 
 #[test]
+fn records_straddling_the_writers_2_mib_chunks_round_trip() {
+    // Odd-sized records of ~300 KB in 5 MiB shards: every shard spans several of the writer's
+    // aligned 2 MiB writes, with records and the index crossing chunk boundaries.
+    let src = Dataset::range(40).map(
+        "big",
+        map_fn(|e, _| {
+            let x = e.tensor("t", "x")?.to_vec::<i64>()?[0];
+            let n = 300_001 + x as usize * 37;
+            let p: Vec<u8> = (0..n).map(|k| (k as i64 * 31 + x) as u8).collect();
+            Ok(Example::new()
+                .with("id", Tensor::scalar(x))
+                .with("p", Tensor::from_vec(vec![n], p)?))
+        }),
+    );
+    let want: Vec<Example> = src.iter(0).unwrap().collect_all().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let m = write_shards(&src, dir.path(), opts(5 << 20, Compression::None), None).unwrap();
+    assert!(
+        m.shards.len() >= 2 && m.shards[0].bytes > 4 << 20,
+        "{:?}",
+        m.shards
+    );
+    let ds = ShardDataset::open(dir.path()).unwrap();
+    ds.verify().unwrap();
+    assert_eq!(all(&ds), want);
+}
+
+#[test]
 fn ragged_batches_and_empty_dataset_round_trip() {
     let batches = sample(50).batch(4, false).unwrap();
     let dir = tempfile::tempdir().unwrap();
