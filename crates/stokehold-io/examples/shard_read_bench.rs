@@ -169,8 +169,13 @@ fn main() -> Result<()> {
                 })
             })?;
             for (label, d) in [
-                ("sequential epoch", &data),
-                ("global shuffle epoch", &shuffled),
+                ("sequential epoch", data.clone()),
+                ("global shuffle epoch", shuffled.clone()),
+                ("sequential epoch, batch 256", data.batch(256, false)?),
+                (
+                    "global shuffle epoch, batch 256",
+                    shuffled.batch(256, false)?,
+                ),
             ] {
                 timed(&format!("{label}{tag}"), n, || {
                     let mut it = d.iter(0)?;

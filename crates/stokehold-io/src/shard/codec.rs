@@ -89,7 +89,7 @@ struct Cursor<'a> {
     at: usize,
 }
 
-impl Cursor<'_> {
+impl<'a> Cursor<'a> {
     fn need(&self, n: usize, what: &str) -> Result<(), String> {
         match self.at.checked_add(n) {
             Some(end) if end <= self.b.len() => Ok(()),
@@ -106,33 +106,57 @@ impl Cursor<'_> {
         Ok(u64_at(self.b, self.at - 8))
     }
 
-    /// A shape: `ndim` u64s read straight into `usize`s (one allocation, none for scalars).
-    fn dims(&mut self, ndim: u64) -> Result<Vec<usize>, String> {
-        self.need(ndim as usize * 8, "shape")?;
-        let dims = (0..ndim as usize)
-            .map(|k| u64_at(self.b, self.at + 8 * k) as usize)
-            .collect();
-        self.at += ndim as usize * 8;
-        Ok(dims)
-    }
-
-    fn u64s(&mut self, n: u64, what: &str) -> Result<Vec<u64>, String> {
+    /// `n` little-endian u64s, left in place.
+    fn u64s(&mut self, n: u64, what: &str) -> Result<U64s<'a>, String> {
         let len = usize::try_from(n)
             .ok()
             .and_then(|n| n.checked_mul(8))
             .ok_or("count overflows")?;
         self.need(len, what)?;
-        let v = self.b[self.at..self.at + len]
-            .chunks_exact(8)
-            .map(|c| u64_at(c, 0))
-            .collect();
         self.at += len;
-        Ok(v)
+        Ok(U64s(&self.b[self.at - len..self.at]))
     }
 }
 
-/// Decodes a record into an example named by `names`; tensors are views of `rec`.
-pub fn decode(rec: &Bytes, names: &[Arc<str>]) -> Result<Example, String> {
+/// Little-endian u64s inside a record.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct U64s<'a>(&'a [u8]);
+
+impl<'a> U64s<'a> {
+    fn iter(self) -> impl Iterator<Item = u64> + 'a {
+        self.0.chunks_exact(8).map(|c| u64_at(c, 0))
+    }
+
+    fn to_vec(self) -> Vec<u64> {
+        self.iter().collect()
+    }
+}
+
+/// One feature of a record, parsed in place without allocating: [`decode`] turns it into a
+/// value, [`gather`] copies its data straight into a batch.
+pub struct FeatureView<'a> {
+    kind: u8,
+    dtype: DType,
+    dims: U64s<'a>,
+    splits: Option<U64s<'a>>,
+    offsets: Option<U64s<'a>>,
+    /// Where the data lies in the record.
+    data: std::ops::Range<usize>,
+}
+
+impl FeatureView<'_> {
+    fn shape(&self) -> Vec<usize> {
+        self.dims.iter().map(|d| d as usize).collect()
+    }
+}
+
+/// Parses a record of `names.len()` features, calling `f(feature number, view)` for each in
+/// order. Every length is checked against the record; nothing is copied.
+fn parse<'a>(
+    rec: &'a [u8],
+    names: &[Arc<str>],
+    mut f: impl FnMut(usize, FeatureView<'a>) -> Result<(), String>,
+) -> Result<(), String> {
     let mut c = Cursor { b: rec, at: 0 };
     c.need(8, "record header")?;
     let count = u32_at(rec, 0) as usize;
@@ -143,13 +167,12 @@ pub fn decode(rec: &Bytes, names: &[Arc<str>]) -> Result<Example, String> {
             names.len()
         ));
     }
-    let mut out = Example::new();
-    for name in names {
+    for (k, name) in names.iter().enumerate() {
         c.need(8, "feature header")?;
         let (kind, code, ndim) = (rec[c.at], rec[c.at + 1], rec[c.at + 2] as u64);
         c.at += 8;
         let dtype = DType::from_code(code).ok_or_else(|| format!("unknown dtype code {code}"))?;
-        let shape = c.dims(ndim)?;
+        let dims = c.u64s(ndim, "shape")?;
         let splits = match kind {
             0 => None,
             1 => {
@@ -158,9 +181,9 @@ pub fn decode(rec: &Bytes, names: &[Arc<str>]) -> Result<Example, String> {
             }
             k => return Err(format!("feature {name:?}: unknown kind {k}")),
         };
-        let elems = shape
+        let elems = dims
             .iter()
-            .try_fold(1usize, |a, d| a.checked_mul(*d))
+            .try_fold(1usize, |a, d| a.checked_mul(usize::try_from(d).ok()?))
             .ok_or("shape overflows")?;
         let offsets = match dtype {
             DType::Bytes => {
@@ -173,29 +196,105 @@ pub fn decode(rec: &Bytes, names: &[Arc<str>]) -> Result<Example, String> {
         c.need(len, "tensor data")?;
         if let Some(size) = dtype.size() {
             if elems.checked_mul(size) != Some(len) {
+                let shape: Vec<u64> = dims.to_vec();
                 return Err(format!(
                     "feature {name:?}: {len} data bytes for {dtype}{shape:?}"
                 ));
             }
         }
-        let data = rec.slice(c.at..c.at + len);
+        let data = c.at..c.at + len;
         c.need(len.next_multiple_of(8), "padding")?;
         c.at += len.next_multiple_of(8);
-        let bad = |e: stokehold_core::Error| format!("feature {name:?}: {e}");
-        let tensor = match offsets {
-            Some(o) => Tensor::strings_from_parts(shape, data, o.into()).map_err(bad)?,
-            None => Tensor::new(dtype, shape, data).map_err(bad)?,
-        };
-        let value = match splits {
-            None => Value::Tensor(tensor),
-            Some(s) => Value::Ragged(Ragged::new(tensor, s.into()).map_err(bad)?),
-        };
-        out.insert(name, value);
+        f(
+            k,
+            FeatureView {
+                kind,
+                dtype,
+                dims,
+                splits,
+                offsets,
+                data,
+            },
+        )?;
     }
     if c.at != rec.len() {
         return Err(format!("{} bytes after the last feature", rec.len() - c.at));
     }
+    Ok(())
+}
+
+/// Decodes a record into an example named by `names`; tensors are views of `rec`.
+pub fn decode(rec: &Bytes, names: &[Arc<str>]) -> Result<Example, String> {
+    let mut out = Example::new();
+    parse(rec, names, |k, v| {
+        let name = &names[k];
+        let bad = |e: stokehold_core::Error| format!("feature {name:?}: {e}");
+        let data = rec.slice(v.data.clone());
+        let tensor = match v.offsets {
+            Some(o) => Tensor::strings_from_parts(v.shape(), data, o.to_vec().into()),
+            None => Tensor::new(v.dtype, v.shape(), data),
+        }
+        .map_err(bad)?;
+        let value = match v.splits {
+            None => Value::Tensor(tensor),
+            Some(s) => Value::Ragged(Ragged::new(tensor, s.to_vec().into()).map_err(bad)?),
+        };
+        out.insert(name, value);
+        Ok(())
+    })?;
     Ok(out)
+}
+
+/// Stacks records straight into one buffer per feature, as `batch` would stack their decoded
+/// examples, without building the examples. `Ok(None)` when that needs more than copying:
+/// ragged or string features, or a feature whose shape differs between the records (the
+/// element path then stacks or reports the error). `Err` names the record (its position in
+/// `records`) that does not parse.
+pub fn gather(records: &[Bytes], names: &[Arc<str>]) -> Result<Option<Example>, (usize, String)> {
+    let Some(first) = records.first() else {
+        return Ok(None);
+    };
+    // Per feature: dtype, the first record's dims, the output buffer.
+    let mut cols: Vec<(DType, U64s, Vec<u8>)> = Vec::with_capacity(names.len());
+    let mut simple = true;
+    parse(first, names, |_, v| {
+        simple &= v.kind == 0 && v.offsets.is_none();
+        cols.push((
+            v.dtype,
+            v.dims,
+            Vec::with_capacity(v.data.len() * records.len()),
+        ));
+        Ok(())
+    })
+    .map_err(|e| (0, e))?;
+    if !simple {
+        return Ok(None);
+    }
+    for (r, rec) in records.iter().enumerate() {
+        parse(rec, names, |k, v| {
+            let (dtype, dims, buf) = &mut cols[k];
+            if v.kind != 0 || v.dtype != *dtype || v.dims != *dims {
+                simple = false;
+            } else {
+                buf.extend_from_slice(&rec[v.data]);
+            }
+            Ok(())
+        })
+        .map_err(|e| (r, e))?;
+        if !simple {
+            return Ok(None);
+        }
+    }
+    let mut out = Example::new();
+    for (name, (dtype, dims, buf)) in names.iter().zip(cols) {
+        let shape = std::iter::once(records.len())
+            .chain(dims.iter().map(|d| d as usize))
+            .collect();
+        let t = Tensor::new(dtype, shape, Bytes::from(buf))
+            .map_err(|e| (0, format!("feature {name:?}: {e}")))?;
+        out.insert(name, Value::Tensor(t));
+    }
+    Ok(Some(out))
 }
 
 #[cfg(test)]
@@ -247,6 +346,62 @@ mod tests {
             0,
             "data is 8-aligned in the record"
         );
+    }
+
+    fn encoded(examples: &[Example]) -> (Vec<Bytes>, Vec<Arc<str>>) {
+        let schema = spec_of(&examples[0]);
+        let records = examples
+            .iter()
+            .map(|e| {
+                let mut buf = Vec::new();
+                encode(e, &schema, &mut buf).unwrap();
+                Bytes::from(buf)
+            })
+            .collect();
+        (
+            records,
+            schema.iter().map(|s| s.name.as_str().into()).collect(),
+        )
+    }
+
+    #[test]
+    fn gather_copies_dense_records_into_the_stacked_batch() {
+        let examples: Vec<Example> = (0..5i64)
+            .map(|x| {
+                Example::new().with("id", Tensor::scalar(x)).with(
+                    "m",
+                    Tensor::from_vec(vec![2, 2], vec![x as f64; 4]).unwrap(),
+                )
+            })
+            .collect();
+        let (records, names) = encoded(&examples);
+        let got = gather(&records, &names)
+            .unwrap()
+            .expect("dense records gather");
+        assert_eq!(
+            got,
+            stokehold_core::stack_examples("batch", &examples).unwrap()
+        );
+    }
+
+    #[test]
+    fn gather_declines_what_needs_more_than_copying_and_names_a_bad_record() {
+        let strings: Vec<Example> = (0..3)
+            .map(|x| Example::new().with("s", Tensor::strings(&[format!("{x}")])))
+            .collect();
+        let (records, names) = encoded(&strings);
+        assert!(gather(&records, &names).unwrap().is_none(), "strings");
+        let lengths: Vec<Example> = (1..4usize)
+            .map(|n| Example::new().with("v", Tensor::from_vec(vec![n], vec![1u8; n]).unwrap()))
+            .collect();
+        let (records, names) = encoded(&lengths);
+        assert!(gather(&records, &names).unwrap().is_none(), "shapes differ");
+        let dense: Vec<Example> = (0..3i64)
+            .map(|x| Example::new().with("id", Tensor::scalar(x)))
+            .collect();
+        let (mut records, names) = encoded(&dense);
+        records[2] = records[2].slice(..records[2].len() - 8);
+        assert_eq!(gather(&records, &names).unwrap_err().0, 2);
     }
 
     #[test]

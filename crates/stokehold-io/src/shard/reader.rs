@@ -14,7 +14,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use stokehold_core::dataset::prefetch_memory;
 use stokehold_core::rng::key;
-use stokehold_core::{Error, Example, Hint, MapDataset, Result};
+use stokehold_core::{stack_examples, Error, Example, Hint, MapDataset, Result};
 
 use super::codec;
 use super::format::*;
@@ -163,6 +163,39 @@ impl ShardDataset {
         Ok(Bytes::from(raw))
     }
 
+    /// The index entry of dataset record `i` (< len); `None` past the map (a corrupt footer).
+    fn entry_bytes(&self, i: u64) -> Option<&[u8]> {
+        let (s, local) = self.locate(i);
+        let at = self.shards[s].index_offset + local as usize * ENTRY_LEN;
+        self.shards[s].data.get(at..at + ENTRY_LEN)
+    }
+
+    /// Prefetches up to `bytes` of record `i` (< len), reading its (by now cached) index entry.
+    fn prefetch_record(&self, i: u64, bytes: usize) {
+        let Some(entry) = self.entry_bytes(i) else {
+            return;
+        };
+        let e = Entry::decode(entry);
+        let (off, len) = (e.offset as usize, e.stored_len as usize);
+        // A corrupt entry must not panic here: reading the record reports it.
+        let data = &self.shards[self.locate(i).0].data;
+        if let Some(rec) = off.checked_add(len).and_then(|end| data.get(off..end)) {
+            for line in (0..len.min(bytes)).step_by(64) {
+                prefetch_memory(rec[line..].as_ptr());
+            }
+        }
+    }
+
+    /// The error for dataset record `i` (< len) that does not decode.
+    fn bad_record(&self, i: u64, why: String) -> Error {
+        let (s, local) = self.locate(i);
+        Error::corrupt(
+            &self.shards[s].path,
+            0,
+            format!("record {local} (dataset record {i}): {why}"),
+        )
+    }
+
     /// Reads every byte: each file's CRC32C against the manifest, and every record (checksum and
     /// decoding). Errors name the file and the record.
     pub fn verify(&self) -> Result<()> {
@@ -219,14 +252,46 @@ impl MapDataset for ShardDataset {
         }
         let i = index % n;
         let raw = self.raw_record(i)?;
-        codec::decode(&raw, &self.names).map_err(|why| {
-            let (s, local) = self.locate(i);
-            Error::corrupt(
-                &self.shards[s].path,
-                0,
-                format!("record {local} (dataset record {i}): {why}"),
-            )
-        })
+        codec::decode(&raw, &self.names).map_err(|why| self.bad_record(i, why))
+    }
+
+    /// A batch in three passes over its records, so that their cache misses overlap instead of
+    /// queueing one record after another: prefetch every index entry; read the entries and
+    /// prefetch the records; then read the records (checksums checked) and copy
+    /// their tensors straight into the batch ([`codec::gather`]). Ragged or string features, or
+    /// shapes that differ, go through decoded examples; `None` (the element path, which reports
+    /// the precise error) when those do not stack.
+    fn get_batch(&self, indices: &[u64]) -> Result<Option<Example>> {
+        let n = self.len();
+        if n == 0 || indices.is_empty() {
+            return Ok(None);
+        }
+        let rows: Vec<u64> = indices.iter().map(|&i| i % n).collect();
+        for &i in &rows {
+            self.prefetch(i, Hint::Locate);
+        }
+        // Whole records (up to 4 KiB) here: nothing runs alongside that the misses could stall.
+        for &i in &rows {
+            self.prefetch_record(i, 4096);
+        }
+        let records = rows
+            .iter()
+            .map(|&i| self.raw_record(i))
+            .collect::<Result<Vec<_>>>()?;
+        match codec::gather(&records, &self.names) {
+            Ok(Some(batch)) => Ok(Some(batch)),
+            Err((r, why)) => Err(self.bad_record(rows[r], why)),
+            Ok(None) => {
+                let elements = records
+                    .iter()
+                    .zip(&rows)
+                    .map(|(raw, &i)| {
+                        codec::decode(raw, &self.names).map_err(|why| self.bad_record(i, why))
+                    })
+                    .collect::<Result<Vec<_>>>()?;
+                Ok(stack_examples("batch", &elements).ok())
+            }
+        }
     }
 
     fn prefetch_useful(&self) -> bool {
@@ -234,32 +299,20 @@ impl MapDataset for ShardDataset {
     }
 
     /// `Locate` prefetches the record's index entry; `Read`, sent closer, decodes that (by now
-    /// cached) entry and prefetches the record's lines (up to 4 KiB), so a random read overlaps
-    /// its dependent misses with the work on earlier records: a global-shuffle epoch of 1M 1 KiB
-    /// records went from ~0.98 to ~0.78 CPU-s (`shard_read_bench DIR 1000000 1024 3`, A/B x 3).
+    /// cached) entry and prefetches the record's first [`PREFETCH_BYTES`], so a random read
+    /// overlaps its dependent misses with the work on earlier records.
     fn prefetch(&self, index: u64, hint: Hint) {
         let n = self.len();
         if n == 0 {
             return;
         }
-        let (s, local) = self.locate(index % n);
-        let sh = &self.shards[s];
-        let at = sh.index_offset + local as usize * ENTRY_LEN;
-        let Some(entry) = sh.data.get(at..at + ENTRY_LEN) else {
-            return;
-        };
         match hint {
-            Hint::Locate => prefetch_memory(entry.as_ptr()),
-            Hint::Read => {
-                let e = Entry::decode(entry);
-                let (off, len) = (e.offset as usize, e.stored_len as usize);
-                // A corrupt entry must not panic here: `get` reports it when the record is read.
-                if let Some(rec) = off.checked_add(len).and_then(|end| sh.data.get(off..end)) {
-                    for line in (0..len.min(PREFETCH_BYTES)).step_by(64) {
-                        prefetch_memory(rec[line..].as_ptr());
-                    }
+            Hint::Locate => {
+                if let Some(entry) = self.entry_bytes(index % n) {
+                    prefetch_memory(entry.as_ptr())
                 }
             }
+            Hint::Read => self.prefetch_record(index % n, PREFETCH_BYTES),
         }
     }
 

@@ -94,6 +94,12 @@ fn flipped_byte_is_caught_naming_file_and_record() {
     );
     assert!(e.contains("checksum mismatch"), "{e}");
     assert!(ds.get(16).is_ok());
+    // Read through a batch (the shard reader's own batch path) the error is the same.
+    let e = ds.get_batch(&[3, 17, 4]).unwrap_err().to_string();
+    assert!(
+        e.contains("shard-00000.stk") && e.contains(&format!("record {local}")),
+        "{e}"
+    );
     let e = ds.verify().unwrap_err().to_string();
     assert!(
         e.contains("shard-00000.stk") && e.contains("file checksum"),

@@ -118,6 +118,40 @@ fn records_straddling_the_writers_2_mib_chunks_round_trip() {
 }
 
 #[test]
+fn reader_batches_equal_stacked_elements_for_every_kind_of_feature() {
+    // Dense features only (copied straight into the batch) and the sample's strings and
+    // variable lengths (stacked from decoded examples); every compression; in order and
+    // shuffled; a last, short batch.
+    let dense = Dataset::range(90).map(
+        "dense",
+        map_fn(|e, _| {
+            let x = e.tensor("t", "x")?.to_vec::<i64>()?[0];
+            Ok(Example::new()
+                .with("id", Tensor::scalar(x))
+                .with("img", Tensor::from_vec(vec![2, 3], vec![x as u8; 6])?)
+                .with("f", Tensor::from_vec(vec![4], vec![x as f32 / 3.0; 4])?))
+        }),
+    );
+    for src in [dense, sample(90)] {
+        for c in [Compression::None, Compression::Lz4, Compression::Zstd] {
+            let dir = tempfile::tempdir().unwrap();
+            write_shards(&src, dir.path(), opts(2048, c), None).unwrap();
+            let ds = Dataset::from_map(ShardDataset::open(dir.path()).unwrap());
+            for d in [ds.clone(), ds.shuffle(5)] {
+                let mut it = d.batch(16, false).unwrap().iter(0).unwrap();
+                let fast = it.collect_all().unwrap();
+                let elements = d.iter(0).unwrap().collect_all().unwrap();
+                let slow: Vec<Example> = elements
+                    .chunks(16)
+                    .map(|c| stokehold_core::stack_examples("batch", c).unwrap())
+                    .collect();
+                assert_eq!(fast, slow, "{c:?}");
+            }
+        }
+    }
+}
+
+#[test]
 fn ragged_batches_and_empty_dataset_round_trip() {
     let batches = sample(50).batch(4, false).unwrap();
     let dir = tempfile::tempdir().unwrap();
