@@ -14,7 +14,9 @@ Throughput: N records of 1 KiB, uncompressed, page-cached, read by the Rust read
 (`crates/stokehold-io/examples/shard_read_bench.rs`, built in release): sequential get(i),
 random get(i) (one and two threads), a sequential and a global-shuffle epoch through the
 iterator API, element by element and in batches of 256 (the reader's batch path); tf.data's
-sequential TFRecordDataset read of the same records (batched by 1024, counted in C++) as the peer.
+sequential TFRecordDataset read of the same records (batched by 1024, counted in C++) as the peer;
+and `memprobe.c`, which reads every line of every record through the index in both orders with
+nothing decoded: its shuffled/sequential ratio is what this machine's memory allows.
 """
 
 import json
@@ -133,16 +135,47 @@ def throughput_rows(exe, tmp, n, runs):
                 READ, "stokehold", case, "throughput per CPU-second", cpu[case], "records/s",
                 note="records / (user+system CPU seconds of the process): what a dedicated core "
                      "would do on this shared, oversubscribed machine"))
-    for suffix in ["", ", batch 256"]:
-        seq = by.get("sequential epoch" + suffix)
-        shuf = by.get("global shuffle epoch" + suffix)
+    probe = memory_probe(folder, runs)
+    if isinstance(probe, str):
+        out.append(rows.unavailable(READ, "memory probe (C)", "sequential / shuffled", probe))
+        probe = {}
+    for case, vals in probe.items():
+        out.append(rows.median_row(READ, "memory probe (C)", case, "throughput", vals, "records/s",
+                                   note="bench/shard/memprobe.c: every line of each record "
+                                        "through the index, nothing decoded: what the machine "
+                                        "allows"))
+    pairs = [("stokehold", "global shuffle epoch", "sequential epoch", ""),
+             ("stokehold", "global shuffle epoch", "sequential epoch", ", batch 256"),
+             ("stokehold", "global shuffle epoch", "sequential epoch", ", batch 256, 2 threads"),
+             ("memory probe (C)", "shuffled", "sequential", "")]
+    for system, shuf_case, seq_case, suffix in pairs:
+        src = probe if system.startswith("memory") else by
+        seq, shuf = src.get(seq_case + suffix), src.get(shuf_case + suffix)
         if seq and shuf:
             ratio = float(np.median(shuf) / np.median(seq))
-            out.append(rows.row(READ, "stokehold",
-                                f"global shuffle epoch / sequential epoch{suffix}",
+            out.append(rows.row(READ, system, f"{shuf_case} / {seq_case}{suffix}",
                                 "ratio", ratio, "x", better="higher"))
     out += tf_read_rows(tmp, n, runs)
     return out
+
+
+def memory_probe(folder, runs):
+    """{case: [records/s per run]} from bench/shard/memprobe.c, or why it could not run."""
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if not cc:
+        return "no C compiler (cc) on PATH"
+    exe = os.path.join(folder, "memprobe")
+    src = Path(__file__).resolve().parent / "memprobe.c"
+    build = subprocess.run([cc, "-O2", "-o", exe, str(src)], capture_output=True, text=True)
+    if build.returncode != 0:
+        return f"cc failed: {build.stderr[-300:]}"
+    shards = sorted(str(p) for p in Path(folder).glob("shard-*.stk"))
+    res = subprocess.run([exe, str(runs)] + shards, check=True, capture_output=True, text=True)
+    by = {}
+    for line in res.stdout.splitlines():
+        r = json.loads(line)
+        by.setdefault(r["case"].split(", ")[-1], []).append(r["records"] / r["seconds"])
+    return by
 
 
 def tf_read_rows(tmp, n, runs):

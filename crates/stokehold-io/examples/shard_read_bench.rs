@@ -8,12 +8,14 @@
 //! `shard_read_bench DIR N RECORD_BYTES RUNS`: writes N records of RECORD_BYTES (uncompressed,
 //! 256 MiB shards) into DIR unless DIR already holds them, reads everything once to fill the page
 //! cache, then times RUNS passes of: sequential `get(i)`, random `get(i)` (uniform indices, with
-//! repetition), a global-shuffle epoch and a sequential epoch through the iterator API.
+//! repetition; one and two threads), and a sequential and a global-shuffle epoch through the
+//! iterator API: element by element, in batches of 256, and in batches of 256 made by two
+//! workers.
 
 use std::time::Instant;
 
 use stokehold_core::rng::Rng;
-use stokehold_core::{map_fn, Dataset, Example, MapDataset, Result, Tensor};
+use stokehold_core::{map_fn, Dataset, Example, MapDataset, Parallelism, Result, Tensor};
 use stokehold_io::shard::{write_shards, ShardDataset, WriteOptions};
 
 fn source(n: u64, bytes: usize) -> Dataset {
@@ -27,6 +29,12 @@ fn source(n: u64, bytes: usize) -> Dataset {
                 .with("payload", Tensor::from_vec(vec![bytes], p)?))
         }),
     )
+}
+
+/// Batches of 256 made by two workers of a parallel map (each worker reads whole batches).
+fn two_workers(d: &Dataset) -> Result<Dataset> {
+    let batches = d.batch(256, false)?;
+    Ok(batches.map_parallel("batches", map_fn(|e, _| Ok(e)), Parallelism::Fixed(2), true))
 }
 
 /// Touches the element so the read cannot be optimised away.
@@ -175,6 +183,14 @@ fn main() -> Result<()> {
                 (
                     "global shuffle epoch, batch 256",
                     shuffled.batch(256, false)?,
+                ),
+                (
+                    "sequential epoch, batch 256, 2 threads",
+                    two_workers(&data)?,
+                ),
+                (
+                    "global shuffle epoch, batch 256, 2 threads",
+                    two_workers(&shuffled)?,
                 ),
             ] {
                 timed(&format!("{label}{tag}"), n, || {
