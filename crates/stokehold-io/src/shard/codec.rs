@@ -250,14 +250,17 @@ pub fn decode(rec: &Bytes, names: &[Arc<str>]) -> Result<Example, String> {
 /// ragged or string features, or a feature whose shape differs between the records (the
 /// element path then stacks or reports the error). `Err` names the record (its position in
 /// `records`) that does not parse.
-pub fn gather(records: &[Bytes], names: &[Arc<str>]) -> Result<Option<Example>, (usize, String)> {
+pub fn gather(
+    records: &[impl AsRef<[u8]>],
+    names: &[Arc<str>],
+) -> Result<Option<Example>, (usize, String)> {
     let Some(first) = records.first() else {
         return Ok(None);
     };
     // Per feature: dtype, the first record's dims, the output buffer.
     let mut cols: Vec<(DType, U64s, Vec<u8>)> = Vec::with_capacity(names.len());
     let mut simple = true;
-    parse(first, names, |_, v| {
+    parse(first.as_ref(), names, |_, v| {
         simple &= v.kind == 0 && v.offsets.is_none();
         cols.push((
             v.dtype,
@@ -271,6 +274,7 @@ pub fn gather(records: &[Bytes], names: &[Arc<str>]) -> Result<Option<Example>, 
         return Ok(None);
     }
     for (r, rec) in records.iter().enumerate() {
+        let rec = rec.as_ref();
         parse(rec, names, |k, v| {
             let (dtype, dims, buf) = &mut cols[k];
             if v.kind != 0 || v.dtype != *dtype || v.dims != *dims {
