@@ -120,7 +120,7 @@ impl<'a> Cursor<'a> {
 
 /// Little-endian u64s inside a record.
 #[derive(Clone, Copy, PartialEq, Eq)]
-pub struct U64s<'a>(&'a [u8]);
+struct U64s<'a>(&'a [u8]);
 
 impl<'a> U64s<'a> {
     fn iter(self) -> impl Iterator<Item = u64> + 'a {
@@ -134,7 +134,7 @@ impl<'a> U64s<'a> {
 
 /// One feature of a record, parsed in place without allocating: [`decode`] turns it into a
 /// value, [`gather`] copies its data straight into a batch.
-pub struct FeatureView<'a> {
+struct FeatureView<'a> {
     kind: u8,
     dtype: DType,
     dims: U64s<'a>,

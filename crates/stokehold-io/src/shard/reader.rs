@@ -22,8 +22,8 @@ use super::format::*;
 
 /// Bytes of a record that a `Read` hint prefetches: its header and first data line. The CPU's own
 /// prefetcher streams the rest once those are read; prefetching every line of a 1 KiB record
-/// instead filled the core's miss buffers and stalled it (global-shuffle epoch of 1M 1 KiB
-/// records ~1.0 -> ~0.55 us per record, `shard_read_bench`).
+/// instead filled the core's miss buffers and stalled it (hinted random reads of 1M 1 KiB
+/// records without checksums: ~0.77 us per record with all 17 lines, ~0.51 with 2; dev VM).
 const PREFETCH_BYTES: usize = 128;
 
 struct ShardFile {
@@ -114,10 +114,15 @@ impl ShardDataset {
 
     /// The stored bytes of record `i` after decompression (checksum checked when enabled).
     pub fn raw_record(&self, i: u64) -> Result<Bytes> {
-        Ok(match self.record(i)? {
+        Ok(self.to_bytes(i, self.record(i)?))
+    }
+
+    /// Record `i`'s bytes from [`ShardDataset::record`] as `Bytes`: a view of the map when borrowed.
+    fn to_bytes(&self, i: u64, rec: Cow<'_, [u8]>) -> Bytes {
+        match rec {
             Cow::Borrowed(b) => self.shards[self.locate(i).0].data.slice_ref(b),
             Cow::Owned(v) => Bytes::from(v),
-        })
+        }
     }
 
     /// [`ShardDataset::raw_record`] without taking a reference on the map: borrowed when the
@@ -172,22 +177,23 @@ impl ShardDataset {
         Ok(Cow::Owned(raw))
     }
 
-    /// The index entry of dataset record `i` (< len); `None` past the map (a corrupt footer).
-    fn entry_bytes(&self, i: u64) -> Option<&[u8]> {
+    /// The shard's map and the index entry of dataset record `i` (< len); `None` past the map (a
+    /// corrupt footer).
+    fn entry_bytes(&self, i: u64) -> Option<(&Bytes, &[u8])> {
         let (s, local) = self.locate(i);
-        let at = self.shards[s].index_offset + local as usize * ENTRY_LEN;
-        self.shards[s].data.get(at..at + ENTRY_LEN)
+        let sh = &self.shards[s];
+        let at = sh.index_offset + local as usize * ENTRY_LEN;
+        Some((&sh.data, sh.data.get(at..at + ENTRY_LEN)?))
     }
 
     /// Prefetches up to `bytes` of record `i` (< len), reading its (by now cached) index entry.
     fn prefetch_record(&self, i: u64, bytes: usize) {
-        let Some(entry) = self.entry_bytes(i) else {
+        let Some((data, entry)) = self.entry_bytes(i) else {
             return;
         };
         let e = Entry::decode(entry);
         let (off, len) = (e.offset as usize, e.stored_len as usize);
         // A corrupt entry must not panic here: reading the record reports it.
-        let data = &self.shards[self.locate(i).0].data;
         if let Some(rec) = off.checked_add(len).and_then(|end| data.get(off..end)) {
             for line in (0..len.min(bytes)).step_by(64) {
                 prefetch_memory(rec[line..].as_ptr());
@@ -266,9 +272,9 @@ impl MapDataset for ShardDataset {
 
     /// A batch in three passes over its records, so that their cache misses overlap instead of
     /// queueing one record after another: prefetch every index entry; read the entries and
-    /// prefetch the records; then read the records (checksums checked) and copy
-    /// their tensors straight into the batch ([`codec::gather`]). Ragged or string features, or
-    /// shapes that differ, go through decoded examples; `None` (the element path, which reports
+    /// prefetch the records; then read the records (checksums checked) and copy their tensors
+    /// straight into the batch ([`codec::gather`]). Ragged or string features, or shapes that
+    /// differ, go through decoded examples and `stack`; `None` (the element path, which reports
     /// the precise error) when those do not stack.
     fn get_batch(&self, indices: &[u64]) -> Result<Option<Example>> {
         let n = self.len();
@@ -291,10 +297,13 @@ impl MapDataset for ShardDataset {
             Ok(Some(batch)) => Ok(Some(batch)),
             Err((r, why)) => Err(self.bad_record(rows[r], why)),
             Ok(None) => {
-                drop(records);
-                let elements = rows
-                    .iter()
-                    .map(|&i| self.get(i))
+                let elements = records
+                    .into_iter()
+                    .zip(&rows)
+                    .map(|(rec, &i)| {
+                        codec::decode(&self.to_bytes(i, rec), &self.names)
+                            .map_err(|why| self.bad_record(i, why))
+                    })
                     .collect::<Result<Vec<_>>>()?;
                 Ok(stack_examples("batch", &elements).ok())
             }
@@ -315,7 +324,7 @@ impl MapDataset for ShardDataset {
         }
         match hint {
             Hint::Locate => {
-                if let Some(entry) = self.entry_bytes(index % n) {
+                if let Some((_, entry)) = self.entry_bytes(index % n) {
                     prefetch_memory(entry.as_ptr())
                 }
             }
