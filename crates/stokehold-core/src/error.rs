@@ -70,6 +70,10 @@ pub enum Error {
     /// Saved iterator state that does not fit this pipeline.
     #[error("cannot restore iterator state: {0}")]
     State(String),
+    /// The host interrupted a consumer waiting for an element (Ctrl-C in Python); the source is
+    /// the host's own error, handed back unchanged. See [`crate::exec::interrupt`].
+    #[error("interrupted while waiting for an element: {0}")]
+    Interrupted(#[source] BoxError),
     /// The pipeline was stopped (iterator dropped, or used across a fork).
     #[error("cancelled: {0}")]
     Cancelled(String),

@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex, TryLockError};
 
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
+use stokehold_core::exec::interrupt;
 use stokehold_core::ops::element;
 use stokehold_core::{
     BatchOptions, DType, Dataset, Error, Example, MapDataset, PadSpec, Parallelism, PipelineIter,
@@ -326,22 +327,28 @@ impl PyIterator {
         py: Python<'_>,
         f: impl FnOnce(&mut PipelineIter) -> stokehold_core::Result<T> + Send,
     ) -> PyResult<T> {
-        let r = py.detach(|| {
-            // try_lock, not lock: a second call while one runs (from another thread, or from a
-            // map function of this very pipeline) is an error, as for a running generator,
-            // instead of a wait that could never end.
-            let mut g = self.inner.try_lock().map_err(|e| match e {
-                TryLockError::WouldBlock => Error::invalid(
-                    "this iterator is already running (used from two threads at once, or from \
-                     inside its own map function); make one iterator per thread",
-                ),
-                TryLockError::Poisoned(_) => {
-                    Error::Cancelled("this iterator is unusable after an earlier panic".into())
-                }
-            })?;
-            f(&mut g)
-        });
+        let r = py
+            .detach(|| interrupt::with_check(crate::errors::check_signals, || self.run_locked(f)));
         r.map_err(|e| to_pyerr(py, e, Some(&self.describe)))
+    }
+
+    fn run_locked<T>(
+        &self,
+        f: impl FnOnce(&mut PipelineIter) -> stokehold_core::Result<T>,
+    ) -> stokehold_core::Result<T> {
+        // try_lock, not lock: a second call while one runs (from another thread, or from a map
+        // function of this very pipeline) is an error, as for a running generator, instead of a
+        // wait that could never end.
+        let mut g = self.inner.try_lock().map_err(|e| match e {
+            TryLockError::WouldBlock => Error::invalid(
+                "this iterator is already running (used from two threads at once, or from \
+                 inside its own map function); make one iterator per thread",
+            ),
+            TryLockError::Poisoned(_) => {
+                Error::Cancelled("this iterator is unusable after an earlier panic".into())
+            }
+        })?;
+        f(&mut g)
     }
 }
 

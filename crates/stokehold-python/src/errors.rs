@@ -178,6 +178,10 @@ pub fn to_pyerr(py: Python<'_>, e: Error, pipeline: Option<&str>) -> PyErr {
             add_note(py, &err, &note);
             err
         }
+        Error::Interrupted(source) => match source.downcast::<PyErr>() {
+            Ok(err) => *err,
+            Err(_) => raise(&t.cancelled, py, msg),
+        },
         Error::InvalidArgument(_) => raise(&t.invalid, py, msg),
         Error::Schema { .. } => raise(&t.schema, py, msg),
         Error::OutOfRange { .. } => raise(&t.out_of_range, py, msg),
@@ -199,6 +203,13 @@ pub fn to_pyerr(py: Python<'_>, e: Error, pipeline: Option<&str>) -> PyErr {
         Error::Panic { .. } => raise(&t.panic, py, msg),
         _ => raise(&t.base, py, msg),
     }
+}
+
+/// The interrupt check installed while an iterator waits without the GIL
+/// ([`stokehold_core::exec::interrupt`]): runs Python's signal handlers, so Ctrl-C raises
+/// `KeyboardInterrupt` (or whatever the handler raises) within a tick.
+pub fn check_signals() -> stokehold_core::Result<()> {
+    Python::attach(|py| py.check_signals()).map_err(|e| Error::Interrupted(Box::new(e)))
 }
 
 /// A core result as a Python result.

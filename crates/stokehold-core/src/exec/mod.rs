@@ -4,6 +4,7 @@ pub mod autotune;
 pub mod background;
 pub mod budget;
 pub mod executor;
+pub mod interrupt;
 pub mod options;
 pub mod parallel;
 pub mod pool;

@@ -13,12 +13,13 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use crossbeam_channel::{bounded, Receiver};
+use crossbeam_channel::{bounded, Receiver, RecvTimeoutError};
 use serde_json::{json, Value as Json};
 
 use crate::dataset::{state_field, Dataset, DatasetIter, IterDataset};
 use crate::error::{Error, Result};
 use crate::example::Example;
+use crate::exec::interrupt;
 
 /// Runs its input on a background thread, `depth` elements ahead.
 pub struct Prefetch {
@@ -144,10 +145,18 @@ impl DatasetIter for PrefetchIter {
                 running.pid
             )));
         }
-        let (r, state) = running.rx.recv().map_err(|_| Error::Panic {
-            op: self.parent.name(),
-            message: "prefetch thread ended without a result".into(),
-        })?;
+        let (r, state) = loop {
+            match running.rx.recv_timeout(interrupt::TICK) {
+                Ok(msg) => break msg,
+                Err(RecvTimeoutError::Timeout) => interrupt::check()?,
+                Err(RecvTimeoutError::Disconnected) => {
+                    return Err(Error::Panic {
+                        op: self.parent.name(),
+                        message: "prefetch thread ended without a result".into(),
+                    })
+                }
+            }
+        };
         if !matches!(r, Ok(Some(_))) {
             self.done = true;
             self.running = None;

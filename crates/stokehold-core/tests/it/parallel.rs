@@ -225,3 +225,37 @@ fn one_failing_pipeline_leaves_others_working() {
     }
     assert!(g.next().unwrap().is_none());
 }
+
+#[test]
+fn a_host_check_interrupts_a_waiting_consumer_and_nothing_is_lost() {
+    use std::time::{Duration, Instant};
+    use stokehold_core::exec::interrupt;
+
+    // Element 0 takes 1.5 s; the check refuses, so next() returns within a tick or two of the
+    // wait starting, and the element still comes on the next call.
+    fn refuse() -> stokehold_core::Result<()> {
+        Err(Error::Interrupted("host said stop".into()))
+    }
+    let slow = map_fn(|e: Example, _| {
+        if e.tensor("slow", "x")?.to_vec::<i64>()?[0] == 0 {
+            std::thread::sleep(Duration::from_millis(1500));
+        }
+        Ok(e)
+    });
+    let base = Dataset::range(4);
+    for ds in [
+        base.map("slow", slow.clone()).prefetch(2).unwrap(),
+        base.map_parallel("slow", slow.clone(), Fixed(2), true),
+    ] {
+        let mut it = ds.iter(0).unwrap();
+        let t = Instant::now();
+        let err = interrupt::with_check(refuse, || it.next()).unwrap_err();
+        assert!(matches!(err, Error::Interrupted(_)), "{err}");
+        assert!(
+            t.elapsed() < Duration::from_millis(1000),
+            "{:?}",
+            t.elapsed()
+        );
+        assert_eq!(xs(&it.collect_all().unwrap()), [0, 1, 2, 3]);
+    }
+}

@@ -1,0 +1,65 @@
+//! Letting the host interrupt a consumer that waits on pipeline threads.
+//!
+//! A consumer blocked in `next()` on a prefetch thread, parallel-map workers or background
+//! readers wakes at least every [`TICK`] and runs the check its thread installed with
+//! [`with_check`]; an error from the check ends the wait, and `next()` returns it. The Python
+//! bindings install one that runs Python's signal handlers, so Ctrl-C raises `KeyboardInterrupt`
+//! while a training loop waits for data, instead of after the next element arrives (or never).
+//! Nothing is lost: the element being waited for stays queued, the iterator's state is unchanged,
+//! and the next `next()` returns that element.
+
+use std::cell::Cell;
+use std::time::Duration;
+
+use crate::error::Result;
+
+/// The longest a waiting consumer goes without running its check.
+pub const TICK: Duration = Duration::from_millis(100);
+
+/// A check: `Err` interrupts the wait (typically [`crate::Error::Interrupted`]).
+pub type Check = fn() -> Result<()>;
+
+thread_local! {
+    static CHECK: Cell<Option<Check>> = const { Cell::new(None) };
+}
+
+/// Runs `f` with `check` installed on this thread (restored afterwards, even on panic).
+pub fn with_check<R>(check: Check, f: impl FnOnce() -> R) -> R {
+    struct Restore(Option<Check>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            CHECK.set(self.0);
+        }
+    }
+    let _restore = Restore(CHECK.replace(Some(check)));
+    f()
+}
+
+/// Runs this thread's check, if one is installed: waiting loops call it at every [`TICK`].
+pub fn check() -> Result<()> {
+    CHECK.get().map_or(Ok(()), |c| c())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Error;
+
+    fn refuse() -> Result<()> {
+        Err(Error::Cancelled("refused".into()))
+    }
+
+    #[test]
+    fn check_is_scoped_to_the_call_and_the_thread() {
+        assert!(check().is_ok());
+        with_check(refuse, || {
+            assert!(check().is_err());
+            std::thread::spawn(|| assert!(check().is_ok()))
+                .join()
+                .unwrap();
+        });
+        assert!(check().is_ok());
+        let _ = std::panic::catch_unwind(|| with_check(refuse, || panic!("boom")));
+        assert!(check().is_ok(), "restored after a panic");
+    }
+}
