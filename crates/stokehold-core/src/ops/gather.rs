@@ -77,7 +77,7 @@ pub fn check_table(rows: &Tensor, name: &str) -> Result<()> {
 /// Maps keys (integers or byte strings) to table rows.
 #[derive(Clone, Debug, Default)]
 pub struct KeyMap {
-    ints: HashMap<i64, u64>,
+    ints: HashMap<i128, u64>,
     strings: HashMap<Vec<u8>, u64>,
 }
 
@@ -154,12 +154,12 @@ impl KeyMap {
     }
 }
 
-/// Reads an integer tensor of any integer dtype as i64 values; other dtypes are a schema error
-/// naming the feature and `op`. (u64 values above i64::MAX become negative, hence out of range.)
-fn int_values(t: &Tensor, feature: &str, op: &str) -> Result<Vec<i64>> {
+/// Reads an integer tensor of any integer dtype as exact i128 values (every u64 and i64 fits);
+/// other dtypes are a schema error naming the feature and `op`.
+fn int_values(t: &Tensor, feature: &str, op: &str) -> Result<Vec<i128>> {
     macro_rules! conv {
         ($t:ty) => {
-            t.to_vec::<$t>()?.into_iter().map(|v| v as i64).collect()
+            t.to_vec::<$t>()?.into_iter().map(i128::from).collect()
         };
     }
     Ok(match t.dtype() {
@@ -193,21 +193,19 @@ pub fn gather_rows(
     let rows = table.rows();
     let n = rows.shape()[0] as u64;
     let idx = int_values(indices, feature, op)?;
-    let check = |i: i64| -> Result<usize> {
-        if i < 0 {
-            return Err(Error::invalid(format!(
+    let check = |i: i128| -> Result<usize> {
+        match u64::try_from(i) {
+            Err(_) => Err(Error::invalid(format!(
                 "{op}: negative index {i} in feature {feature:?} into {} of length {n}",
                 table.name()
-            )));
-        }
-        if i as u64 >= n {
-            return Err(Error::OutOfRange {
-                index: i as u64,
+            ))),
+            Ok(index) if index >= n => Err(Error::OutOfRange {
+                index,
                 len: n,
                 what: table.name(),
-            });
+            }),
+            Ok(index) => Ok(index as usize),
         }
-        Ok(i as usize)
     };
     let row_shape = &rows.shape()[1..];
     if indices.shape().is_empty() {
@@ -352,6 +350,14 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(s.contains("-1") && s.contains("length 4"), "{s}");
+        // A u64 above i64::MAX is out of range, reported as itself (not as a negative number).
+        let s = gather_rows(&t, &Tensor::scalar(u64::MAX), "i", "g")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            s.contains(&u64::MAX.to_string()) && s.contains("length 4"),
+            "{s}"
+        );
         let s = gather_rows(&t, &Tensor::scalar(1.0f32), "image_id", "g")
             .unwrap_err()
             .to_string();
@@ -359,6 +365,16 @@ mod tests {
             s.contains("image_id") && s.contains("float32") && s.contains("integer"),
             "{s}"
         );
+    }
+
+    #[test]
+    fn key_maps_keep_u64_and_negative_keys_apart() {
+        let m =
+            KeyMap::from_tensor(&Tensor::from_vec(vec![2], vec![u64::MAX, 5]).unwrap()).unwrap();
+        let r = m.rows_of(&Tensor::scalar(u64::MAX), "k", "g").unwrap();
+        assert_eq!(r.to_vec::<i64>().unwrap(), vec![0]);
+        let e = m.rows_of(&Tensor::scalar(-1i64), "k", "g").unwrap_err();
+        assert!(e.to_string().contains("key -1"), "{e}");
     }
 
     #[test]
