@@ -90,7 +90,8 @@ def sample_from_datasets(datasets: Sequence[Dataset], weights: Optional[Sequence
 
 def list_files(patterns: Union[str, Sequence[str]], shuffle: bool = True, seed: Optional[int] = None) -> Dataset:
     """Files matching the glob pattern(s), as feature ``"path"``: sorted, then (``shuffle``) a
-    seeded permutation per epoch. A pattern matching nothing raises ``FileNotFoundError``."""
+    seeded permutation per epoch. A pattern matching nothing raises ``FileNotFoundError``.
+    TFRecord ``.idx`` sidecars are left out where their file is listed too."""
     pats = [patterns] if isinstance(patterns, str) else list(patterns)
     s = (_draw_seed() if seed is None else seed) if shuffle else None
     return Dataset(_native.list_files(pats, s))

@@ -27,7 +27,9 @@ use crate::table::npy::parse_header;
 /// deduplicated, as a random-access dataset of one bytes feature `"path"`. With `shuffle =
 /// Some(seed)` the order is a new seeded permutation each epoch (of the sorted list, so the same
 /// seed gives the same order on every machine). A pattern that matches nothing is an error naming
-/// it: an empty training set is almost always a typo.
+/// it: an empty training set is almost always a typo. TFRecord index sidecars are left out where
+/// their file is listed too (`train-*` lists `train-0.tfrecord`, not `train-0.tfrecord.idx`);
+/// a pattern for the sidecars alone (`*.idx`) still lists them.
 pub fn list_files(patterns: &[impl AsRef<str>], shuffle: Option<u64>) -> Result<Dataset> {
     if patterns.is_empty() {
         return Err(Error::invalid("list_files: no pattern given"));
@@ -56,6 +58,12 @@ pub fn list_files(patterns: &[impl AsRef<str>], shuffle: Option<u64>) -> Result<
     }
     paths.sort();
     paths.dedup();
+    let listed: std::collections::HashSet<PathBuf> = paths.iter().cloned().collect();
+    paths.retain(|p| {
+        let s = p.as_os_str().to_string_lossy();
+        !s.strip_suffix(".idx")
+            .is_some_and(|data| listed.contains(Path::new(data)))
+    });
     let names: Vec<String> = paths
         .iter()
         .map(|p| p.to_string_lossy().into_owned())

@@ -55,6 +55,25 @@ fn list_files_sorts_dedups_and_shuffles_per_epoch() {
 }
 
 #[test]
+fn index_sidecars_are_left_out_beside_their_files() {
+    let dir = tempfile::tempdir().unwrap();
+    for name in ["train-0.tfrecord", "train-0.tfrecord.idx", "train-1.idx"] {
+        std::fs::write(dir.path().join(name), b"x").unwrap();
+    }
+    let names = |pat: &str| -> Vec<String> {
+        let pat = format!("{}/{pat}", dir.path().display());
+        let ds = list_files(&[pat.as_str()], None).unwrap();
+        paths(&ds, 0)
+            .iter()
+            .map(|p| p.rsplit('/').next().unwrap().to_string())
+            .collect()
+    };
+    // train-1.idx has no data file beside it: it is a file like any other.
+    assert_eq!(names("train-*"), ["train-0.tfrecord", "train-1.idx"]);
+    assert_eq!(names("*.idx"), ["train-0.tfrecord.idx", "train-1.idx"]);
+}
+
+#[test]
 fn glob_matching_nothing_is_an_error_naming_it() {
     let dir = tempfile::tempdir().unwrap();
     let pat = format!("{}/*.npy", dir.path().display());
