@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import operator
 import os
-from typing import Any, Callable, Dict, Iterable, Mapping, Optional, Sequence, Union
+from typing import Any, Callable, Dict, Iterable, Mapping, Optional, Sequence, Union, overload
 
 import numpy as np
 
@@ -388,11 +388,20 @@ class Dataset:
         # Defined so that `if ds:` does not call __len__ (which raises for streams).
         return True
 
-    def __getitem__(self, index: int) -> Element:
-        """Element ``index`` (negative counts from the end) of a random-access dataset.
+    @overload
+    def __getitem__(self, index: int) -> Element: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> "Dataset": ...
+
+    def __getitem__(self, index: Union[int, slice]) -> Union[Element, "Dataset"]:
+        """Element ``index`` (negative counts from the end) of a random-access dataset; with a
+        slice, ``ds[start:stop]``, the dataset of those elements of each epoch (random access
+        kept, nothing read; a step other than 1 is refused: use ``shard``).
 
         Raises:
-            TypeError: the dataset is a stream, or the index is not an int.
+            TypeError: the dataset is a stream, or the index is not an int or a slice.
+            ValueError: a slice with a step, or counting from the end of an infinite dataset.
             OutOfRangeError: (an IndexError) the index is out of range.
         """
         if not self.is_random_access:
@@ -400,6 +409,19 @@ class Dataset:
                 f"this dataset is a stream and has no random access ({self.describe()}); "
                 f"index it before filter / shuffle(buffer_size=...) / prefetch"
             )
+        if isinstance(index, slice):
+            n = self._native.cardinality()
+            if index.step not in (None, 1):
+                raise ValueError(
+                    f"ds[{index.start}:{index.stop}:{index.step}]: only a step of 1; for every "
+                    f"k-th element use shard(k, index)"
+                )
+            if n == _native.INFINITE and (
+                index.stop is None or min(index.start or 0, index.stop) < 0
+            ):
+                raise ValueError("a slice of an infinite dataset needs a non-negative start and stop")
+            start, stop, _ = index.indices(n)
+            return self.slice(start, max(start, stop))  # type: ignore[attr-defined]
         i = operator.index(index)
         if i < 0:
             n = self._native.cardinality()

@@ -44,6 +44,24 @@ def test_negative_and_out_of_range_indices():
         ds["a"]
 
 
+def test_slices_are_datasets_like_python_slices():
+    ds = sh.from_arrays({"x": np.arange(10)})
+    xs = lambda d: [int(e["x"]) for e in d]  # noqa: E731
+    for s in [slice(2, 5), slice(-3, None), slice(None, -7), slice(5, 2), slice(None), slice(8, 99)]:
+        part = ds[s]
+        assert xs(part) == list(range(10))[s], s
+        assert len(part) == len(range(10)[s]) and part.is_random_access
+    assert int(ds[3:8][-1]["x"]) == 7
+    shuffled = ds.shuffle(seed=1)
+    assert xs(shuffled[:4]) == xs(shuffled)[:4]  # each epoch's first four of the same order
+    with pytest.raises(ValueError, match="shard"):
+        ds[::2]
+    endless = ds.repeat()
+    assert xs(endless[8:13]) == [8, 9, 0, 1, 2]
+    with pytest.raises(ValueError, match="infinite"):
+        endless[-3:]
+
+
 def test_len_of_streams_and_infinite_is_a_clear_type_error():
     ds = sh.from_arrays({"x": np.arange(5)})
     with pytest.raises(TypeError, match="not known without iterating"):
