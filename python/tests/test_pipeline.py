@@ -190,3 +190,43 @@ def test_parallel_map_exception_reaches_the_caller_as_itself():
         list(sh.from_arrays({"x": np.arange(20)}).map(f, num_parallel_calls=4))
     with pytest.raises(sh.InvalidArgumentError):
         sh.from_arrays({"x": np.arange(3)}).map(f, num_parallel_calls=0)
+
+
+def test_epochs_loader_state_resumes_exactly_at_every_cut():
+    def make():
+        return sh.from_arrays({"x": np.arange(10)}).shuffle(seed=3).batch(3).prefetch(2)
+
+    flat = [(ep.epoch, b["x"].tolist()) for ep in make().epochs(3) for b in ep]
+    assert len(flat) == 12
+
+    def state_after(cut):
+        loader, seen = make().epochs(3), 0
+        for ep in loader:
+            while True:
+                if seen == cut:
+                    return json.dumps(loader.get_state())
+                try:
+                    next(ep)
+                except StopIteration:
+                    break
+                seen += 1
+        return json.dumps(loader.get_state())
+
+    for cut in range(len(flat) + 1):
+        state = state_after(cut)
+        loader = make().epochs(3)
+        loader.set_state(json.loads(state))
+        assert [(ep.epoch, b["x"].tolist()) for ep in loader for b in ep] == flat[cut:], cut
+        # Chained: resume, take one more, save, resume again.
+        loader = make().epochs(3)
+        loader.set_state(state)
+        it = ((ep.epoch, b["x"].tolist()) for ep in loader for b in ep)
+        first = next(it, None)
+        again = make().epochs(3)
+        again.set_state(loader.get_state())
+        rest = [(ep.epoch, b["x"].tolist()) for ep in again for b in ep]
+        assert ([first] if first else []) + rest == flat[cut:], cut
+    with pytest.raises(sh.StateError, match="epochs"):
+        make().epochs(2).set_state(state_after(4))
+    with pytest.raises(sh.StateError):
+        make().epochs(3).set_state(make().iter().get_state())
