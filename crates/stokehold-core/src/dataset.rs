@@ -228,6 +228,33 @@ impl Dataset {
         m.get(index)
     }
 
+    /// Element `index` (< len) of epoch `epoch` of a finite random-access dataset: what
+    /// `iter(epoch)` yields at that position (a shuffle's order of that epoch, say).
+    pub fn get_in_epoch(&self, epoch: u64, index: u64) -> Result<Example> {
+        let m = self.as_map().ok_or_else(|| {
+            Error::invalid(format!("{} is a stream (no random access)", self.name()))
+        })?;
+        let n = m.len();
+        if n == INFINITE {
+            return Err(Error::invalid(format!(
+                "{} is endless: it has no epochs to index",
+                m.name()
+            )));
+        }
+        if index >= n {
+            return Err(Error::OutOfRange {
+                index,
+                len: n,
+                what: m.name(),
+            });
+        }
+        let at = epoch
+            .checked_mul(n)
+            .and_then(|base| base.checked_add(index))
+            .ok_or_else(|| Error::invalid(format!("epoch {epoch} is past the index range")))?;
+        m.get(at)
+    }
+
     /// This op's description.
     pub fn name(&self) -> String {
         match self {

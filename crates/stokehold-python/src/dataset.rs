@@ -233,6 +233,21 @@ impl PyDataset {
         })
     }
 
+    /// Element `index` of epoch `epoch` (what `iter(epoch)` yields there).
+    fn get_in_epoch<'py>(
+        &self,
+        py: Python<'py>,
+        epoch: u64,
+        index: u64,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        guard(|| {
+            let ds = self.ds.clone();
+            let r = py.detach(move || ds.get_in_epoch(epoch, index));
+            let e = r.map_err(|e| to_pyerr(py, e, Some(&self.ds.describe())))?;
+            example_to_dict(py, e)
+        })
+    }
+
     fn describe(&self) -> String {
         self.ds.describe()
     }
