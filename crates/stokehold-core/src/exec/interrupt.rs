@@ -9,6 +9,7 @@
 //! and the next `next()` returns that element.
 
 use std::cell::Cell;
+use std::sync::{Condvar, MutexGuard};
 use std::time::Duration;
 
 use crate::error::Result;
@@ -38,6 +39,25 @@ pub fn with_check<R>(check: Check, f: impl FnOnce() -> R) -> R {
 /// Runs this thread's check, if one is installed: waiting loops call it at every [`TICK`].
 pub fn check() -> Result<()> {
     CHECK.get().map_or(Ok(()), |c| c())
+}
+
+/// Waits on `cv` for at most a [`TICK`]; when that passes with no wake-up, runs this thread's
+/// check without holding the lock (the check may take the host's lock, Python's GIL, which a
+/// thread that would wake `cv` may hold while it waits for this lock), then `relock`s.
+pub fn wait<'a, T>(
+    cv: &Condvar,
+    guard: MutexGuard<'a, T>,
+    relock: impl FnOnce() -> MutexGuard<'a, T>,
+) -> Result<MutexGuard<'a, T>> {
+    let (guard, wait) = cv
+        .wait_timeout(guard, TICK)
+        .unwrap_or_else(|e| e.into_inner());
+    if !wait.timed_out() {
+        return Ok(guard);
+    }
+    drop(guard);
+    check()?;
+    Ok(relock())
 }
 
 #[cfg(test)]

@@ -372,18 +372,7 @@ impl DatasetIter for ParallelIter {
                 });
             }
             waited = true;
-            let (guard, wait) = sh
-                .cv_out
-                .wait_timeout(st, super::interrupt::TICK)
-                .unwrap_or_else(|e| e.into_inner());
-            st = guard;
-            if wait.timed_out() {
-                // Without the lock: the check may take the host's lock (Python's GIL), which a
-                // worker running a host function holds while it waits for this one.
-                drop(st);
-                super::interrupt::check()?;
-                st = sh.lock();
-            }
+            st = super::interrupt::wait(&sh.cv_out, st, || sh.lock())?;
         };
         drop(st);
         if waited {
