@@ -57,9 +57,9 @@ def as_keras(
     Args:
         x, y, sample_weight: feature name(s) for each part of a batch (see the module doc).
         epoch: the first epoch (default ``ds``'s next one).
-        **py_dataset_kwargs: ``workers``, ``use_multiprocessing``, ``max_queue_size`` for
-            ``PyDataset`` (threads share the pipeline; processes each rebuild nothing and read
-            by index, so they work too).
+        **py_dataset_kwargs: ``workers`` and ``max_queue_size`` for ``PyDataset`` (worker
+            threads read batches by index from the one pipeline; ``use_multiprocessing`` is
+            untested).
     """
     import keras
 
