@@ -7,8 +7,8 @@
 //!
 //! `shard_read_bench DIR N RECORD_BYTES RUNS`: writes N records of RECORD_BYTES (uncompressed,
 //! 256 MiB shards) into DIR unless DIR already holds them, reads everything once to fill the page
-//! cache, then times RUNS passes of: sequential `get(i)`, random `get(i)` (uniform indices, with
-//! repetition; one and two threads), and a sequential and a global-shuffle epoch through the
+//! cache, then times RUNS passes of: sequential `get(i)`, random `get(i)` and random
+//! `get_batch` of 256 indices (uniform indices, with repetition; one and two threads), and a sequential and a global-shuffle epoch through the
 //! iterator API: element by element, in batches of 256, and in batches of 256 made by two
 //! workers.
 
@@ -174,6 +174,32 @@ fn main() -> Result<()> {
                         .into_iter()
                         .map(|h| h.join().expect("reader thread"))
                         .sum()
+                })
+            })?;
+            timed(&format!("random get_batch(256){tag}"), n, || {
+                random.chunks(256).try_fold(0, |a, idx| {
+                    let b = ds.get_batch(idx)?.expect("dense records batch");
+                    Ok(a + touch(&b))
+                })
+            })?;
+            timed(&format!("random get_batch(256), 2 threads{tag}"), n, || {
+                std::thread::scope(|s| {
+                    let parts: Vec<_> = random
+                        .chunks(random.len().div_ceil(2))
+                        .map(|part| {
+                            let ds = &ds;
+                            s.spawn(move || {
+                                part.chunks(256).try_fold(0, |a, idx| {
+                                    let b = ds.get_batch(idx)?.expect("dense records batch");
+                                    Ok(a + touch(&b))
+                                })
+                            })
+                        })
+                        .collect();
+                    parts
+                        .into_iter()
+                        .map(|h| h.join().expect("reader thread"))
+                        .sum::<Result<u64>>()
                 })
             })?;
             for (label, d) in [
