@@ -432,6 +432,27 @@ class Dataset:
                 raise OutOfRangeError(f"index {index} out of range for a dataset of length {n}")
         return self._native.get(i)
 
+    def get_batch(self, indices: Iterable[int]) -> Element:
+        """Elements ``indices`` (any order, repeats allowed, negative counts from the end) of a
+        random-access dataset, stacked as ``batch`` stacks them: the fast way to read at random
+        (a shard folder reads a batch's records with their cache misses overlapped).
+
+        Raises:
+            TypeError: the dataset is a stream.
+            OutOfRangeError: (an IndexError) an index is out of range.
+        """
+        if not self.is_random_access:
+            raise TypeError(f"this dataset is a stream and has no random access ({self.describe()})")
+        idx = [operator.index(i) for i in np.asarray(indices).reshape(-1).tolist()]
+        if any(i < 0 for i in idx):
+            n = self._native.cardinality()
+            if n == _native.INFINITE:
+                raise OutOfRangeError("negative index into an infinite dataset")
+            idx = [i + n if i < 0 else i for i in idx]
+            if any(i < 0 for i in idx):
+                raise OutOfRangeError(f"an index is out of range for a dataset of length {n}")
+        return self._native.get_batch(idx)
+
     def describe(self) -> str:
         """The pipeline as text, inputs first: ``in_memory(...) -> shuffle(seed=1) -> batch(4)``."""
         return str(self._native.describe())

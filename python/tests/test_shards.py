@@ -41,6 +41,18 @@ def test_round_trip_every_compression(tmp_path, compression):
     sh.verify_shards(tmp_path / "ds")
 
 
+def test_get_batch_reads_any_indices_as_one_batch(tmp_path):
+    src = sh.from_arrays({"id": np.arange(30), "x": np.arange(60, dtype=np.float32).reshape(30, 2)})
+    sh.write_shards(src, tmp_path / "ds", shard_size=256)
+    for ds in (sh.open_shards(tmp_path / "ds"), make()):
+        b = ds.get_batch([4, 0, 4, -1])
+        assert b["id"].tolist() == [4, 0, 4, len(ds) - 1]
+    b = sh.open_shards(tmp_path / "ds").get_batch(np.array([[2, 3], [29, 1]]))
+    np.testing.assert_array_equal(b["x"], src.get_batch([2, 3, 29, 1])["x"])
+    with pytest.raises(IndexError):
+        sh.open_shards(tmp_path / "ds").get_batch([1, 30])
+
+
 def test_uncompressed_arrays_are_read_only_views(tmp_path):
     sh.write_shards(make(), tmp_path / "ds")
     e = sh.open_shards(tmp_path / "ds")[5]

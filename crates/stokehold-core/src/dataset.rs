@@ -228,6 +228,31 @@ impl Dataset {
         m.get(index)
     }
 
+    /// Elements `indices` (each < len), stacked as `batch` stacks elements: through the
+    /// dataset's batch path where it has one (the shard reader overlaps the records' misses), else
+    /// element by element.
+    pub fn get_batch(&self, indices: &[u64]) -> Result<Example> {
+        let m = self.as_map().ok_or_else(|| {
+            Error::invalid(format!("{} is a stream (no random access)", self.name()))
+        })?;
+        let n = m.len();
+        if let Some(&index) = indices.iter().find(|&&i| i >= n) {
+            return Err(Error::OutOfRange {
+                index,
+                len: n,
+                what: m.name(),
+            });
+        }
+        if let Some(batch) = m.get_batch(indices)? {
+            return Ok(batch);
+        }
+        let elements = indices
+            .iter()
+            .map(|&i| m.get(i))
+            .collect::<Result<Vec<_>>>()?;
+        crate::example::stack_examples("get_batch", &elements)
+    }
+
     /// Element `index` (< len) of epoch `epoch` of a finite random-access dataset: what
     /// `iter(epoch)` yields at that position (a shuffle's order of that epoch, say).
     pub fn get_in_epoch(&self, epoch: u64, index: u64) -> Result<Example> {

@@ -233,6 +233,16 @@ impl PyDataset {
         })
     }
 
+    /// Elements `indices`, stacked as one batch.
+    fn get_batch<'py>(&self, py: Python<'py>, indices: Vec<u64>) -> PyResult<Bound<'py, PyDict>> {
+        guard(|| {
+            let ds = self.ds.clone();
+            let r = py.detach(move || ds.get_batch(&indices));
+            let e = r.map_err(|e| to_pyerr(py, e, Some(&self.ds.describe())))?;
+            example_to_dict(py, e)
+        })
+    }
+
     /// Element `index` of epoch `epoch` (what `iter(epoch)` yields there).
     fn get_in_epoch<'py>(
         &self,

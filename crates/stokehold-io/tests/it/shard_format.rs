@@ -146,6 +146,17 @@ fn reader_batches_equal_stacked_elements_for_every_kind_of_feature() {
                     .map(|c| stokehold_core::stack_examples("batch", c).unwrap())
                     .collect();
                 assert_eq!(fast, slow, "{c:?}");
+                // Any indices, repeats included, through Dataset::get_batch.
+                let picked = [7u64, 0, 7, 89, 3];
+                let want: Vec<Example> = picked.iter().map(|&i| d.get(i).unwrap()).collect();
+                assert_eq!(
+                    d.get_batch(&picked).unwrap(),
+                    stokehold_core::stack_examples("batch", &want).unwrap()
+                );
+                assert!(matches!(
+                    d.get_batch(&[1, 90]),
+                    Err(stokehold_core::Error::OutOfRange { index: 90, .. })
+                ));
             }
         }
     }
