@@ -578,11 +578,12 @@ class Epoch:
         self._it = it
         self._left = n - taken
         self._n = n
+        self._len = n - taken
         #: The epoch number.
         self.epoch = epoch
 
     def __len__(self) -> int:
-        return self._n
+        return self._len
 
     def __iter__(self) -> "Epoch":
         return self

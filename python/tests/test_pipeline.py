@@ -216,7 +216,11 @@ def test_epochs_loader_state_resumes_exactly_at_every_cut():
         state = state_after(cut)
         loader = make().epochs(3)
         loader.set_state(json.loads(state))
-        assert [(ep.epoch, b["x"].tolist()) for ep in loader for b in ep] == flat[cut:], cut
+        got, lengths = [], 0
+        for ep in loader:
+            lengths += len(ep)
+            got += [(ep.epoch, b["x"].tolist()) for b in ep]
+        assert got == flat[cut:] and lengths == len(flat) - cut, cut
         # Chained: resume, take one more, save, resume again.
         loader = make().epochs(3)
         loader.set_state(state)
