@@ -78,8 +78,11 @@ pub trait MapDataset: Send + Sync + 'static {
 pub enum Hint {
     /// Fetch what locates the element (index entries).
     Locate,
-    /// Fetch the element's bytes.
+    /// Fetch the start of the element's bytes (the CPU streams the rest as it reads them).
     Read,
+    /// Fetch the element's bytes, the first few KiB of them: sent for every element of a batch
+    /// at once (after their `Locate`s), when nothing else runs before they are read.
+    Whole,
 }
 
 /// Elements ahead of the reader that get a `Locate` / `Read` hint: far enough for the misses to
@@ -94,6 +97,16 @@ pub fn hint_ahead(ds: &dyn MapDataset, pos: u64, end: u64) {
     }
     if pos + READ_AHEAD < end {
         ds.prefetch(pos + READ_AHEAD, Hint::Read);
+    }
+}
+
+/// Sends the hints for a batch about to be read element by element: `Locate` for every index,
+/// then `Whole` for every index, so that all its elements' misses are in flight together.
+pub fn hint_batch(ds: &dyn MapDataset, indices: &[u64]) {
+    for hint in [Hint::Locate, Hint::Whole] {
+        for &i in indices {
+            ds.prefetch(i, hint);
+        }
     }
 }
 

@@ -9,8 +9,8 @@
 //! 256 MiB shards) into DIR unless DIR already holds them, reads everything once to fill the page
 //! cache, then times RUNS passes of: sequential `get(i)`, random `get(i)` and random
 //! `get_batch` of 256 indices (uniform indices, with repetition; one and two threads), and a sequential and a global-shuffle epoch through the
-//! iterator API: element by element, in batches of 256, and in batches of 256 made by two
-//! workers.
+//! iterator API: element by element, in batches of 256 (also after a `map`, which batches element
+//! by element), and in batches of 256 made by two workers.
 
 use std::time::Instant;
 
@@ -206,6 +206,17 @@ fn main() -> Result<()> {
                 ("sequential epoch", data.clone()),
                 ("global shuffle epoch", shuffled.clone()),
                 ("sequential epoch, batch 256", data.batch(256, false)?),
+                (
+                    "sequential epoch, map, batch 256",
+                    data.map("identity", map_fn(|e, _| Ok(e)))
+                        .batch(256, false)?,
+                ),
+                (
+                    "global shuffle epoch, map, batch 256",
+                    shuffled
+                        .map("identity", map_fn(|e, _| Ok(e)))
+                        .batch(256, false)?,
+                ),
                 (
                     "global shuffle epoch, batch 256",
                     shuffled.batch(256, false)?,

@@ -119,20 +119,18 @@ impl MapDataset for MapBatch {
             ((index / len) * n, (index % len) * b)
         };
         let end = (start + b).min(n);
+        let indices: Vec<u64> = (start..end).map(|i| base + i).collect();
         if self.opts.padding.is_none() {
-            let indices: Vec<u64> = (start..end).map(|i| base + i).collect();
             if let Some(batch) = self.parent.get_batch(&indices)? {
                 return Ok(batch);
             }
         }
-        let hints = self.parent.prefetch_useful();
-        let elements = (start..end)
-            .map(|i| {
-                if hints {
-                    crate::dataset::hint_ahead(&*self.parent, base + i, base + end);
-                }
-                self.parent.get(base + i)
-            })
+        if self.parent.prefetch_useful() {
+            crate::dataset::hint_batch(&*self.parent, &indices);
+        }
+        let elements = indices
+            .iter()
+            .map(|&i| self.parent.get(i))
             .collect::<Result<Vec<_>>>()?;
         self.opts.make(&elements)
     }

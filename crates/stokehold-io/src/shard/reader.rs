@@ -272,7 +272,7 @@ impl MapDataset for ShardDataset {
 
     /// A batch in three passes over its records, so that their cache misses overlap instead of
     /// queueing one record after another: prefetch every index entry; read the entries and
-    /// prefetch the records; then read the records (checksums checked) and copy their tensors
+    /// prefetch the records (`hint_batch`); then read the records (checksums checked) and copy their tensors
     /// straight into the batch ([`codec::gather`]). Ragged or string features, or shapes that
     /// differ, go through decoded examples and `stack`; `None` (the element path, which reports
     /// the precise error) when those do not stack.
@@ -282,13 +282,7 @@ impl MapDataset for ShardDataset {
             return Ok(None);
         }
         let rows: Vec<u64> = indices.iter().map(|&i| i % n).collect();
-        for &i in &rows {
-            self.prefetch(i, Hint::Locate);
-        }
-        // Whole records (up to 4 KiB) here: nothing runs alongside that the misses could stall.
-        for &i in &rows {
-            self.prefetch_record(i, 4096);
-        }
+        stokehold_core::dataset::hint_batch(self, &rows);
         let records = rows
             .iter()
             .map(|&i| self.record(i))
@@ -316,7 +310,8 @@ impl MapDataset for ShardDataset {
 
     /// `Locate` prefetches the record's index entry; `Read`, sent closer, decodes that (by now
     /// cached) entry and prefetches the record's first [`PREFETCH_BYTES`], so a random read
-    /// overlaps its dependent misses with the work on earlier records.
+    /// overlaps its dependent misses with the work on earlier records; `Whole` (a batch's hint)
+    /// prefetches up to 4 KiB of the record.
     fn prefetch(&self, index: u64, hint: Hint) {
         let n = self.len();
         if n == 0 {
@@ -329,6 +324,8 @@ impl MapDataset for ShardDataset {
                 }
             }
             Hint::Read => self.prefetch_record(index % n, PREFETCH_BYTES),
+            // Up to 4 KiB: nothing runs alongside that the misses could stall.
+            Hint::Whole => self.prefetch_record(index % n, 4096),
         }
     }
 
