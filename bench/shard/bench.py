@@ -147,6 +147,7 @@ def throughput_rows(exe, tmp, n, runs):
     pairs = [("stokehold", "global shuffle epoch", "sequential epoch", ""),
              ("stokehold", "global shuffle epoch", "sequential epoch", ", batch 256"),
              ("stokehold", "global shuffle epoch", "sequential epoch", ", batch 256, 2 threads"),
+             ("stokehold", "global shuffle epoch", "sequential epoch", ", map, batch 256"),
              ("memory probe (C)", "shuffled", "sequential", "")]
     for system, shuf_case, seq_case, suffix in pairs:
         src = probe if system.startswith("memory") else by
