@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import operator
 import os
-from typing import Any, Callable, Dict, Iterable, Mapping, Optional, Sequence, Union, overload
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Union, overload
 
 import numpy as np
 
@@ -422,15 +422,20 @@ class Dataset:
                 raise ValueError("a slice of an infinite dataset needs a non-negative start and stop")
             start, stop, _ = index.indices(n)
             return self.slice(start, max(start, stop))  # type: ignore[attr-defined]
-        i = operator.index(index)
-        if i < 0:
-            n = self._native.cardinality()
-            if n == _native.INFINITE:
-                raise OutOfRangeError(f"negative index {i} into an infinite dataset")
-            i += n
-            if i < 0:
-                raise OutOfRangeError(f"index {index} out of range for a dataset of length {n}")
-        return self._native.get(i)
+        return self._native.get(self._from_end([operator.index(index)])[0])
+
+    def _from_end(self, indices: List[int]) -> List[int]:
+        """``indices`` with negative ones counted from the end (an error where that is not
+        possible); non-negative ones are checked by the native side."""
+        if all(i >= 0 for i in indices):
+            return indices
+        n = self._native.cardinality()
+        if n == _native.INFINITE:
+            raise OutOfRangeError(f"negative index {min(indices)} into an infinite dataset")
+        out = [i + n if i < 0 else i for i in indices]
+        if min(out) < 0:
+            raise OutOfRangeError(f"index {min(indices)} out of range for a dataset of length {n}")
+        return out
 
     def get_batch(self, indices: Iterable[int]) -> Element:
         """Elements ``indices`` (any order, repeats allowed, negative counts from the end) of a
@@ -444,14 +449,7 @@ class Dataset:
         if not self.is_random_access:
             raise TypeError(f"this dataset is a stream and has no random access ({self.describe()})")
         idx = [operator.index(i) for i in np.asarray(indices).reshape(-1).tolist()]
-        if any(i < 0 for i in idx):
-            n = self._native.cardinality()
-            if n == _native.INFINITE:
-                raise OutOfRangeError("negative index into an infinite dataset")
-            idx = [i + n if i < 0 else i for i in idx]
-            if any(i < 0 for i in idx):
-                raise OutOfRangeError(f"an index is out of range for a dataset of length {n}")
-        return self._native.get_batch(idx)
+        return self._native.get_batch(self._from_end(idx))
 
     def describe(self) -> str:
         """The pipeline as text, inputs first: ``in_memory(...) -> shuffle(seed=1) -> batch(4)``."""

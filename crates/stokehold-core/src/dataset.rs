@@ -223,39 +223,36 @@ impl Dataset {
         self.len() == Some(0)
     }
 
-    /// Element `index` of a random-access dataset; an error for streams and out-of-range indices.
-    pub fn get(&self, index: u64) -> Result<Example> {
+    /// The random-access dataset, with each of `indices` checked against its length; an error
+    /// for a stream or an index out of range.
+    fn checked(&self, indices: &[u64]) -> Result<&Arc<dyn MapDataset>> {
         let m = self.as_map().ok_or_else(|| {
             Error::invalid(format!(
                 "{} is a stream (no random access); index it before stream-only ops",
                 self.name()
             ))
         })?;
-        if index >= m.len() {
-            return Err(Error::OutOfRange {
+        let len = m.len();
+        match indices.iter().find(|&&i| i >= len) {
+            Some(&index) => Err(Error::OutOfRange {
                 index,
-                len: m.len(),
+                len,
                 what: m.name(),
-            });
+            }),
+            None => Ok(m),
         }
-        m.get(index)
+    }
+
+    /// Element `index` of a random-access dataset; an error for streams and out-of-range indices.
+    pub fn get(&self, index: u64) -> Result<Example> {
+        self.checked(&[index])?.get(index)
     }
 
     /// Elements `indices` (each < len), stacked as `batch` stacks elements: through the
     /// dataset's batch path where it has one (the shard reader overlaps the records' misses), else
     /// element by element.
     pub fn get_batch(&self, indices: &[u64]) -> Result<Example> {
-        let m = self.as_map().ok_or_else(|| {
-            Error::invalid(format!("{} is a stream (no random access)", self.name()))
-        })?;
-        let n = m.len();
-        if let Some(&index) = indices.iter().find(|&&i| i >= n) {
-            return Err(Error::OutOfRange {
-                index,
-                len: n,
-                what: m.name(),
-            });
-        }
+        let m = self.checked(indices)?;
         if let Some(batch) = m.get_batch(indices)? {
             return Ok(batch);
         }
@@ -269,22 +266,13 @@ impl Dataset {
     /// Element `index` (< len) of epoch `epoch` of a finite random-access dataset: what
     /// `iter(epoch)` yields at that position (a shuffle's order of that epoch, say).
     pub fn get_in_epoch(&self, epoch: u64, index: u64) -> Result<Example> {
-        let m = self.as_map().ok_or_else(|| {
-            Error::invalid(format!("{} is a stream (no random access)", self.name()))
-        })?;
+        let m = self.checked(&[index])?;
         let n = m.len();
         if n == INFINITE {
             return Err(Error::invalid(format!(
                 "{} is endless: it has no epochs to index",
                 m.name()
             )));
-        }
-        if index >= n {
-            return Err(Error::OutOfRange {
-                index,
-                len: n,
-                what: m.name(),
-            });
         }
         let at = epoch
             .checked_mul(n)

@@ -31,6 +31,21 @@ fn source(n: u64, bytes: usize) -> Dataset {
     )
 }
 
+/// `read` over each half of `indices` on its own thread, both at once; the sum of the results.
+fn on_two_threads(indices: &[u64], read: impl Fn(&[u64]) -> Result<u64> + Sync) -> Result<u64> {
+    std::thread::scope(|s| {
+        let read = &read;
+        let parts: Vec<_> = indices
+            .chunks(indices.len().div_ceil(2))
+            .map(|part| s.spawn(move || read(part)))
+            .collect();
+        parts
+            .into_iter()
+            .map(|h| h.join().expect("reader thread"))
+            .sum()
+    })
+}
+
 /// Batches of 256 made by two workers of a parallel map (each worker reads whole batches).
 fn two_workers(d: &Dataset) -> Result<Dataset> {
     let batches = d.batch(256, false)?;
@@ -154,53 +169,22 @@ fn main() -> Result<()> {
             timed(&format!("sequential get{tag}"), n, || {
                 (0..n).try_fold(0, |a, i| Ok(a + touch(&ds.get(i)?)))
             })?;
-            timed(&format!("random get{tag}"), n, || {
-                random
-                    .iter()
-                    .try_fold(0, |a, i| Ok(a + touch(&ds.get(*i)?)))
-            })?;
-            timed(&format!("random get, 2 threads{tag}"), n, || {
-                std::thread::scope(|s| {
-                    let parts: Vec<_> = random
-                        .chunks(random.len().div_ceil(2))
-                        .map(|part| {
-                            let ds = &ds;
-                            s.spawn(move || {
-                                part.iter().try_fold(0, |a, i| Ok(a + touch(&ds.get(*i)?)))
-                            })
-                        })
-                        .collect();
-                    parts
-                        .into_iter()
-                        .map(|h| h.join().expect("reader thread"))
-                        .sum()
-                })
-            })?;
-            timed(&format!("random get_batch(256){tag}"), n, || {
-                random.chunks(256).try_fold(0, |a, idx| {
-                    let b = ds.get_batch(idx)?.expect("dense records batch");
+            let gets = |idx: &[u64]| idx.iter().try_fold(0, |a, i| Ok(a + touch(&ds.get(*i)?)));
+            let batches = |idx: &[u64]| {
+                idx.chunks(256).try_fold(0, |a, part| {
+                    let b = ds.get_batch(part)?.expect("dense records batch");
                     Ok(a + touch(&b))
                 })
+            };
+            timed(&format!("random get{tag}"), n, || gets(&random))?;
+            timed(&format!("random get, 2 threads{tag}"), n, || {
+                on_two_threads(&random, gets)
+            })?;
+            timed(&format!("random get_batch(256){tag}"), n, || {
+                batches(&random)
             })?;
             timed(&format!("random get_batch(256), 2 threads{tag}"), n, || {
-                std::thread::scope(|s| {
-                    let parts: Vec<_> = random
-                        .chunks(random.len().div_ceil(2))
-                        .map(|part| {
-                            let ds = &ds;
-                            s.spawn(move || {
-                                part.chunks(256).try_fold(0, |a, idx| {
-                                    let b = ds.get_batch(idx)?.expect("dense records batch");
-                                    Ok(a + touch(&b))
-                                })
-                            })
-                        })
-                        .collect();
-                    parts
-                        .into_iter()
-                        .map(|h| h.join().expect("reader thread"))
-                        .sum::<Result<u64>>()
-                })
+                on_two_threads(&random, batches)
             })?;
             for (label, d) in [
                 ("sequential epoch", data.clone()),
