@@ -21,9 +21,9 @@ use super::codec;
 use super::format::*;
 
 /// Bytes of a record that a `Read` hint prefetches: its header and first data line. The CPU's own
-/// prefetcher streams the rest once those are read; prefetching every line of a 1 KiB record
-/// instead filled the core's miss buffers and stalled it (hinted random reads of 1M 1 KiB
-/// records without checksums: ~0.77 us per record with all 17 lines, ~0.51 with 2; dev VM).
+/// prefetcher streams the rest once those are read; prefetching up to 4 KiB of a 1 KiB record
+/// instead filled the core's miss buffers and stalled it (global-shuffle epoch of 1M 1 KiB
+/// records: 1.01 M/s with 4096 here, 1.17 M/s with 128; `shard_read_bench DIR 1000000 1024 3`).
 const PREFETCH_BYTES: usize = 128;
 
 struct ShardFile {
