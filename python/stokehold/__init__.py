@@ -7,10 +7,16 @@
     >>> [b["audio"].shape for b in ds]
     [(2, 4), (1, 4)]
 
-Elements are dicts of numpy arrays. Errors derive from :class:`StokeholdError` and, where one
-fits, from a built-in (``ValueError``, ``IndexError``, ``OSError``, ``FileNotFoundError``).
+Elements are dicts of numpy arrays. Every op is a :class:`Dataset` method; sources are module
+functions (``from_arrays``, ``from_generator``, ``list_files``, ``open_shards``,
+``TFRecordDataset``, ...). Errors derive from :class:`StokeholdError` and, where one fits, from a
+built-in (``ValueError``, ``IndexError``, ``OSError``, ``FileNotFoundError``). The adapters
+``stokehold.torch``, ``stokehold.jax`` and ``stokehold.keras`` import their framework only when
+used. ``docs/GUIDE.md`` is the cookbook.
 """
 
+from . import jax, keras, tfrecord, torch
+from ._args import AUTOTUNE, INFINITE, UNKNOWN
 from ._native import (
     CancelledError,
     DataCorruptionError,
@@ -24,24 +30,23 @@ from ._native import (
     WorkerPanicError,
     __version__,
 )
-from .dataset import (
-    AUTOTUNE,
-    INFINITE,
-    UNKNOWN,
-    Dataset,
-    Epoch,
-    EpochLoader,
-    Iterator,
-    from_arrays,
-    from_list,
-)
+from .dataset import Dataset, Element
 from .demo import demo
+from .iterator import Epoch, EpochLoader, Iterator
 from .ragged import Ragged
+from .shards import open_shards, verify_shards, write_shards
+from .sources import (
+    from_arrays,
+    from_generator,
+    from_list,
+    from_tensor_slices,
+    list_files,
+    sample_from_datasets,
+    zip,
+)
+from .spec import ElementSpec, RaggedSpec, TensorSpec
 from .table import Table, open_table, write_table
-from . import tfrecord
 from .tfrecord import TFRecordDataset
-from . import parallel as _parallel  # adds interleave, flat_map, zip, list_files, stats... to Dataset
-from .shards import open_shards, verify_shards, write_shards  # also adds Dataset.shard, .cache, ...
 
 __all__ = [
     "AUTOTUNE",
@@ -50,22 +55,40 @@ __all__ = [
     "CancelledError",
     "DataCorruptionError",
     "Dataset",
+    "Element",
+    "ElementSpec",
     "Epoch",
     "EpochLoader",
     "InvalidArgumentError",
     "Iterator",
     "OutOfRangeError",
     "Ragged",
+    "RaggedSpec",
     "SchemaError",
     "StateError",
     "StokeholdError",
     "StokeholdFileNotFoundError",
     "StokeholdIOError",
+    "TFRecordDataset",
+    "Table",
+    "TensorSpec",
     "WorkerPanicError",
     "__version__",
     "demo",
     "from_arrays",
+    "from_generator",
     "from_list",
+    "from_tensor_slices",
+    "jax",
+    "keras",
+    "list_files",
+    "open_shards",
+    "open_table",
+    "sample_from_datasets",
+    "tfrecord",
+    "torch",
+    "verify_shards",
+    "write_shards",
+    "write_table",
+    "zip",
 ]
-__all__ += ["Table", "open_table", "write_table"]
-__all__ += ["TFRecordDataset", "tfrecord"]

@@ -1,155 +1,76 @@
-"""The ``Dataset`` class: tf.data-like ops over a Rust engine, with random access and state.
+"""The ``Dataset`` class: every op, declared here, over the Rust engine.
 
-Elements are dicts of feature name to numpy array (or :class:`stokehold.Ragged` for batches of
-variable-length features). Arrays come out of the engine without a copy; see ``from_arrays`` for
-what is shared with the input.
+Elements are dicts of feature name to numpy array (or :class:`stokehold.Ragged` in batches of
+variable-length features). Each op is one method: it checks and converts its arguments
+(``_args``) and calls the native layer, where the semantics live. Sources (``from_arrays``,
+``from_generator``, ``list_files``, ...) are in ``sources.py``, iterators in ``iterator.py``.
 """
 
 from __future__ import annotations
 
 import json
 import operator
-import os
-from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Union, overload
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Callable,
+    Dict,
+    Iterable,
+    List,
+    Mapping,
+    Optional,
+    Sequence,
+    Union,
+    overload,
+)
 
 import numpy as np
 
-from . import _native
-from ._native import InvalidArgumentError, OutOfRangeError, StateError
+from . import _args, _native
+from ._args import AUTOTUNE, INFINITE, UNKNOWN, PathLike
+from ._native import InvalidArgumentError, OutOfRangeError
+from .iterator import EpochLoader, Iterator
+from .spec import ElementSpec, spec_of
 
-__all__ = [
-    "AUTOTUNE",
-    "INFINITE",
-    "UNKNOWN",
-    "Dataset",
-    "Iterator",
-    "from_arrays",
-    "from_list",
-]
+if TYPE_CHECKING:
+    from .table import Table
 
-#: ``cardinality()`` of an endless dataset (as in tf.data).
-INFINITE = -1
-#: ``cardinality()`` of a dataset whose length is not known without iterating it.
-UNKNOWN = -2
-#: ``prefetch(AUTOTUNE)``: let stokehold choose the depth (currently 2).
-AUTOTUNE = -1
+__all__ = ["AUTOTUNE", "INFINITE", "UNKNOWN", "Dataset", "Element"]
 
+#: One element: feature name -> numpy array (or :class:`stokehold.Ragged`).
 Element = Dict[str, Any]
+#: A map function: element -> new element (a dict).
+MapFn = Callable[[Element], Mapping[str, Any]]
 
-
-def _draw_seed() -> int:
-    """A fresh 63-bit seed from the OS (used when ``seed=None``)."""
-    return int.from_bytes(os.urandom(8), "little") >> 1
-
-
-def _count(name: str, value: Any, minimum: int = 0) -> int:
-    try:
-        v = operator.index(value)
-    except TypeError:
-        raise InvalidArgumentError(f"{name} must be an int, got {type(value).__name__}") from None
-    if v < minimum:
-        raise InvalidArgumentError(f"{name} must be >= {minimum}, got {v}")
-    return v
-
-
-def _parallelism(value: Any) -> int:
-    """AUTOTUNE -> 0 (the native code for autotune), else a thread count >= 1."""
-    if value == AUTOTUNE:
-        return 0
-    return _count("num_parallel_calls", value, 1)
-
-
-def _dtype_name(dtype: Any) -> str:
-    if isinstance(dtype, str):
-        return dtype
-    return np.dtype(dtype).name
-
-
-def from_arrays(columns: Mapping[str, Any]) -> "Dataset":
-    """An in-memory, random-access dataset from columns.
-
-    Args:
-        columns: feature name -> one of
-
-            * a numpy array ``[N, ...]``: element ``i`` is ``array[i]``. A C-contiguous,
-              native-endian numeric array is **not copied**: the dataset keeps a reference to it,
-              so writing to the array later changes what the dataset returns (elements come out
-              as read-only views of it). Other arrays are copied once.
-            * a list of ``N`` arrays (or values): stored in one contiguous arena. Rows of one shape
-              make a dense column; rows that differ only along axis 0 make a **ragged** column
-              (values back to back plus row splits, no padding).
-            * a :class:`stokehold.Ragged` (used as is, zero-copy).
-
-            Numeric dtypes: bool, (u)int8/16/32/64, float16/32/64 (bfloat16 with ``ml_dtypes``).
-            Bytes features: numpy ``S``/``U`` arrays or object arrays of ``bytes``/``str``
-            (str is UTF-8 encoded); they come out as object arrays of ``bytes``.
-
-    Raises:
-        InvalidArgumentError: columns of different lengths, an unknown dtype (e.g. complex128),
-            an object array holding something other than bytes/str, an empty mapping.
-    """
-    if not isinstance(columns, Mapping):
-        raise InvalidArgumentError(
-            f"from_arrays takes a dict of feature -> array, got {type(columns).__name__}"
-        )
-    if not columns:
-        raise InvalidArgumentError("from_arrays needs at least one feature")
-    for k in columns:
-        if not isinstance(k, str):
-            raise InvalidArgumentError(f"feature names must be str, got {k!r}")
-    return Dataset._wrap(_native.Dataset.from_columns(dict(columns)))
-
-
-def from_list(elements: Iterable[Mapping[str, Any]]) -> "Dataset":
-    """An in-memory dataset from a list of elements (dicts with the same features).
-
-    Each feature is stacked into one contiguous arena (ragged where lengths differ along axis 0),
-    as with a list column in :func:`from_arrays`.
-
-    Raises:
-        InvalidArgumentError: an empty list, an element that is not a dict, or elements whose
-            features differ.
-    """
-    if isinstance(elements, Mapping):
-        raise InvalidArgumentError(
-            "from_list takes a list of dicts (one per element); for a dict of "
-            "feature -> array or list of arrays, use from_arrays"
-        )
-    items = list(elements)
-    if not items:
-        raise InvalidArgumentError("from_list needs at least one element to know the features")
-    first = items[0]
-    if not isinstance(first, Mapping):
-        raise InvalidArgumentError(f"element 0 is a {type(first).__name__}, not a dict")
-    keys = list(first.keys())
-    for i, e in enumerate(items):
-        if not isinstance(e, Mapping):
-            raise InvalidArgumentError(f"element {i} is a {type(e).__name__}, not a dict")
-        if set(e.keys()) != set(keys):
-            raise InvalidArgumentError(
-                f"element {i} has features {sorted(e.keys())}, element 0 has {sorted(keys)}"
-            )
-    return from_arrays({k: [e[k] for e in items] for k in keys})
+#: The depth ``prefetch(AUTOTUNE)`` uses.
+_AUTO_DEPTH = 2
 
 
 class Dataset:
     """A pipeline of elements (dicts of numpy arrays), random access where the ops allow it.
 
-    Build one with :func:`from_arrays` / :func:`from_list`, chain ops (each returns a new
-    ``Dataset``), and iterate. Every ``for`` loop over the same ``Dataset`` object starts the next
+    Build one with :func:`stokehold.from_arrays`, :func:`stokehold.from_generator`,
+    :func:`stokehold.list_files`, :func:`stokehold.open_shards`, ... chain ops (each returns a new
+    ``Dataset``) and iterate. Every ``for`` loop over the same ``Dataset`` object runs the next
     epoch (``epoch`` counts them), so shuffles and random crops draw anew each time, like
     tf.data's ``reshuffle_each_iteration``; ``iter(epoch=k)`` runs a given epoch. Randomness is
-    keyed by (seed, epoch, index): the same seed gives the same batches whatever the prefetch
-    depth or thread timing.
+    keyed by (seed, epoch, index): the same seed gives the same elements whatever the thread
+    count or prefetch depth.
     """
 
     def __init__(self, native: Any, *, _over: Optional[tuple] = None) -> None:
         self._native = native
         self._epoch = 0
+        self._spec: Optional[ElementSpec] = None
         # (random-access base, [(native method, args), ...]) when this dataset is `base` followed
         # only by stages that change how it is computed, not what (parallelize, prefetch):
         # `epochs()` and `repeat()` look through them to keep random access.
         self._over = _over
+
+    @classmethod
+    def _wrap(cls, native: Any) -> "Dataset":
+        """Wraps a native dataset (for bindings that expose their own Rust datasets)."""
+        return cls(native)
 
     def _stage(self, method: str, *args: Any) -> "Dataset":
         native = getattr(self._native, method)(*args)
@@ -161,21 +82,59 @@ class Dataset:
             return Dataset(native)
         return Dataset(native, _over=(base, stages + [(method, args)]))
 
-    @classmethod
-    def _wrap(cls, native: Any) -> "Dataset":
-        """Wraps a native dataset (for bindings that expose their own Rust datasets)."""
-        return cls(native)
+    # ---- sources (also module functions in stokehold.sources) ------------------------------
 
     @staticmethod
     def range(n: int) -> "Dataset":
         """The integers ``0..n`` as int64 scalar feature ``"x"``."""
-        return Dataset(_native.Dataset.range(_count("n", n)))
+        return Dataset(_native.Dataset.range(_args.count("range", "n", n)))
 
-    # ---- ops -------------------------------------------------------------------------------
+    @staticmethod
+    def list_files(
+        patterns: Union[PathLike, Sequence[PathLike]], shuffle: bool = True, seed: Optional[int] = None
+    ) -> "Dataset":
+        """Files matching the glob pattern(s), as bytes feature ``"path"``: sorted, then (with
+        ``shuffle``, the default, as in tf.data) a seeded permutation per epoch. Random access.
+        A pattern matching nothing raises ``FileNotFoundError``; TFRecord ``.idx`` sidecars are
+        left out where their file is listed too. Pass ``e["path"]`` to any path argument."""
+        pats = _args.paths("list_files", "patterns", patterns)
+        s = _args.seed("list_files", seed) if _args.flag("list_files", "shuffle", shuffle) else None
+        return Dataset(_native.Dataset.list_files(pats, s))
+
+    @staticmethod
+    def zip(datasets: Union[Sequence["Dataset"], Mapping[str, "Dataset"]]) -> "Dataset":
+        """Elements side by side, merged into one dict; ends with the shortest input. A mapping
+        ``{"a": ds1, "b": ds2}`` prefixes the feature names (``"a/x"``); with a list the
+        feature names must differ. Random access when every input has it."""
+        if isinstance(datasets, Mapping):
+            prefixes = [f"{_args.name('zip', 'datasets', k)}/" for k in datasets]
+            items = list(datasets.values())
+        else:
+            items = list(datasets)
+            prefixes = [""] * len(items)
+        return Dataset(_native.Dataset.zip([_dataset("zip", d)._native for d in items], prefixes))
+
+    @staticmethod
+    def sample_from_datasets(
+        datasets: Sequence["Dataset"],
+        weights: Optional[Sequence[float]] = None,
+        seed: Optional[int] = None,
+        stop_on_empty_dataset: bool = False,
+    ) -> "Dataset":
+        """A weighted random mix, keyed by (seed, epoch, step). An exhausted input ends the mix
+        when ``stop_on_empty_dataset``, otherwise it is dropped and the rest renormalised; the
+        mix ends when no input with a positive weight remains (it never hangs)."""
+        items = [_dataset("sample_from_datasets", d)._native for d in datasets]
+        w = [1.0] * len(items) if weights is None else [float(x) for x in weights]
+        s = _args.seed("sample_from_datasets", seed)
+        stop = _args.flag("sample_from_datasets", "stop_on_empty_dataset", stop_on_empty_dataset)
+        return Dataset(_native.Dataset.sample_from_datasets(items, w, s, stop))
+
+    # ---- element-wise ops ------------------------------------------------------------------
 
     def map(
         self,
-        fn: Callable[[Element], Mapping[str, Any]],
+        fn: MapFn,
         num_parallel_calls: Optional[int] = None,
         deterministic: Optional[bool] = None,
         name: Optional[str] = None,
@@ -183,101 +142,225 @@ class Dataset:
         """Applies ``fn`` to every element.
 
         ``fn`` receives a dict of numpy arrays and returns a dict (values: numpy arrays, Python
-        scalars, bytes, :class:`Ragged`). An exception raised by ``fn`` reaches the caller as
-        itself, with a note naming the op and the element index (Python 3.11+).
+        scalars, bytes, :class:`Ragged`; a tuple is refused with a hint to name its parts). An
+        exception raised by ``fn`` reaches the caller as itself, with a note naming the op and
+        the element index.
 
         Args:
             fn: the function.
             num_parallel_calls: ``None`` (default): in the consumer's thread (or the prefetch
                 thread), keeping random access. An int or ``AUTOTUNE``: on that many worker
-                threads (Python functions share the GIL, so this pays off when ``fn`` spends its
+                threads (Python functions share the GIL: this pays off when ``fn`` spends its
                 time in numpy or other code that releases it). Over a random-access dataset this
                 is ``map(fn).parallelize(...)``, so ``epochs()`` still works.
             deterministic: keep the input order (default True); False yields elements as they
                 complete.
-            name: label in ``describe()`` and errors (default: ``fn.__qualname__``).
+            name: label in ``describe()``, stats and errors (default: ``fn.__qualname__``).
         """
-        if not callable(fn):
-            raise TypeError(f"map takes a callable, got {type(fn).__name__}")
-        label = name or _label(fn)
+        fn = _args.function("map", "fn", fn)
+        label = name or _args.label(fn)
         if num_parallel_calls is None:
             return Dataset(self._native.map(fn, label))
-        par = _parallelism(num_parallel_calls)
-        det = True if deterministic is None else bool(deterministic)
+        par = _args.parallelism("map", "num_parallel_calls", num_parallel_calls)
+        det = True if deterministic is None else _args.flag("map", "deterministic", deterministic)
         if self.is_random_access:
-            return self.map(fn, name=label).parallelize(num_parallel_calls, det)
+            return self.map(fn, name=label).parallelize(par, det)
         return Dataset(self._native.map_parallel(fn, label, par, det))
-
-    def parallelize(self, num_parallel_calls: int = AUTOTUNE, deterministic: bool = True) -> "Dataset":
-        """Runs the pipeline so far on worker threads (default ``AUTOTUNE``: chosen within the
-        machine's cores). Over a random-access dataset each worker computes whole elements by
-        index (fetch, crop, batch...), the fastest path; over a stream, workers take elements in
-        turn. With ``deterministic=True`` (default) the output is the same as without it."""
-        par = _parallelism(num_parallel_calls)
-        if deterministic:
-            return self._stage("parallelize", par, True)
-        return Dataset(self._native.parallelize(par, False))
 
     def filter(self, predicate: Callable[[Element], Any], name: Optional[str] = None) -> "Dataset":
         """Keeps the elements for which ``predicate(element)`` is true. The result is a stream
         (no ``len``, no indexing)."""
-        if not callable(predicate):
-            raise TypeError(f"filter takes a callable, got {type(predicate).__name__}")
-        return Dataset(self._native.filter(predicate, name or _label(predicate)))
+        predicate = _args.function("filter", "predicate", predicate)
+        return Dataset(self._native.filter(predicate, name or _args.label(predicate)))
 
-    def shuffle(self, seed: Optional[int] = None, buffer_size: Optional[int] = None) -> "Dataset":
-        """Shuffles, with a new order each epoch.
+    def enumerate(self, name: str = "index") -> "Dataset":
+        """Adds the position within the epoch as int64 feature ``name`` (default ``"index"``)."""
+        return Dataset(self._native.enumerate(_args.name("enumerate", "name", name)))
+
+    def random_crop(
+        self, feature: str, size: int, axis: int = 0, seed: Optional[int] = None, pad: bool = False
+    ) -> "Dataset":
+        """A random window of ``size`` along ``axis`` of ``feature`` (native, no Python per
+        element); the offset is drawn from (seed, epoch, index). An element shorter than
+        ``size`` is a :class:`SchemaError` naming the element, or with ``pad=True`` is
+        zero-padded at the end to ``size``. ``seed=None`` draws one now (see :meth:`shuffle`)."""
+        op = "random_crop"
+        return Dataset(self._native.random_crop(
+            _args.name(op, "feature", feature), _args.count(op, "size", size),
+            _args.count(op, "axis", axis), _args.seed(op, seed), _args.flag(op, "pad", pad)))
+
+    def pad_to(self, feature: str, length: int, axis: int = 0, value: float = 0) -> "Dataset":
+        """Pads (with ``value``, default 0) or trims ``feature`` to exactly ``length`` along
+        ``axis`` (default 0)."""
+        op = "pad_to"
+        return Dataset(self._native.pad_to(
+            _args.name(op, "feature", feature), _args.count(op, "length", length),
+            _args.count(op, "axis", axis), float(value)))
+
+    def cast(self, feature: str, dtype: Any) -> "Dataset":
+        """Casts ``feature`` to ``dtype`` (a numpy dtype or its name; C-style conversion:
+        truncation toward zero, saturating float-to-int)."""
+        return Dataset(self._native.cast(_args.name("cast", "feature", feature), _args.dtype_name("cast", dtype)))
+
+    def read_file(self, path: str = "path", out: str = "data") -> "Dataset":
+        """Reads the file named by feature ``path`` into bytes feature ``out`` (native, lazy:
+        each file is read when its element is)."""
+        return Dataset(self._native.read_file(_args.name("read_file", "path", path), _args.name("read_file", "out", out)))
+
+    def load_npy(self, path: str = "path", out: str = "array") -> "Dataset":
+        """Loads the ``.npy`` file named by feature ``path`` into feature ``out`` (native,
+        lazy)."""
+        return Dataset(self._native.load_npy(_args.name("load_npy", "path", path), _args.name("load_npy", "out", out)))
+
+    def gather(
+        self, table: "Table", index_feature: str, output: str, keys: Optional[Any] = None
+    ) -> "Dataset":
+        """Adds feature ``output``: the rows of ``table`` at the indices in feature
+        ``index_feature`` (a scalar or a batch of them), copied on the pipeline's threads. With
+        ``keys`` (an array of the table's row keys) the feature holds keys, not row numbers. An
+        index out of range (or an unknown key) is an :class:`OutOfRangeError` naming the
+        element. See ``docs/TABLES.md``."""
+        op = "gather"
+        native = getattr(table, "_native", None)
+        if native is None:
+            raise TypeError(f"gather(table=...): expected a stokehold.Table, got {type(table).__name__}")
+        return Dataset(self._native.gather(native, _args.name(op, "index_feature", index_feature),
+                                           _args.name(op, "output", output), keys))
+
+    # ---- order: shuffles, repetition, slices -----------------------------------------------
+
+    def shuffle(
+        self,
+        buffer_size: Optional[int] = None,
+        seed: Optional[int] = None,
+        reshuffle_each_iteration: bool = True,
+    ) -> "Dataset":
+        """Shuffles, with tf.data's arguments: ``ds.shuffle(1000)`` is a buffer of 1000.
 
         Args:
-            seed: the seed; ``None`` draws one now from the OS, so this ``Dataset`` object is
+            buffer_size: an int: a shuffle buffer of that many elements (any dataset; the result
+                is a stream), except that over a random-access dataset a buffer of at least
+                ``len(ds)`` is run as the global permutation below (a uniform shuffle either
+                way, and random access is kept). ``None`` (default): the buffer-free global
+                permutation of :meth:`global_shuffle`.
+            seed: ``None`` draws one now from the OS, so this ``Dataset`` object is
                 deterministic but another process gets another order (pass a seed to resume a
                 saved iterator state elsewhere).
-            buffer_size: ``None`` (default): a global permutation of a random-access dataset,
-                with no buffer and O(1) memory; keeps random access. An int: a shuffle buffer of
-                that many elements (any dataset; the result is a stream).
+            reshuffle_each_iteration: a new order each epoch (default); False keeps epoch 0's
+                order for every epoch.
         """
-        seed = _draw_seed() if seed is None else _count("seed", seed)
+        op = "shuffle"
         if buffer_size is None:
-            return Dataset(self._native.shuffle(seed))
-        return Dataset(self._native.shuffle_buffer(_count("buffer_size", buffer_size, 1), seed))
+            return self.global_shuffle(seed, reshuffle_each_iteration)
+        size = _args.count(op, "buffer_size", buffer_size, 1)
+        reshuffle = _args.flag(op, "reshuffle_each_iteration", reshuffle_each_iteration)
+        n = self._native.cardinality() if self.is_random_access else None
+        if n is not None and n != _native.INFINITE and size >= n:
+            return self.global_shuffle(seed, reshuffle)
+        s = _args.seed(op, seed)
+        if reshuffle:
+            return Dataset(self._native.shuffle_buffer(size, s))
+        return Dataset(self._native.shuffle_buffer(size, s, False))
+
+    def global_shuffle(self, seed: Optional[int] = None, reshuffle_each_iteration: bool = True) -> "Dataset":
+        """A seeded permutation of each epoch of a finite random-access dataset: no buffer, O(1)
+        memory, random access kept, a checkpoint of a few integers. ``seed`` and
+        ``reshuffle_each_iteration`` as in :meth:`shuffle`. A stream is refused: use
+        ``shuffle(buffer_size)``."""
+        s = _args.seed("global_shuffle", seed)
+        if _args.flag("global_shuffle", "reshuffle_each_iteration", reshuffle_each_iteration):
+            return Dataset(self._native.shuffle(s))
+        return Dataset(self._native.shuffle(s, False))
+
+    def window_shuffle(self, window: int, seed: Optional[int] = None) -> "Dataset":
+        """A cheaper, local shuffle: windows of ``window`` consecutive elements in random order,
+        each shuffled inside. Over a folder written in order, a window of about one shard's
+        records keeps reads within one or two shards. Keeps random access; O(1) memory."""
+        op = "window_shuffle"
+        return Dataset(self._native.window_shuffle(_args.count(op, "window", window, 1), _args.seed(op, seed)))
 
     def repeat(self, count: Optional[int] = None) -> "Dataset":
-        """Repeats ``count`` times (default: forever). Each repetition is a new epoch of the
-        input (reshuffled); keeps random access.
+        """Repeats ``count`` times (``None`` or -1, the default: forever). Each repetition is a
+        new epoch of the input (reshuffled); keeps random access.
 
         ``ds.prefetch(n).repeat(k)`` is run as ``ds.repeat(k).prefetch(n)`` (same elements; the
         same for ``parallelize``): one prefetch thread then flows through every epoch instead of
         restarting at each one.
         """
+        c = _args.count_or_all("repeat", "count", count)
         if self._over is not None:
             base, stages = self._over
-            out = base.repeat(count)
+            out = base.repeat(c)
             for method, args in stages:
                 out = out._stage(method, *args)
             return out
-        return Dataset(self._native.repeat(None if count is None else _count("count", count)))
+        return Dataset(self._native.repeat(c))
 
     def take(self, count: int) -> "Dataset":
-        """The first ``count`` elements (of each epoch)."""
-        return Dataset(self._native.take(_count("count", count)))
+        """The first ``count`` elements of each epoch (-1: all of them, as in tf.data)."""
+        c = _args.count_or_all("take", "count", count)
+        return Dataset(self._native) if c is None else Dataset(self._native.take(c))
 
     def skip(self, count: int) -> "Dataset":
-        """All but the first ``count`` elements (of each epoch)."""
-        return Dataset(self._native.skip(_count("count", count)))
+        """All but the first ``count`` elements of each epoch (-1: skip all, as in tf.data)."""
+        c = _args.count_or_all("skip", "count", count)
+        return Dataset(self._native.take(0) if c is None else self._native.skip(c))
 
-    def enumerate(self, name: str = "index") -> "Dataset":
-        """Adds the position within the epoch as int64 feature ``name`` (default ``"index"``)."""
-        return Dataset(self._native.enumerate(str(name)))
+    def slice(self, start: int, stop: int) -> "Dataset":
+        """Elements ``start..stop`` of each epoch (clamped); keeps random access (also
+        ``ds[start:stop]``)."""
+        return Dataset(self._native.slice(_args.count("slice", "start", start), _args.count("slice", "stop", stop)))
 
-    def batch(self, batch_size: int, drop_remainder: bool = False) -> "Dataset":
-        """Stacks ``batch_size`` elements into one: a dense array ``[batch, ...]`` per feature when
-        shapes agree, a :class:`Ragged` when they differ only along axis 0.
+    def shard(self, num_shards: int, index: int, policy: str = "even") -> "Dataset":
+        """Part ``index`` of ``num_shards`` of each epoch (one rank's share), strided: index
+        arithmetic, random access kept.
 
         Args:
-            batch_size: elements per batch (> 0).
-            drop_remainder: drop a last, smaller batch (default False).
+            num_shards: number of parts (ranks), > 0.
+            index: this part, ``0 <= index < num_shards``.
+            policy: when ``num_shards`` does not divide the epoch: ``"even"`` (default; an exact
+                partition, parts differ by one element), ``"drop"`` (equal parts, the remainder
+                is skipped) or ``"pad"`` (equal parts, short ones wrap to the epoch's start).
         """
-        return Dataset(self._native.batch(_count("batch_size", batch_size), bool(drop_remainder)))
+        op = "shard"
+        return Dataset(self._native.shard(_args.count(op, "num_shards", num_shards, 1),
+                                          _args.count(op, "index", index), _policy(op, policy), False))
+
+    def elastic_shard(self, world_size: int, rank: int, policy: str = "even") -> "Dataset":
+        """Like :meth:`shard`, but a state saved here restores on another world size with
+        nothing of the epoch lost or repeated (all ranks must save at the same step; see
+        ``docs/CHECKPOINTING.md``). The result is a stream."""
+        op = "elastic_shard"
+        return Dataset(self._native.shard(_args.count(op, "world_size", world_size, 1),
+                                          _args.count(op, "rank", rank), _policy(op, policy), True))
+
+    def worker_split(self, num_workers: int, worker: int) -> "Dataset":
+        """Worker ``worker`` of ``num_workers`` inside one process (an exact, strided
+        partition)."""
+        op = "worker_split"
+        return Dataset(self._native.worker_split(_args.count(op, "num_workers", num_workers, 1),
+                                                 _args.count(op, "worker", worker)))
+
+    # ---- batching ----------------------------------------------------------------------------
+
+    def batch(
+        self,
+        batch_size: int,
+        drop_remainder: bool = False,
+        num_parallel_calls: Optional[int] = None,
+        deterministic: Optional[bool] = None,
+    ) -> "Dataset":
+        """Stacks ``batch_size`` elements into one: a dense array ``[batch, ...]`` per feature
+        when shapes agree, a :class:`Ragged` when they differ only along axis 0. Keeps random
+        access. ``num_parallel_calls`` (as in tf.data) builds batches on worker threads:
+        ``batch(n).parallelize(num_parallel_calls)``."""
+        op = "batch"
+        out = Dataset(self._native.batch(_args.count(op, "batch_size", batch_size, 1),
+                                         _args.flag(op, "drop_remainder", drop_remainder)))
+        if num_parallel_calls is None:
+            return out
+        det = True if deterministic is None else _args.flag(op, "deterministic", deterministic)
+        return out.parallelize(_args.parallelism(op, "num_parallel_calls", num_parallel_calls), det)
 
     def padded_batch(
         self,
@@ -286,74 +369,196 @@ class Dataset:
         padding_values: Union[None, float, Mapping[str, float]] = None,
         drop_remainder: bool = False,
     ) -> "Dataset":
-        """Batches with padding: each feature of rank >= 1 is padded to the longest element of the
-        batch, or to a fixed shape, and a feature ``<name>_lengths`` (int64 ``[batch]`` for rank 1,
-        ``[batch, rank]`` otherwise) gives the original shapes.
+        """Batches with padding: each feature of rank >= 1 is padded to the longest element of
+        the batch, or to a fixed shape, and a feature ``<name>_lengths`` (int64 ``[batch]`` for
+        rank 1, ``[batch, rank]`` otherwise) gives the original shapes. A feature already named
+        ``<name>_lengths`` is an error (rename it first).
 
         Args:
             batch_size: elements per batch (> 0).
             padded_shapes: feature -> shape; an axis given as ``None`` or ``-1`` pads to the
-                longest in the batch (default for every feature and axis). An element larger than
-                a fixed shape is a :class:`SchemaError`.
+                longest in the batch (default for every feature and axis). An element larger
+                than a fixed shape is a :class:`SchemaError`.
             padding_values: one number for every feature, or feature -> number (default 0).
                 Bytes features pad with ``b""``.
             drop_remainder: drop a last, smaller batch (default False).
         """
-        shapes: Dict[str, list] = {}
+        op = "padded_batch"
+        shapes: Dict[str, List[Optional[int]]] = {}
         if padded_shapes is not None:
             if not isinstance(padded_shapes, Mapping):
-                raise InvalidArgumentError("padded_shapes must be a dict of feature -> shape")
+                raise _args.fail(op, "padded_shapes", padded_shapes, "must be a dict of feature -> shape")
             for k, shape in padded_shapes.items():
-                shapes[str(k)] = [None if d is None or d == -1 else _count(f"padded_shapes[{k!r}]", d) for d in shape]
+                arg = f"padded_shapes[{k!r}]"
+                shapes[str(k)] = [None if d is None or d == -1 else _args.count(op, arg, d) for d in shape]
         values: Dict[str, float] = {}
         default = 0.0
         if isinstance(padding_values, Mapping):
             values = {str(k): float(v) for k, v in padding_values.items()}
         elif padding_values is not None:
             default = float(padding_values)
-        native = self._native.padded_batch(
-            _count("batch_size", batch_size), bool(drop_remainder), shapes, values, default
-        )
-        return Dataset(native)
+        return Dataset(self._native.padded_batch(
+            _args.count(op, "batch_size", batch_size, 1), _args.flag(op, "drop_remainder", drop_remainder),
+            shapes, values, default))
 
-    def prefetch(self, buffer_size: int = 2) -> "Dataset":
-        """Runs the pipeline on a background thread, ``buffer_size`` elements ahead (default 2;
-        ``AUTOTUNE`` means 2). The thread lives as long as the iterator; with ``repeat()``
-        upstream it flows into the next epoch with nothing rebuilt. The result is a stream; see
-        :meth:`epochs` for a loop over epochs with no stall at their boundaries."""
-        depth = 2 if buffer_size == AUTOTUNE else _count("buffer_size", buffer_size)
-        return self._stage("prefetch", depth)
+    def unbatch(self) -> "Dataset":
+        """Splits each element along axis 0 into its rows (tf.data's ``unbatch``): the inverse
+        of ``batch``; a :class:`Ragged` feature gives its rows."""
+        return Dataset(self._native.unbatch())
 
-    def random_crop(
-        self, feature: str, size: int, axis: int = 0, seed: Optional[int] = None, pad: bool = False
+    def rebatch(self, batch_size: int, drop_remainder: bool = False) -> "Dataset":
+        """Batches of ``batch_size`` rows from batched elements: ``unbatch().batch(batch_size,
+        drop_remainder)``."""
+        op = "rebatch"
+        return Dataset(self._native.rebatch(_args.count(op, "batch_size", batch_size, 1),
+                                            _args.flag(op, "drop_remainder", drop_remainder)))
+
+    def window(
+        self, size: int, shift: Optional[int] = None, stride: int = 1, drop_remainder: bool = False
     ) -> "Dataset":
-        """A random window of ``size`` along ``axis`` of ``feature`` (native, no Python per
-        element). The offset is drawn from (seed, epoch, index).
+        """Sliding windows, each ONE element stacked as :meth:`batch` stacks (what tf.data's
+        ``window(...).flat_map(lambda w: w.batch(size))`` gives). Window ``k`` holds input
+        elements ``k * shift + j * stride`` for ``j < size``; ``shift`` defaults to ``size``; a
+        last, partial window is kept unless ``drop_remainder``."""
+        op = "window"
+        sz = _args.count(op, "size", size, 1)
+        sh = sz if shift is None else _args.count(op, "shift", shift, 1)
+        return Dataset(self._native.window(sz, sh, _args.count(op, "stride", stride, 1),
+                                           _args.flag(op, "drop_remainder", drop_remainder)))
+
+    def group_by_window(
+        self,
+        key_func: Callable[[Element], Any],
+        reduce_func: Optional[Callable[[int, "Dataset"], "Dataset"]] = None,
+        window_size: Optional[int] = None,
+        name: Optional[str] = None,
+    ) -> "Dataset":
+        """tf.data's ``group_by_window``: elements go to groups by ``key_func(element)`` (an
+        int); each time a group holds ``window_size`` elements they are emitted as one window,
+        stacked as :meth:`batch` stacks them. At the end of the input the partial windows follow
+        in the order their keys first appeared. With ``reduce_func(key, window_dataset)``
+        (returning a ``Dataset``) the windows are replaced by its elements, as in tf.data;
+        without it each window is one element. A stream."""
+        op = "group_by_window"
+        key_func = _args.function(op, "key_func", key_func)
+        if window_size is None:
+            raise _args.fail(op, "window_size", None, "is required (window_size_func is not supported)")
+        size = _args.count(op, "window_size", window_size, 1)
+        label = name or _args.label(key_func)
+        if reduce_func is None:
+            return Dataset(self._native.group_by_window(key_func, size, label, None))
+        reduce_func = _args.function(op, "reduce_func", reduce_func)
+        key = "__stokehold_group_key__"
+        windows = Dataset(self._native.group_by_window(key_func, size, label, key))
+
+        def reduce(window: Element) -> "Dataset":
+            k = int(np.asarray(window.pop(key)).reshape(-1)[0])
+            from .sources import from_arrays
+
+            return reduce_func(k, from_arrays(window))  # type: ignore[misc]
+
+        reduce.__qualname__ = _args.label(reduce_func)
+        return windows.flat_map(reduce)
+
+    # ---- several inputs ----------------------------------------------------------------------
+
+    def interleave(
+        self,
+        map_func: Callable[[Element], "Dataset"],
+        cycle_length: int = AUTOTUNE,
+        block_length: int = 1,
+        num_parallel_calls: Optional[int] = None,
+        deterministic: Optional[bool] = None,
+        name: Optional[str] = None,
+    ) -> "Dataset":
+        """tf.data's ``interleave``: ``map_func(element)`` opens a dataset (say, of one file's
+        records); ``cycle_length`` of them are read at once (``AUTOTUNE``, the default as in
+        tf.data: the machine's cores), ``block_length`` consecutive elements from each, in
+        tf.data's order. With ``num_parallel_calls`` (an int or ``AUTOTUNE``) the open inputs are
+        read ahead on worker threads (same order when ``deterministic``, the default)."""
+        op = "interleave"
+        map_func = _args.function(op, "map_func", map_func)
+        par = None if num_parallel_calls is None else _args.parallelism(op, "num_parallel_calls", num_parallel_calls)
+        det = True if deterministic is None else _args.flag(op, "deterministic", deterministic)
+        return Dataset(self._native.interleave(
+            _opener(op, map_func), name or _args.label(map_func),
+            _args.parallelism(op, "cycle_length", cycle_length),
+            _args.count(op, "block_length", block_length, 1), par, det))
+
+    def flat_map(self, map_func: Callable[[Element], "Dataset"], name: Optional[str] = None) -> "Dataset":
+        """The datasets ``map_func`` opens for each element, one after the other (interleave
+        with ``cycle_length=1``)."""
+        map_func = _args.function("flat_map", "map_func", map_func)
+        return Dataset(self._native.flat_map(_opener("flat_map", map_func), name or _args.label(map_func)))
+
+    def concatenate(self, dataset: "Dataset") -> "Dataset":
+        """This dataset's elements, then ``dataset``'s (random access when both have it)."""
+        return Dataset(self._native.concatenate(_dataset("concatenate", dataset)._native))
+
+    # ---- execution -------------------------------------------------------------------------
+
+    def parallelize(self, num_parallel_calls: int = AUTOTUNE, deterministic: bool = True) -> "Dataset":
+        """Runs the pipeline so far on worker threads (default ``AUTOTUNE``: chosen within the
+        machine's cores). Over a random-access dataset each worker computes whole elements by
+        index (fetch, crop, batch...), the fastest path; over a stream, workers take elements in
+        turn. With ``deterministic=True`` (default) the output is the same as without it."""
+        par = _args.parallelism("parallelize", "num_parallel_calls", num_parallel_calls)
+        if _args.flag("parallelize", "deterministic", deterministic):
+            return self._stage("parallelize", par, True)
+        return Dataset(self._native.parallelize(par, False))
+
+    def prefetch(self, buffer_size: int = AUTOTUNE) -> "Dataset":
+        """Runs the pipeline on a background thread, ``buffer_size`` elements ahead (default
+        ``AUTOTUNE``: 2). The thread lives as long as the iterator; with ``repeat()`` upstream
+        it flows into the next epoch with nothing rebuilt. The result is a stream; see
+        :meth:`epochs` for a loop over epochs with no stall at their boundaries."""
+        par = _args.parallelism("prefetch", "buffer_size", buffer_size)
+        return self._stage("prefetch", _AUTO_DEPTH if par == AUTOTUNE else par)
+
+    def cache(self, path: Optional[PathLike] = None) -> "Dataset":
+        """Caches the first pass; later epochs read the cache.
 
         Args:
-            feature: the feature to crop.
-            size: window length.
-            axis: axis to crop along (default 0).
-            seed: ``None`` draws one now (see :meth:`shuffle`).
-            pad: an element shorter than ``size`` is a :class:`SchemaError` naming the element
-                (default), or with ``pad=True`` is zero-padded at the end to ``size``.
+            path: ``None`` (default): in memory (one arena per feature, ragged where lengths
+                differ). A folder: written as a shard folder during the first full pass
+                (complete or absent, never half) and read by later epochs and later runs.
+
+        Every epoch yields the input's epoch 0, so random ops before ``cache`` are drawn once.
+        Put ``shuffle`` and ``parallelize`` after it: ``ds.map(f).cache().shuffle().batch(32)
+        .parallelize()``.
         """
-        seed = _draw_seed() if seed is None else _count("seed", seed)
-        return Dataset(
-            self._native.random_crop(str(feature), _count("size", size), _count("axis", axis), seed, bool(pad))
-        )
+        return Dataset(self._native.cache(None if path is None else _args.path("cache", "path", path)))
 
-    def pad_to(self, feature: str, length: int, axis: int = 0, value: float = 0) -> "Dataset":
-        """Pads (with ``value``, default 0) or trims ``feature`` to exactly ``length`` along
-        ``axis`` (default 0)."""
-        return Dataset(
-            self._native.pad_to(str(feature), _count("length", length), _count("axis", axis), float(value))
-        )
+    def with_options(
+        self, memory_budget: Optional[int] = None, cores: Optional[int] = None, trace_events: int = 0
+    ) -> "Dataset":
+        """Runs the pipeline on its own executor: one thread pool for every epoch, a memory
+        budget in bytes that every buffer respects (default 1 GiB), the cores AUTOTUNE may use
+        (default: all), and ``trace_events`` recent events kept for :meth:`trace`."""
+        op = "with_options"
+        budget = None if memory_budget is None else _args.count(op, "memory_budget", memory_budget, 1)
+        c = None if cores is None else _args.count(op, "cores", cores, 1)
+        return Dataset(self._native.with_options(budget, c, _args.count(op, "trace_events", trace_events)))
 
-    def cast(self, feature: str, dtype: Any) -> "Dataset":
-        """Casts ``feature`` to ``dtype`` (a numpy dtype or its name; C-style conversion:
-        truncation toward zero, saturating float-to-int)."""
-        return Dataset(self._native.cast(str(feature), _dtype_name(dtype)))
+    def stats(self, as_table: bool = False) -> Any:
+        """Per-stage statistics of this pipeline (the nearest ``with_options``, else the
+        pipeline iterated most recently): elements/s, bytes/s, busy and waiting time, queue
+        fill, parallelism, what AUTOTUNE chose and why, and a verdict; a dict, or printable text
+        with ``as_table``. ``None`` before any parallel stage ran."""
+        if as_table:
+            return self._native.stats_table()
+        s = self._native.stats_json()
+        return None if s is None else json.loads(s)
+
+    def trace(self, path: Optional[PathLike] = None) -> Optional[str]:
+        """The recorded window of activity as Chrome trace JSON (open it in Perfetto or
+        chrome://tracing); also written to ``path`` if given. Needs
+        ``with_options(trace_events=N)``."""
+        t: Optional[str] = self._native.trace_json()
+        if path is not None and t is not None:
+            with open(_args.path("trace", "path", path), "w") as f:
+                f.write(t)
+        return t
 
     # ---- inspection ------------------------------------------------------------------------
 
@@ -362,6 +567,24 @@ class Dataset:
         """True when ``len()`` and ``ds[i]`` are available (no filter, buffer shuffle or
         prefetch in the pipeline)."""
         return bool(self._native.is_random_access)
+
+    @property
+    def element_spec(self) -> ElementSpec:
+        """Feature name -> :class:`TensorSpec` / :class:`RaggedSpec` (shape and dtype), read
+        from the first element of epoch 0 (which is computed once for this; tf.data infers it
+        without running). An empty dataset raises :class:`OutOfRangeError`."""
+        if self._spec is None:
+            if self.is_random_access:
+                if self._native.cardinality() == 0:
+                    raise OutOfRangeError(f"element_spec: the dataset is empty ({self.describe()})")
+                first = self._native.get(0)
+            else:
+                it = self._native.iter(0)
+                first = next(it, None)
+                if first is None:
+                    raise OutOfRangeError(f"element_spec: the dataset is empty ({self.describe()})")
+            self._spec = spec_of(first)
+        return self._spec
 
     def cardinality(self) -> int:
         """Elements per epoch; ``INFINITE`` (-1) for an endless dataset, ``UNKNOWN`` (-2) when
@@ -376,10 +599,8 @@ class Dataset:
     def __len__(self) -> int:
         n = self._native.cardinality()
         if n is None:
-            raise TypeError(
-                f"the length of this dataset is not known without iterating it "
-                f"({self.describe()}); cardinality() returns UNKNOWN"
-            )
+            raise TypeError(f"the length of this dataset is not known without iterating it "
+                            f"({self.describe()}); cardinality() returns UNKNOWN")
         if n == _native.INFINITE:
             raise TypeError(f"this dataset is infinite ({self.describe()}); cardinality() returns INFINITE")
         return int(n)
@@ -404,25 +625,37 @@ class Dataset:
             ValueError: a slice with a step, or counting from the end of an infinite dataset.
             OutOfRangeError: (an IndexError) the index is out of range.
         """
-        if not self.is_random_access:
-            raise TypeError(
-                f"this dataset is a stream and has no random access ({self.describe()}); "
-                f"index it before filter / shuffle(buffer_size=...) / prefetch"
-            )
+        self._random_access("ds[...]")
         if isinstance(index, slice):
             n = self._native.cardinality()
             if index.step not in (None, 1):
-                raise ValueError(
-                    f"ds[{index.start}:{index.stop}:{index.step}]: only a step of 1; for every "
-                    f"k-th element use shard(k, index)"
-                )
-            if n == _native.INFINITE and (
-                index.stop is None or min(index.start or 0, index.stop) < 0
-            ):
+                raise ValueError(f"ds[{index.start}:{index.stop}:{index.step}]: only a step of 1; "
+                                 f"for every k-th element use shard(k, index)")
+            if n == _native.INFINITE and (index.stop is None or min(index.start or 0, index.stop) < 0):
                 raise ValueError("a slice of an infinite dataset needs a non-negative start and stop")
             start, stop, _ = index.indices(n)
-            return self.slice(start, max(start, stop))  # type: ignore[attr-defined]
-        return self._native.get(self._from_end([operator.index(index)])[0])
+            return self.slice(start, max(start, stop))
+        got: Element = self._native.get(self._from_end([operator.index(index)])[0])
+        return got
+
+    def get_batch(self, indices: Iterable[int]) -> Element:
+        """Elements ``indices`` (any order, repeats allowed, negative counts from the end) of a
+        random-access dataset, stacked as ``batch`` stacks them: the fast way to read at random
+        (a shard folder reads a batch's records with their cache misses overlapped).
+
+        Raises:
+            TypeError: the dataset is a stream.
+            OutOfRangeError: (an IndexError) an index is out of range.
+        """
+        self._random_access("get_batch")
+        idx = [operator.index(i) for i in np.asarray(indices).reshape(-1).tolist()]
+        got: Element = self._native.get_batch(self._from_end(idx))
+        return got
+
+    def _random_access(self, op: str) -> None:
+        if not self.is_random_access:
+            raise TypeError(f"{op}: this dataset is a stream and has no random access "
+                            f"({self.describe()}); index it before filter / shuffle(buffer_size) / prefetch")
 
     def _from_end(self, indices: List[int]) -> List[int]:
         """``indices`` with negative ones counted from the end (an error where that is not
@@ -436,20 +669,6 @@ class Dataset:
         if min(out) < 0:
             raise OutOfRangeError(f"index {min(indices)} out of range for a dataset of length {n}")
         return out
-
-    def get_batch(self, indices: Iterable[int]) -> Element:
-        """Elements ``indices`` (any order, repeats allowed, negative counts from the end) of a
-        random-access dataset, stacked as ``batch`` stacks them: the fast way to read at random
-        (a shard folder reads a batch's records with their cache misses overlapped).
-
-        Raises:
-            TypeError: the dataset is a stream.
-            OutOfRangeError: (an IndexError) an index is out of range.
-        """
-        if not self.is_random_access:
-            raise TypeError(f"this dataset is a stream and has no random access ({self.describe()})")
-        idx = [operator.index(i) for i in np.asarray(indices).reshape(-1).tolist()]
-        return self._native.get_batch(self._from_end(idx))
 
     def describe(self) -> str:
         """The pipeline as text, inputs first: ``in_memory(...) -> shuffle(seed=1) -> batch(4)``."""
@@ -467,214 +686,71 @@ class Dataset:
 
     @epoch.setter
     def epoch(self, value: int) -> None:
-        self._epoch = _count("epoch", value)
+        self._epoch = _args.count("epoch", "epoch", value)
 
-    def __iter__(self) -> "Iterator":
+    def __iter__(self) -> Iterator:
         return self.iter()
 
-    def iter(self, epoch: Optional[int] = None) -> "Iterator":
-        """An iterator over one epoch.
-
-        Args:
-            epoch: ``None`` (default): the next epoch of this object (advances ``epoch``);
-                an int: that epoch (``epoch`` is left as it is).
-        """
+    def iter(self, epoch: Optional[int] = None) -> Iterator:
+        """An iterator over one epoch: ``None`` (default), the next epoch of this object
+        (advances :attr:`epoch`); an int, that epoch (:attr:`epoch` is left as it is)."""
         if epoch is None:
             epoch = self._epoch
             self._epoch += 1
-        return Iterator(self._native.iter(_count("epoch", epoch)))
+        return Iterator(self._native.iter(_args.count("iter", "epoch", epoch)))
 
-    def as_numpy_iterator(self) -> "Iterator":
+    def as_numpy_iterator(self) -> Iterator:
         """Same as ``iter(ds)`` (elements are already numpy); for code written for tf.data."""
         return self.iter()
 
-    def epochs(self, count: Optional[int] = None, buffer_size: Optional[int] = None) -> "EpochLoader":
+    def epochs(self, count: Optional[int] = None, buffer_size: Optional[int] = None) -> EpochLoader:
         """Iterates ``count`` epochs (default: forever) through ONE prefetching iterator.
 
         ``for ep in ds.epochs(5): for batch in ep: ...``: a single background thread runs
         across epoch boundaries, so the first batch of epoch k+1 is ready when the last of epoch
         k is consumed (a plain ``for`` loop per epoch starts a new prefetch thread each time).
         Each ``ep`` yields exactly ``len(ds)`` elements; leaving one early skips the rest of it.
-        Epochs are the same as ``iter(epoch=k)`` would give, starting at ``self.epoch`` (which
-        advances by ``count``).
-
-        Needs a finite random-access pipeline; trailing ``parallelize()`` / ``prefetch(n)`` stages
-        are looked through and kept (a prefetch of depth 2 is added when there is none).
-
-        Args:
-            count: number of epochs (``None``: endless).
-            buffer_size: prefetch depth (default: the trailing prefetch's, else 2).
+        Epochs are the same as ``iter(epoch=k)`` would give, starting at :attr:`epoch` (which
+        advances by ``count``). Needs a finite random-access pipeline; trailing
+        ``parallelize()`` / ``prefetch(n)`` stages are looked through and kept (a prefetch of
+        depth 2 is added when there is none); ``buffer_size`` replaces the prefetch depth.
         """
         base, stages = self._over or (self, [])
         stages = list(stages)
         if buffer_size is not None:
-            depth = _count("buffer_size", buffer_size, 1)
+            depth = _args.count("epochs", "buffer_size", buffer_size, 1)
             stages = [st for st in stages if st[0] != "prefetch"] + [("prefetch", (depth,))]
         elif not any(method == "prefetch" for method, _ in stages):
-            stages.append(("prefetch", (2,)))
-        if count is not None:
-            count = _count("count", count)
+            stages.append(("prefetch", (_AUTO_DEPTH,)))
+        c = None if count is None else _args.count("epochs", "count", count)
         start = self._epoch
-        native = base._native.epochs(start, count)
+        native = base._native.epochs(start, c)
         for method, args in stages:
             native = getattr(native, method)(*args)
-        per_epoch = len(base)
-        self._epoch = start + count if count is not None else start
-        return EpochLoader(native, per_epoch, start, count)
+        self._epoch = start + c if c is not None else start
+        return EpochLoader(native, len(base), start, c)
 
 
-def _label(fn: Any) -> str:
-    return str(getattr(fn, "__qualname__", None) or type(fn).__name__)
+def _dataset(op: str, value: Any) -> Dataset:
+    if not isinstance(value, Dataset):
+        raise TypeError(f"{op}: expected a stokehold.Dataset, got {type(value).__name__}")
+    return value
 
 
-class Iterator:
-    """An iterator over one epoch, yielding dicts of numpy arrays.
-
-    ``get_state()`` returns a JSON-serialisable dict; ``set_state(state)`` on an iterator of the
-    same pipeline continues exactly there (a state of another pipeline is refused with
-    :class:`StateError`).
-    """
-
-    __slots__ = ("_native",)
-
-    def __init__(self, native: Any) -> None:
-        self._native = native
-
-    def __iter__(self) -> "Iterator":
-        return self
-
-    def __next__(self) -> Element:
-        return self._native.__next__()
-
-    @property
-    def epoch(self) -> int:
-        """The epoch this iterator runs."""
-        return int(self._native.epoch)
-
-    def get_state(self) -> Dict[str, Any]:
-        """The position, as a JSON-serialisable dict."""
-        return json.loads(self._native.get_state())
-
-    def set_state(self, state: Union[Mapping[str, Any], str]) -> None:
-        """Moves to a position from :meth:`get_state` (a dict or its JSON text)."""
-        self._native.set_state(_state_text(state))
+def _policy(op: str, policy: str) -> str:
+    if policy not in ("drop", "pad", "even"):
+        raise _args.fail(op, "policy", policy, "must be 'even', 'drop' or 'pad'")
+    return policy
 
 
-def _state_text(state: Union[Mapping[str, Any], str]) -> str:
-    if isinstance(state, Mapping):
-        return json.dumps(dict(state))
-    if isinstance(state, str):
-        return state
-    raise StateError(f"a state is a dict from get_state(), got {type(state).__name__}")
+def _opener(op: str, fn: Callable[[Element], Dataset]) -> Callable[[Element], Any]:
+    """``fn`` returning the native dataset of the ``Dataset`` it opens (checked)."""
 
+    def open_(element: Element) -> Any:
+        ds = fn(element)
+        if not isinstance(ds, Dataset):
+            raise TypeError(f"{op}: the function must return a stokehold.Dataset, got {type(ds).__name__}")
+        return ds._native
 
-class Epoch:
-    """One epoch of an :class:`EpochLoader`: yields ``len(ds)`` elements (the rest of them for
-    the epoch a restored loader resumes in)."""
-
-    def __init__(self, it: Any, n: int, epoch: int, taken: int = 0) -> None:
-        self._it = it
-        self._left = n - taken
-        self._n = n
-        self._len = n - taken
-        #: The epoch number.
-        self.epoch = epoch
-
-    def __len__(self) -> int:
-        return self._len
-
-    def __iter__(self) -> "Epoch":
-        return self
-
-    def __next__(self) -> Element:
-        if self._left <= 0:
-            raise StopIteration
-        item = self._it.__next__()
-        self._left -= 1
-        return item
-
-    def _drain(self) -> None:
-        while self._left > 0:
-            got = self._it.next_many(min(self._left, 64))
-            if not got:
-                break
-            self._left -= len(got)
-
-
-class EpochLoader:
-    """Epochs from one prefetching iterator (see :meth:`Dataset.epochs`). Single pass;
-    ``len()`` is the number of epochs still to come.
-
-    ``get_state()`` / ``set_state()`` checkpoint it: the state names the epoch in progress, the
-    elements of it already yielded, and the underlying iterator's exact position. A new loader of
-    the same pipeline and ``epochs()`` arguments, given that state before it is iterated, yields
-    first the rest of that epoch (as an :class:`Epoch` with ``epoch`` set), then the following
-    epochs: exactly what the interrupted run had still to yield, unless it abandoned an epoch
-    part-way (which a restored loader does not know, and finishes)."""
-
-    _FORMAT = "stokehold-epochs"
-
-    def __init__(self, native: Any, per_epoch: int, start: int, count: Optional[int]) -> None:
-        self._native = native
-        self._it: Any = None
-        self._per_epoch = per_epoch
-        self._start = start
-        self._count = count
-        self._next = start
-        self._end = None if count is None else start + count
-        self._current: Optional[Epoch] = None
-        self._resume_taken = 0
-
-    def __len__(self) -> int:
-        if self._end is None:
-            raise TypeError("this loader runs forever (epochs() without a count)")
-        return self._end - self._next
-
-    def __iter__(self) -> "EpochLoader":
-        return self
-
-    def get_state(self) -> Dict[str, Any]:
-        """The position, as a JSON-serialisable dict."""
-        cur = self._current
-        if cur is not None and cur._left > 0:
-            epoch, taken = cur.epoch, cur._n - cur._left
-        else:
-            epoch, taken = self._next, self._resume_taken
-        it = None if self._it is None else json.loads(self._it.get_state())
-        return {"format": self._FORMAT, "version": 1, "start": self._start, "count": self._count,
-                "per_epoch": self._per_epoch, "epoch": epoch, "taken": taken, "iter": it}
-
-    def set_state(self, state: Union[Mapping[str, Any], str]) -> None:
-        """Moves a loader not yet iterated to a position from :meth:`get_state`."""
-        st = json.loads(_state_text(state))
-        if not isinstance(st, dict) or st.get("format") != self._FORMAT or st.get("version") != 1:
-            raise StateError("not an epochs() loader state (format stokehold-epochs, version 1)")
-        if self._it is not None or self._current is not None:
-            raise StateError("set_state() on a loader that has started; make a new one")
-        mine = (self._start, self._count, self._per_epoch)
-        theirs = (st.get("start"), st.get("count"), st.get("per_epoch"))
-        if mine != theirs:
-            raise StateError(
-                f"this state is of epochs(start, count, len) = {theirs}, this loader {mine}"
-            )
-        epoch, taken = int(st["epoch"]), int(st["taken"])
-        if not (self._start <= epoch and (self._end is None or epoch <= self._end)
-                and 0 <= taken <= self._per_epoch):
-            raise StateError(f"epoch {epoch} / taken {taken} lies outside this loader")
-        if st.get("iter") is not None:
-            self._it = self._native.iter(0)
-            self._it.set_state(json.dumps(st["iter"]))
-        self._next, self._resume_taken = epoch, taken
-
-    def __next__(self) -> Epoch:
-        if self._current is not None:
-            self._current._drain()
-            self._current = None
-        if self._end is not None and self._next >= self._end:
-            raise StopIteration
-        if self._it is None:
-            self._it = self._native.iter(0)
-        self._current = Epoch(self._it, self._per_epoch, self._next, self._resume_taken)
-        self._resume_taken = 0
-        self._next += 1
-        return self._current
+    open_.__qualname__ = _args.label(fn)
+    return open_

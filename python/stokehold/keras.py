@@ -8,7 +8,10 @@ keras is imported only when this adapter is used::
 ``len()`` is the number of batches; ``train[i]`` is batch ``i`` of the current epoch, read by
 index (any order, any of Keras's worker threads); at each epoch's end the adapter moves to the
 next epoch, so a ``shuffle(seed)`` upstream gives a new order each epoch, the same orders as
-``for batch in ds`` epoch after epoch. Batches are numpy arrays, which every Keras backend takes.
+``for batch in ds`` epoch after epoch, starting at epoch 0 (Keras's peek at the first batches
+before training, and the ``on_epoch_end`` call after it, do not count as an epoch). Keras's own
+``fit(shuffle=True)`` (its default) reorders the batches within an epoch: pass
+``shuffle=False`` for stokehold's exact order. Batches are numpy arrays, which every Keras backend takes.
 
 ``x`` and ``y`` (and ``sample_weight``) name features: a name gives that array, a list of names a
 tuple of arrays, ``None`` for ``x`` the whole dict (for models with named inputs). Ragged and
@@ -17,6 +20,7 @@ bytes features have no Keras form: pad them first (``padded_batch``) or leave th
 
 from __future__ import annotations
 
+import threading
 from typing import Any, Dict, Optional, Sequence, Union
 
 from .dataset import Dataset
@@ -76,6 +80,9 @@ def as_keras(
             super().__init__(**py_dataset_kwargs)
             self.dataset = ds
             self.epoch = first
+            self._served = 0
+            self._ended = False
+            self._lock = threading.Lock()
 
         def __len__(self) -> int:
             return n
@@ -83,7 +90,10 @@ def as_keras(
         def __getitem__(self, index: int) -> Any:
             if not 0 <= index < n:
                 raise IndexError(f"batch {index} of {n}")
-            batch = ds._native.get_in_epoch(self.epoch, index)
+            with self._lock:
+                self._served += 1
+                epoch = self.epoch
+            batch = ds._native.get_in_epoch(epoch, index)
             xs = _pick(batch, x)
             if y is None:
                 return xs
@@ -92,6 +102,14 @@ def as_keras(
             return xs, _pick(batch, y), _pick(batch, sample_weight)
 
         def on_epoch_end(self) -> None:
-            self.epoch += 1
+            # Keras peeks at a batch or two to learn the output signature and then calls
+            # on_epoch_end before the first real epoch: that call must not advance the epoch,
+            # or training would run epochs 1, 2, ... of the pipeline instead of 0, 1, ...
+            with self._lock:
+                peek = not self._ended and self._served < n
+                self._ended = True
+                self._served = 0
+                if not peek:
+                    self.epoch += 1
 
     return _StokeholdPyDataset()

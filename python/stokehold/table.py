@@ -18,12 +18,14 @@ Pages of the file live in the OS page cache and are shared by every process that
 table. See ``docs/TABLES.md``.
 """
 
-from typing import Any, Optional, Sequence
+from typing import Any, Sequence, Tuple
 
 import numpy as np
 
-from . import _native
-from .dataset import Dataset
+from . import _args, _native
+from ._args import PathLike
+
+__all__ = ["Table", "open_table", "write_table"]
 
 
 class Table:
@@ -36,7 +38,7 @@ class Table:
         return len(self._native)
 
     @property
-    def shape(self) -> tuple:
+    def shape(self) -> Tuple[int, ...]:
         """The full shape ``(N, ...)``."""
         return tuple(self._native.shape)
 
@@ -61,48 +63,32 @@ class Table:
                 i += len(self)
             if i < 0:
                 raise _native.OutOfRangeError(f"index {int(index)} out of range for table {self.path} of length {len(self)}")
-            return self._native.row(i)
+            row: np.ndarray = self._native.row(i)
+            return row
         return self.take(index)
 
     def take(self, indices: Any) -> np.ndarray:
         """Rows ``indices`` (any integer array-like) copied once into a new array of shape
         ``indices.shape + row_shape``. An index out of range raises :class:`OutOfRangeError`
         (an ``IndexError``) naming the index and the table's length."""
-        return self._native.take(np.asarray(indices))
+        rows: np.ndarray = self._native.take(np.asarray(indices))
+        return rows
 
     def __repr__(self) -> str:
         return f"Table({self.path!r}, shape={self.shape}, dtype={self.dtype})"
 
 
-def open_table(path: Any) -> Table:
+def open_table(path: PathLike) -> Table:
     """Maps the ``.npy`` file at ``path`` read-only after validating its header (magic, version,
     dtype and byte order, C order, shape) and size. Object-dtype, Fortran-ordered, big-endian and
     truncated files are refused with a :class:`DataCorruptionError` that says why."""
-    return Table(_native.Table.open(str(path)))
+    return Table(_native.Table.open(_args.path("open_table", "path", path)))
 
 
-def write_table(path: Any, arrays: Sequence[Any]) -> Table:
+def write_table(path: PathLike, arrays: Sequence[Any]) -> Table:
     """Writes ``arrays`` (each ``[k, ...]``, one dtype and row shape) one after another as the rows
     of a new table at ``path``, atomically (a temporary name renamed when complete), and opens
     it. ``np.save`` files work as tables too; this concatenates without holding all rows."""
     if isinstance(arrays, np.ndarray):
         arrays = [arrays]
-    return Table(_native.write_table(str(path), [np.asarray(a) for a in arrays]))
-
-
-def gather(
-    self: Dataset, table: Table, index_feature: str, output: str, keys: Optional[Any] = None
-) -> Dataset:
-    """Adds feature ``output`` = the rows of ``table`` at the integer indices in feature
-    ``index_feature``: a scalar index per element gives one row; after :meth:`batch`, an index of
-    shape ``[b]`` gives ``[b, ...]`` rows, copied once from the page cache into the batch. With
-    ``keys`` (one key per table row, ints or strings) the feature holds keys instead of indices.
-    Keeps random access, so it composes with a global shuffle of the dataset. A wrong index
-    dtype is a :class:`SchemaError`; an index out of range an :class:`OutOfRangeError`."""
-    if not isinstance(table, Table):
-        raise TypeError(f"gather: table must be a stokehold Table (open_table), got {type(table).__name__}")
-    k = None if keys is None else np.asarray(keys)
-    return Dataset._wrap(_native.gather(self._native, table._native, str(index_feature), str(output), k))
-
-
-Dataset.gather = gather
+    return Table(_native.write_table(_args.path("write_table", "path", path), [np.asarray(a) for a in arrays]))

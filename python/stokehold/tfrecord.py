@@ -27,8 +27,8 @@
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
-from . import _native
-from .dataset import Dataset, _count
+from . import _args, _native
+from .dataset import Dataset
 
 __all__ = [
     "FixedLen",
@@ -88,7 +88,7 @@ def _spec(features: Spec) -> List[Tuple[str, str, List[int], str, Any]]:
             if default is not None:
                 flat = default if isinstance(default, (list, tuple)) else [default]
                 default = [getattr(v, "item", lambda v=v: v)() for v in flat]
-            shape = [_count("shape", s) for s in f.shape]
+            shape = [_args.count("FixedLen", "shape", s) for s in f.shape]
             out.append((str(name), "fixed", shape, _dtype(f.dtype), default))
         elif isinstance(f, VarLen):
             out.append((str(name), "var", [], _dtype(f.dtype), None))
@@ -97,19 +97,17 @@ def _spec(features: Spec) -> List[Tuple[str, str, List[int], str, Any]]:
     return out
 
 
-def _files(filenames: Any) -> List[str]:
-    if isinstance(filenames, (str, bytes)) or hasattr(filenames, "__fspath__"):
-        filenames = [filenames]
-    files = [str(f) for f in filenames]
-    if not files:
-        raise _native.InvalidArgumentError("no TFRecord files given")
-    return files
+def _files(op: str, filenames: Any) -> List[str]:
+    return _args.paths(op, "filenames", filenames)
 
 
-def _with_log(native: Any, log: Any) -> Dataset:
-    ds = Dataset._wrap(native)
-    ds.corrupt_records = log
-    return ds
+class TFRecordSource(Dataset):
+    """A dataset read from TFRecord files; :attr:`corrupt_records` counts what ``on_corrupt=
+    "skip"`` skipped (``.count``, and ``.first``: (file, offset, reason) of the first few)."""
+
+    def __init__(self, native: Any, log: Any) -> None:
+        super().__init__(native)
+        self.corrupt_records = log
 
 
 def TFRecordDataset(
@@ -121,8 +119,9 @@ def TFRecordDataset(
     ``""``/``"NONE"``, ``"GZIP"`` or ``"ZLIB"``. ``verify`` (default True) checks each record's
     CRC. ``on_corrupt``: ``"raise"`` (default) or ``"skip"``. Random-access when every file is
     uncompressed and has an index. Its iterator state is the file index and byte offset."""
-    native, log = _native.tfrecord_dataset(_files(filenames), compression, bool(verify), on_corrupt)
-    return _with_log(native, log)
+    native, log = _native.Dataset.tfrecord_dataset(
+        _files("TFRecordDataset", filenames), compression, _args.flag("TFRecordDataset", "verify", verify), on_corrupt)
+    return TFRecordSource(native, log)
 
 
 def read_tfrecord(
@@ -138,25 +137,28 @@ def read_tfrecord(
     parsed straight into the batch's arrays as it is read (the same batches as
     ``parse_examples(TFRecordDataset(f).batch(n), features)``, faster). Other arguments as in
     :func:`TFRecordDataset`."""
-    native, log = _native.tfrecord_parse_batches(
-        _files(filenames), compression, bool(verify), on_corrupt, _spec(features),
-        _count("batch_size", batch_size, 1), bool(drop_remainder),
+    op = "read_tfrecord"
+    native, log = _native.Dataset.tfrecord_parse_batches(
+        _files(op, filenames), compression, _args.flag(op, "verify", verify), on_corrupt, _spec(features),
+        _args.count(op, "batch_size", batch_size, 1), _args.flag(op, "drop_remainder", drop_remainder),
     )
-    return _with_log(native, log)
+    return TFRecordSource(native, log)
 
 
 def parse_examples(ds: Dataset, features: Spec, batched: bool = True, record: str = "record") -> Dataset:
     """Parses the serialized Examples in feature ``record`` of ``ds`` (other features are kept).
     ``batched`` (default): each element holds a batch of records (after ``batch``); otherwise one
     record per element."""
-    return Dataset._wrap(_native.parse_examples(ds._native, _spec(features), bool(batched), str(record)))
+    op = "parse_examples"
+    return Dataset._wrap(ds._native.parse_examples(_spec(features), _args.flag(op, "batched", batched),
+                                                   _args.name(op, "record", record)))
 
 
 def build_index(filenames: Any, skip_corrupt: bool = False) -> List[Tuple[str, int, int]]:
     """Writes ``<file>.idx`` for each uncompressed file (atomically); returns (index path,
     records, corrupt records left out) per file. Corrupt records raise unless ``skip_corrupt``."""
     out = []
-    for f in _files(filenames):
+    for f in _files("build_index", filenames):
         records, skipped, path = _native.tfrecord_build_index(f, bool(skip_corrupt))
         out.append((str(path), records, skipped))
     return out
@@ -185,11 +187,16 @@ def write_tfrecord(
     all are complete. ``progress(records, total)`` is called now and then."""
     if suffix is None:
         suffix = {"gzip": ".tfrecord.gz", "zlib": ".tfrecord.zz"}.get(compression.lower(), ".tfrecord")
-    opt = lambda name, v: None if v is None else _count(name, v, 1)  # noqa: E731
-    paths = _native.write_tfrecord(
-        ds._native, str(directory), str(prefix), str(suffix), opt("num_shards", num_shards),
-        opt("records_per_shard", records_per_shard), opt("bytes_per_shard", bytes_per_shard),
-        compression, None if seed is None else _count("seed", seed), bool(index), progress,
+    op = "write_tfrecord"
+
+    def opt(arg: str, v: Optional[int]) -> Optional[int]:
+        return None if v is None else _args.count(op, arg, v, 1)
+
+    paths = ds._native.write_tfrecord(
+        _args.path(op, "directory", directory), _args.name(op, "prefix", prefix), str(suffix),
+        opt("num_shards", num_shards), opt("records_per_shard", records_per_shard),
+        opt("bytes_per_shard", bytes_per_shard), compression,
+        None if seed is None else _args.count(op, "seed", seed), _args.flag(op, "index", index), progress,
     )
     return [str(p) for p in paths]
 

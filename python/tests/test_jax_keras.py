@@ -45,7 +45,9 @@ def test_keras_py_dataset_reads_batches_by_index_and_moves_epochs():
     order = {e: np.concatenate([b["i"] for b in ds.iter(epoch=e)]) for e in (0, 1)}
     epoch0 = np.concatenate([as_keras(ds, x="i")[k] for k in range(3)])
     np.testing.assert_array_equal(epoch0, order[0])
-    data.on_epoch_end()
+    data.on_epoch_end()  # after a peek at one batch: not an epoch (Keras does this before fit)
+    np.testing.assert_array_equal(np.concatenate([data[k][0] for k in range(3)]), x[order[0]])
+    data.on_epoch_end()  # after a whole epoch
     np.testing.assert_array_equal(np.concatenate([data[k][0] for k in range(3)]),
                                   x[order[1]])
     with pytest.raises(IndexError):
@@ -54,5 +56,18 @@ def test_keras_py_dataset_reads_batches_by_index_and_moves_epochs():
     model.compile(optimizer="sgd", loss="binary_crossentropy")
     history = model.fit(as_keras(ds, x="x", y="y"), epochs=2, verbose=0)
     assert len(history.history["loss"]) == 2
+    # fit() trains on epochs 0 and 1 of the pipeline, whatever Keras peeks first.
+    for kwargs in ({}, {"workers": 2}):
+        seen = as_keras(ds, x="x", y="y", **kwargs)
+        epochs = []
+        original = type(seen).__getitem__
+
+        def spy(self, index, original=original, epochs=epochs):
+            epochs.append(self.epoch)
+            return original(self, index)
+
+        type(seen).__getitem__ = spy
+        model.fit(seen, epochs=2, verbose=0, shuffle=False)
+        assert epochs[-6:] == [0, 0, 0, 1, 1, 1], (kwargs, epochs)
     with pytest.raises(TypeError, match="stream"):
         as_keras(ds.filter(lambda e: True))

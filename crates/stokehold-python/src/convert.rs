@@ -347,12 +347,19 @@ pub fn example_to_dict(py: Python<'_>, e: Example) -> PyResult<Bound<'_, PyDict>
 /// A mapping of feature name to value (a map function's result) as an example.
 pub fn dict_to_example(py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<Example> {
     let d = obj.cast::<PyDict>().map_err(|_| {
+        let got = obj
+            .get_type()
+            .name()
+            .map(|n| n.to_string())
+            .unwrap_or_default();
+        // tf.data users return tuples: say how to name the parts.
+        let hint = if got == "tuple" || got == "list" {
+            ": elements are dicts of named features, e.g. return {\"x\": x, \"y\": y}"
+        } else {
+            ""
+        };
         PyTypeError::new_err(format!(
-            "expected a dict of feature name -> array, got {}",
-            obj.get_type()
-                .name()
-                .map(|n| n.to_string())
-                .unwrap_or_default()
+            "expected a dict of feature name -> array, got {got}{hint}"
         ))
     })?;
     let mut e = Example::new();

@@ -12,13 +12,13 @@ use pyo3::types::{PyDict, PyList};
 use stokehold_core::exec::interrupt;
 use stokehold_core::ops::element;
 use stokehold_core::{
-    BatchOptions, DType, Dataset, Error, Example, MapDataset, PadSpec, Parallelism, PipelineIter,
-    INFINITE,
+    BatchOptions, DType, Dataset, Error, Example, MapDataset, PadSpec, PipelineIter, INFINITE,
 };
 
 use crate::callbacks::{py_filter_fn, py_map_fn};
 use crate::convert::{example_to_dict, py_to_column};
 use crate::errors::{guard, ok, to_pyerr};
+use crate::parallel::par_arg;
 
 /// A pipeline: a core [`Dataset`] seen from Python.
 ///
@@ -38,13 +38,6 @@ impl PyDataset {
     /// The core dataset.
     pub fn dataset(&self) -> &Dataset {
         &self.ds
-    }
-}
-
-fn parallelism(par: usize) -> Parallelism {
-    match par {
-        0 => Parallelism::Autotune,
-        n => Parallelism::Fixed(n),
     }
 }
 
@@ -77,27 +70,32 @@ impl PyDataset {
         guard(|| Ok(wrap(self.ds.map(label, py_map_fn(f)))))
     }
 
-    /// `map` on worker threads: `par` > 0 threads, or 0 for autotune; a stream.
+    /// `map` on worker threads: `par` > 0 threads, or -1 for AUTOTUNE; a stream.
     fn map_parallel(
         &self,
+        py: Python<'_>,
         f: Py<PyAny>,
         label: &str,
-        par: usize,
+        par: i64,
         deterministic: bool,
     ) -> PyResult<Self> {
         guard(|| {
+            let p = ok(py, par_arg("map", "num_parallel_calls", par))?;
             Ok(wrap(self.ds.map_parallel(
                 label,
                 py_map_fn(f),
-                parallelism(par),
+                p,
                 deterministic,
             )))
         })
     }
 
     /// Runs the pipeline on worker threads (`par` as in `map_parallel`); a stream.
-    fn parallelize(&self, par: usize, deterministic: bool) -> PyResult<Self> {
-        guard(|| Ok(wrap(self.ds.parallelize(parallelism(par), deterministic))))
+    fn parallelize(&self, py: Python<'_>, par: i64, deterministic: bool) -> PyResult<Self> {
+        guard(|| {
+            let p = ok(py, par_arg("parallelize", "num_parallel_calls", par))?;
+            Ok(wrap(self.ds.parallelize(p, deterministic)))
+        })
     }
 
     fn filter(&self, f: Py<PyAny>, label: &str) -> PyResult<Self> {

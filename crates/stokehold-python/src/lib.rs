@@ -41,7 +41,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     demo::register(m)?;
     table::register(m)?;
     tfrecord::register(m)?;
-    parallel::register(m)?;
     // One line per module file, e.g. `tfrecord::register(m)?;`
     shard::register(m)?;
     Ok(())

@@ -1,8 +1,8 @@
 //! Bindings of the parallel engine: interleave, flat_map, zip, concatenate,
 //! sample_from_datasets, files (list_files, read_file, .npy), execution options, stats and trace.
 //!
-//! Module-level functions taking the native dataset first; `python/stokehold/parallel.py` turns
-//! them into `Dataset` methods. Python callables run on worker threads holding the GIL only while
+//! One `#[pymethods]` block of the native `Dataset` (pyo3's `multiple-pymethods`: each topic
+//! file adds its own). Python callables run on worker threads holding the GIL only while
 //! Python runs (the callers release it around all Rust work).
 
 use pyo3::prelude::*;
@@ -14,13 +14,13 @@ use crate::convert::example_to_dict;
 use crate::dataset::PyDataset;
 use crate::errors::{guard, ok};
 
-/// `num_parallel_calls`: `None` or a count (> 0), or -1 for AUTOTUNE.
-fn parallelism(n: i64) -> PyResult<Parallelism> {
+/// The one AUTOTUNE encoding of the bindings: -1 is AUTOTUNE, `n > 0` a count.
+pub(crate) fn par_arg(op: &str, arg: &str, n: i64) -> stokehold_core::Result<Parallelism> {
     match n {
         -1 => Ok(Parallelism::Autotune),
         n if n > 0 => Ok(Parallelism::Fixed(n as usize)),
-        n => Err(pyo3::exceptions::PyValueError::new_err(format!(
-            "num_parallel_calls must be > 0 or AUTOTUNE (-1), got {n}"
+        n => Err(Error::invalid(format!(
+            "{op}({arg}={n}): must be > 0 or AUTOTUNE (-1)"
         ))),
     }
 }
@@ -63,156 +63,143 @@ fn open(py: Python<'_>, f: &Py<PyAny>, e: Example) -> PyResult<Dataset> {
     Ok(d.dataset().clone())
 }
 
-#[pyfunction]
-#[pyo3(signature = (ds, f, label, cycle_length, block_length, num_parallel_calls=None, deterministic=true))]
-#[allow(clippy::too_many_arguments)]
-fn interleave(
-    py: Python<'_>,
-    ds: &PyDataset,
-    f: Py<PyAny>,
-    label: &str,
-    cycle_length: usize,
-    block_length: usize,
-    num_parallel_calls: Option<i64>,
-    deterministic: bool,
-) -> PyResult<PyDataset> {
-    guard(|| {
-        let p = num_parallel_calls.map(parallelism).transpose()?;
-        let r = ds.dataset().interleave(
-            label,
-            py_opener(f),
-            cycle_length,
-            block_length,
-            p,
-            deterministic,
-        );
-        ok(py, r).map(wrap)
-    })
-}
+#[pymethods]
+impl PyDataset {
+    /// tf.data's interleave; `cycle_length` and `num_parallel_calls` take -1 for AUTOTUNE.
+    #[pyo3(signature = (f, label, cycle_length, block_length, num_parallel_calls=None, deterministic=true))]
+    fn interleave(
+        &self,
+        py: Python<'_>,
+        f: Py<PyAny>,
+        label: &str,
+        cycle_length: i64,
+        block_length: usize,
+        num_parallel_calls: Option<i64>,
+        deterministic: bool,
+    ) -> PyResult<PyDataset> {
+        guard(|| {
+            let cycle = match ok(py, par_arg("interleave", "cycle_length", cycle_length))? {
+                Parallelism::Fixed(n) => n,
+                Parallelism::Autotune => stokehold_core::ExecOptions::default().cores,
+            };
+            let p = num_parallel_calls
+                .map(|n| ok(py, par_arg("interleave", "num_parallel_calls", n)))
+                .transpose()?;
+            let r = self.dataset().interleave(
+                label,
+                py_opener(f),
+                cycle,
+                block_length,
+                p,
+                deterministic,
+            );
+            ok(py, r).map(wrap)
+        })
+    }
 
-#[pyfunction]
-fn flat_map(ds: &PyDataset, f: Py<PyAny>, label: &str) -> PyResult<PyDataset> {
-    guard(|| Ok(wrap(ds.dataset().flat_map(label, py_opener(f)))))
-}
+    /// The datasets `f` opens for each element, one after the other.
+    fn flat_map(&self, f: Py<PyAny>, label: &str) -> PyResult<PyDataset> {
+        guard(|| Ok(wrap(self.dataset().flat_map(label, py_opener(f)))))
+    }
 
-#[pyfunction]
-fn zip(datasets: Vec<PyRef<'_, PyDataset>>, prefixes: Vec<String>) -> PyResult<PyDataset> {
-    guard(|| {
-        let inputs = prefixes
-            .into_iter()
-            .zip(datasets.iter().map(|d| d.dataset().clone()))
-            .collect();
-        Ok(wrap(Dataset::zip_prefixed(inputs)))
-    })
-}
+    /// This dataset's elements, then `other`'s.
+    fn concatenate(&self, other: &PyDataset) -> PyResult<PyDataset> {
+        guard(|| Ok(wrap(self.dataset().concatenate(other.dataset()))))
+    }
 
-#[pyfunction]
-fn concatenate(a: &PyDataset, b: &PyDataset) -> PyResult<PyDataset> {
-    guard(|| Ok(wrap(a.dataset().concatenate(b.dataset()))))
-}
+    /// Elements side by side; `prefixes[i]` is put before input `i`'s feature names.
+    #[staticmethod]
+    fn zip(datasets: Vec<PyRef<'_, PyDataset>>, prefixes: Vec<String>) -> PyResult<PyDataset> {
+        guard(|| {
+            let inputs = prefixes
+                .into_iter()
+                .zip(datasets.iter().map(|d| d.dataset().clone()))
+                .collect();
+            Ok(wrap(Dataset::zip_prefixed(inputs)))
+        })
+    }
 
-#[pyfunction]
-fn sample_from_datasets(
-    py: Python<'_>,
-    datasets: Vec<PyRef<'_, PyDataset>>,
-    weights: Vec<f64>,
-    seed: u64,
-    stop_on_empty: bool,
-) -> PyResult<PyDataset> {
-    guard(|| {
-        let inputs = datasets.iter().map(|d| d.dataset().clone()).collect();
-        ok(
-            py,
-            stokehold_core::sample_from_datasets(inputs, weights, seed, stop_on_empty),
-        )
-        .map(wrap)
-    })
-}
+    /// A weighted random mix keyed by (seed, epoch, step).
+    #[staticmethod]
+    fn sample_from_datasets(
+        py: Python<'_>,
+        datasets: Vec<PyRef<'_, PyDataset>>,
+        weights: Vec<f64>,
+        seed: u64,
+        stop_on_empty: bool,
+    ) -> PyResult<PyDataset> {
+        guard(|| {
+            let inputs = datasets.iter().map(|d| d.dataset().clone()).collect();
+            ok(
+                py,
+                stokehold_core::sample_from_datasets(inputs, weights, seed, stop_on_empty),
+            )
+            .map(wrap)
+        })
+    }
 
-#[pyfunction]
-#[pyo3(signature = (patterns, seed=None))]
-fn list_files(py: Python<'_>, patterns: Vec<String>, seed: Option<u64>) -> PyResult<PyDataset> {
-    guard(|| ok(py, py.detach(|| files::list_files(&patterns, seed))).map(wrap))
-}
+    /// Files matching `patterns`, sorted, then permuted per epoch by `seed` when given.
+    #[staticmethod]
+    #[pyo3(signature = (patterns, seed=None))]
+    fn list_files(py: Python<'_>, patterns: Vec<String>, seed: Option<u64>) -> PyResult<PyDataset> {
+        guard(|| ok(py, py.detach(|| files::list_files(&patterns, seed))).map(wrap))
+    }
 
-#[pyfunction]
-fn read_file(ds: &PyDataset, path_feature: &str, out: &str) -> PyResult<PyDataset> {
-    guard(|| {
-        Ok(wrap(ds.dataset().map(
-            &format!("read_file:{out}"),
-            files::read_file_fn(path_feature, out),
-        )))
-    })
-}
+    /// Reads the file named by feature `path_feature` into bytes feature `out`.
+    fn read_file(&self, path_feature: &str, out: &str) -> PyResult<PyDataset> {
+        guard(|| {
+            Ok(wrap(self.dataset().map(
+                &format!("read_file:{out}"),
+                files::read_file_fn(path_feature, out),
+            )))
+        })
+    }
 
-#[pyfunction]
-fn load_npy(ds: &PyDataset, path_feature: &str, out: &str) -> PyResult<PyDataset> {
-    guard(|| {
-        Ok(wrap(ds.dataset().map(
-            &format!("load_npy:{out}"),
-            files::load_npy_fn(path_feature, out),
-        )))
-    })
-}
+    /// Loads the `.npy` file named by feature `path_feature` into feature `out`.
+    fn load_npy(&self, path_feature: &str, out: &str) -> PyResult<PyDataset> {
+        guard(|| {
+            Ok(wrap(self.dataset().map(
+                &format!("load_npy:{out}"),
+                files::load_npy_fn(path_feature, out),
+            )))
+        })
+    }
 
-#[pyfunction]
-#[pyo3(signature = (ds, memory_budget=None, cores=None, trace_events=0))]
-fn with_options(
-    ds: &PyDataset,
-    memory_budget: Option<usize>,
-    cores: Option<usize>,
-    trace_events: usize,
-) -> PyResult<PyDataset> {
-    guard(|| {
-        let d = ExecOptions::default();
-        let opts = ExecOptions {
-            memory_budget: memory_budget.unwrap_or(d.memory_budget),
-            cores: cores.unwrap_or(d.cores).max(1),
-            trace_events,
-        };
-        Ok(wrap(ds.dataset().with_options(opts)))
-    })
+    /// Runs the pipeline on its own executor (memory budget, cores, trace window).
+    #[pyo3(signature = (memory_budget=None, cores=None, trace_events=0))]
+    fn with_options(
+        &self,
+        memory_budget: Option<usize>,
+        cores: Option<usize>,
+        trace_events: usize,
+    ) -> PyResult<PyDataset> {
+        guard(|| {
+            let d = ExecOptions::default();
+            let opts = ExecOptions {
+                memory_budget: memory_budget.unwrap_or(d.memory_budget),
+                cores: cores.unwrap_or(d.cores).max(1),
+                trace_events,
+            };
+            Ok(wrap(self.dataset().with_options(opts)))
+        })
+    }
+
+    /// Stats as a JSON string (`None` when no parallel stage has run).
+    fn stats_json(&self) -> Option<String> {
+        executor(self).map(|e| serde_json::to_string(&e.stats()).expect("serialisable"))
+    }
+
+    /// Stats as a printable table.
+    fn stats_table(&self) -> Option<String> {
+        executor(self).map(|e| e.stats().table())
+    }
+
+    /// The recorded activity as Chrome trace JSON (`with_options(trace_events=N)` turns it on).
+    fn trace_json(&self) -> Option<String> {
+        executor(self).map(|e| e.trace_json())
+    }
 }
 
 fn executor(ds: &PyDataset) -> Option<Executor> {
     executor_of(ds.dataset()).or_else(last_default)
-}
-
-/// Stats as a JSON string (`None` when no parallel stage has run).
-#[pyfunction]
-fn stats_json(ds: &PyDataset) -> Option<String> {
-    executor(ds).map(|e| serde_json::to_string(&e.stats()).expect("serialisable"))
-}
-
-/// Stats as a printable table.
-#[pyfunction]
-fn stats_table(ds: &PyDataset) -> Option<String> {
-    executor(ds).map(|e| e.stats().table())
-}
-
-/// The recorded activity as Chrome trace JSON (`with_options(trace_events=N)` turns it on).
-#[pyfunction]
-fn trace_json(ds: &PyDataset) -> Option<String> {
-    executor(ds).map(|e| e.trace_json())
-}
-
-/// Adds this module's functions to `_native`.
-pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    for f in [
-        wrap_pyfunction!(interleave, m)?,
-        wrap_pyfunction!(flat_map, m)?,
-        wrap_pyfunction!(zip, m)?,
-        wrap_pyfunction!(concatenate, m)?,
-        wrap_pyfunction!(sample_from_datasets, m)?,
-        wrap_pyfunction!(list_files, m)?,
-        wrap_pyfunction!(read_file, m)?,
-        wrap_pyfunction!(load_npy, m)?,
-        wrap_pyfunction!(with_options, m)?,
-        wrap_pyfunction!(stats_json, m)?,
-        wrap_pyfunction!(stats_table, m)?,
-        wrap_pyfunction!(trace_json, m)?,
-    ] {
-        m.add_function(f)?;
-    }
-    Ok(())
 }

@@ -1,5 +1,5 @@
 //! Feature tables from Python: `stokehold.open_table`, `stokehold.write_table`, and the gather op
-//! (`Dataset.gather`, added by `python/stokehold/table.py`). See `docs/TABLES.md`.
+//! (`Dataset.gather`, a `#[pymethods]` block of the native `Dataset`). See `docs/TABLES.md`.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -77,37 +77,39 @@ impl PyTable {
     }
 }
 
-/// `ds.gather(...)`: adds feature `output` = rows of `table` at the indices (or, with `keys`,
-/// the keys) in feature `index_feature`.
-#[pyfunction]
-#[pyo3(signature = (ds, table, index_feature, output, keys=None))]
-fn gather(
-    py: Python<'_>,
-    ds: &PyDataset,
-    table: &PyTable,
-    index_feature: &str,
-    output: &str,
-    keys: Option<&Bound<'_, PyAny>>,
-) -> PyResult<PyDataset> {
-    guard(|| {
-        let keys = match keys {
-            Some(k) => {
-                let k = py_to_tensor(py, "keys", k)?;
-                Some(Arc::new(ok(
-                    py,
-                    py.detach(move || KeyMap::from_tensor(&k)),
-                )?))
-            }
-            None => None,
-        };
-        let g = Gather {
-            table: table.table.clone(),
-            index: index_feature.into(),
-            output: output.into(),
-            keys,
-        };
-        Ok(PyDataset::from_dataset(ds.dataset().gather_with(g)))
-    })
+#[pymethods]
+impl PyDataset {
+    /// Adds feature `output` = rows of `table` at the indices (or, with `keys`, the keys) in
+    /// feature `index_feature`.
+    #[pyo3(signature = (table, index_feature, output, keys=None))]
+    fn gather(
+        &self,
+        py: Python<'_>,
+        table: &PyTable,
+        index_feature: &str,
+        output: &str,
+        keys: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<PyDataset> {
+        guard(|| {
+            let keys = match keys {
+                Some(k) => {
+                    let k = py_to_tensor(py, "keys", k)?;
+                    Some(Arc::new(ok(
+                        py,
+                        py.detach(move || KeyMap::from_tensor(&k)),
+                    )?))
+                }
+                None => None,
+            };
+            let g = Gather {
+                table: table.table.clone(),
+                index: index_feature.into(),
+                output: output.into(),
+                keys,
+            };
+            Ok(PyDataset::from_dataset(self.dataset().gather_with(g)))
+        })
+    }
 }
 
 /// Writes `arrays` (each `[k, ...]`, one dtype and row shape) as the rows of a new table at
@@ -137,7 +139,6 @@ fn write_table(py: Python<'_>, path: PathBuf, arrays: Vec<Bound<'_, PyAny>>) -> 
 /// Adds the table class and functions to the extension module.
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyTable>()?;
-    m.add_function(wrap_pyfunction!(gather, m)?)?;
     m.add_function(wrap_pyfunction!(write_table, m)?)?;
     Ok(())
 }

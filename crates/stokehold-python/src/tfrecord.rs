@@ -137,66 +137,6 @@ fn default_tensor(
     })
 }
 
-/// The records of `files` (`{"record": bytes}`): random access when every file has an index.
-#[pyfunction]
-fn tfrecord_dataset(
-    py: Python<'_>,
-    files: Vec<PathBuf>,
-    compression: &str,
-    verify: bool,
-    on_corrupt: &str,
-) -> PyResult<(PyDataset, PyCorruptLog)> {
-    guard(|| {
-        let opts = read_options(py, &files, compression, verify, on_corrupt)?;
-        let (ds, log) = ok(py, py.detach(|| open_ds(&files, opts)))?;
-        Ok((PyDataset::from_dataset(ds), PyCorruptLog { log }))
-    })
-}
-
-/// Batches of parsed Examples read straight from `files` (read and parse fused).
-#[pyfunction]
-#[allow(clippy::too_many_arguments)]
-fn tfrecord_parse_batches(
-    py: Python<'_>,
-    files: Vec<PathBuf>,
-    compression: &str,
-    verify: bool,
-    on_corrupt: &str,
-    features: Vec<SpecItem<'_>>,
-    batch_size: usize,
-    drop_remainder: bool,
-) -> PyResult<(PyDataset, PyCorruptLog)> {
-    guard(|| {
-        let opts = read_options(py, &files, compression, verify, on_corrupt)?;
-        let parser = Parser::new(parse_spec(py, features)?);
-        let src = TFRecordDataset::new(&files, opts);
-        let log = src.corrupt_log().clone();
-        let ds = ok(py, src.parse_batches(parser, batch_size, drop_remainder))?;
-        Ok((PyDataset::from_dataset(ds), PyCorruptLog { log }))
-    })
-}
-
-/// `ds` with its bytes feature `record` parsed (per batch when `batched`, else per element).
-#[pyfunction]
-fn parse_examples(
-    py: Python<'_>,
-    ds: &PyDataset,
-    features: Vec<SpecItem<'_>>,
-    batched: bool,
-    record: &str,
-) -> PyResult<PyDataset> {
-    guard(|| {
-        let parser = Parser::new(parse_spec(py, features)?);
-        let f = if batched {
-            parser.batch_fn(record)
-        } else {
-            parser.element_fn(record)
-        };
-        let label = format!("parse_example[{}]", parser.spec().describe());
-        Ok(PyDataset::from_dataset(ds.dataset().map(&label, f)))
-    })
-}
-
 /// Writes the index sidecar of `file`; returns (records, skipped, index path).
 #[pyfunction]
 fn tfrecord_build_index(
@@ -220,64 +160,125 @@ fn tfrecord_build_index(
     })
 }
 
-/// Writes one epoch of `ds` to TFRecord shards; `progress(records, total)` is called now and
-/// then (at most every 0.2 s, and at the end). Returns the shard paths.
-#[pyfunction]
-#[pyo3(signature = (ds, directory, prefix, suffix, num_shards, records_per_shard, bytes_per_shard, compression, seed, index, progress))]
-#[allow(clippy::too_many_arguments)]
-fn write_tfrecord(
-    py: Python<'_>,
-    ds: &PyDataset,
-    directory: PathBuf,
-    prefix: String,
-    suffix: String,
-    num_shards: Option<u64>,
-    records_per_shard: Option<u64>,
-    bytes_per_shard: Option<u64>,
-    compression: &str,
-    seed: Option<u64>,
-    index: bool,
-    progress: Option<Py<PyAny>>,
-) -> PyResult<Vec<PathBuf>> {
-    guard(|| {
-        let compression: Compression = ok(py, compression.parse())?;
-        let opts = ShardOptions {
-            prefix,
-            suffix,
-            records_per_shard,
-            bytes_per_shard,
-            num_shards,
-            compression,
-            shuffle_seed: seed,
-            write_index: index && compression == Compression::None,
-        };
-        let data = ds.dataset().clone();
-        let mut last = Instant::now();
-        let mut cb_err: Option<PyErr> = None;
-        let r = py.detach(|| {
-            stokehold_io::tfrecord::write_shards(&data, &directory, &opts, &mut |p| {
-                let done = p.total == Some(p.records);
-                if progress.is_none() || cb_err.is_some() {
-                    return;
-                }
-                if !done && last.elapsed() < Duration::from_millis(200) {
-                    return;
-                }
-                last = Instant::now();
-                Python::attach(|py| {
-                    if let Some(f) = &progress {
-                        if let Err(e) = f.call1(py, (p.records, p.total)) {
-                            cb_err = Some(e);
-                        }
+#[pymethods]
+impl PyDataset {
+    #[staticmethod]
+    /// The records of `files` (`{"record": bytes}`): random access when every file has an index.
+    fn tfrecord_dataset(
+        py: Python<'_>,
+        files: Vec<PathBuf>,
+        compression: &str,
+        verify: bool,
+        on_corrupt: &str,
+    ) -> PyResult<(PyDataset, PyCorruptLog)> {
+        guard(|| {
+            let opts = read_options(py, &files, compression, verify, on_corrupt)?;
+            let (ds, log) = ok(py, py.detach(|| open_ds(&files, opts)))?;
+            Ok((PyDataset::from_dataset(ds), PyCorruptLog { log }))
+        })
+    }
+
+    /// Batches of parsed Examples read straight from `files` (read and parse fused).
+    #[staticmethod]
+    #[allow(clippy::too_many_arguments)]
+    fn tfrecord_parse_batches(
+        py: Python<'_>,
+        files: Vec<PathBuf>,
+        compression: &str,
+        verify: bool,
+        on_corrupt: &str,
+        features: Vec<SpecItem<'_>>,
+        batch_size: usize,
+        drop_remainder: bool,
+    ) -> PyResult<(PyDataset, PyCorruptLog)> {
+        guard(|| {
+            let opts = read_options(py, &files, compression, verify, on_corrupt)?;
+            let parser = Parser::new(parse_spec(py, features)?);
+            let src = TFRecordDataset::new(&files, opts);
+            let log = src.corrupt_log().clone();
+            let ds = ok(py, src.parse_batches(parser, batch_size, drop_remainder))?;
+            Ok((PyDataset::from_dataset(ds), PyCorruptLog { log }))
+        })
+    }
+
+    /// `ds` with its bytes feature `record` parsed (per batch when `batched`, else per element).
+    fn parse_examples(
+        &self,
+        py: Python<'_>,
+        features: Vec<SpecItem<'_>>,
+        batched: bool,
+        record: &str,
+    ) -> PyResult<PyDataset> {
+        guard(|| {
+            let parser = Parser::new(parse_spec(py, features)?);
+            let f = if batched {
+                parser.batch_fn(record)
+            } else {
+                parser.element_fn(record)
+            };
+            let label = format!("parse_example[{}]", parser.spec().describe());
+            Ok(PyDataset::from_dataset(self.dataset().map(&label, f)))
+        })
+    }
+
+    /// Writes one epoch to TFRecord shards; `progress(records, total)` is called now and
+    /// then (at most every 0.2 s, and at the end). Returns the shard paths.
+    #[pyo3(signature = (directory, prefix, suffix, num_shards, records_per_shard, bytes_per_shard, compression, seed, index, progress))]
+    #[allow(clippy::too_many_arguments)]
+    fn write_tfrecord(
+        &self,
+        py: Python<'_>,
+        directory: PathBuf,
+        prefix: String,
+        suffix: String,
+        num_shards: Option<u64>,
+        records_per_shard: Option<u64>,
+        bytes_per_shard: Option<u64>,
+        compression: &str,
+        seed: Option<u64>,
+        index: bool,
+        progress: Option<Py<PyAny>>,
+    ) -> PyResult<Vec<PathBuf>> {
+        guard(|| {
+            let compression: Compression = ok(py, compression.parse())?;
+            let opts = ShardOptions {
+                prefix,
+                suffix,
+                records_per_shard,
+                bytes_per_shard,
+                num_shards,
+                compression,
+                shuffle_seed: seed,
+                write_index: index && compression == Compression::None,
+            };
+            let data = self.dataset().clone();
+            let mut last = Instant::now();
+            let mut cb_err: Option<PyErr> = None;
+            let r = py.detach(|| {
+                stokehold_io::tfrecord::write_shards(&data, &directory, &opts, &mut |p| {
+                    let done = p.total == Some(p.records);
+                    if progress.is_none() || cb_err.is_some() {
+                        return;
                     }
-                });
-            })
-        });
-        if let Some(e) = cb_err {
-            return Err(e);
-        }
-        ok(py, r)
-    })
+                    if !done && last.elapsed() < Duration::from_millis(200) {
+                        return;
+                    }
+                    last = Instant::now();
+                    Python::attach(|py| {
+                        if let Some(f) = &progress {
+                            if let Err(e) = f.call1(py, (p.records, p.total)) {
+                                cb_err = Some(e);
+                            }
+                        }
+                    });
+                })
+            });
+            if let Some(e) = cb_err {
+                return Err(e);
+            }
+            ok(py, r)
+        })
+    }
 }
 
 /// Serializes a dict of arrays as a `tf.train.Example`.
@@ -306,11 +307,7 @@ fn decode_example<'py>(py: Python<'py>, record: &[u8]) -> PyResult<Bound<'py, Py
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyCorruptLog>()?;
     m.add("TFRECORD_RECORD", RECORD)?;
-    m.add_function(wrap_pyfunction!(tfrecord_dataset, m)?)?;
-    m.add_function(wrap_pyfunction!(tfrecord_parse_batches, m)?)?;
-    m.add_function(wrap_pyfunction!(parse_examples, m)?)?;
     m.add_function(wrap_pyfunction!(tfrecord_build_index, m)?)?;
-    m.add_function(wrap_pyfunction!(write_tfrecord, m)?)?;
     m.add_function(wrap_pyfunction!(encode_example, m)?)?;
     m.add_function(wrap_pyfunction!(decode_example, m)?)?;
     Ok(())

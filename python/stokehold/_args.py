@@ -1,0 +1,148 @@
+"""Argument checks and conversions shared by every public function (private).
+
+Each helper takes the op and the argument's name, so that a bad value is reported as
+``shuffle(buffer_size=0): must be >= 1``. AUTOTUNE has one encoding, -1, from the public constant
+down to the native layer (where ``Parallelism::from_arg`` reads it).
+"""
+
+from __future__ import annotations
+
+import operator
+import os
+from typing import Any, Callable, List, Optional, Union
+
+import numpy as np
+
+from ._native import InvalidArgumentError
+
+#: ``num_parallel_calls=AUTOTUNE`` (and wherever tf.data accepts AUTOTUNE): let stokehold choose.
+AUTOTUNE = -1
+#: ``cardinality()`` of an endless dataset (as in tf.data).
+INFINITE = -1
+#: ``cardinality()`` of a dataset whose length is not known without iterating it.
+UNKNOWN = -2
+
+#: What a path argument accepts: str, bytes, os.PathLike, or a 0-d numpy array of bytes / str
+#: (such as ``element["path"]`` from ``list_files``).
+PathLike = Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]", np.ndarray, np.generic]
+
+
+def fail(op: str, arg: str, value: Any, why: str) -> InvalidArgumentError:
+    """The error for a bad argument: ``op(arg=value): why``."""
+    return InvalidArgumentError(f"{op}({arg}={value!r}): {why}")
+
+
+def count(op: str, arg: str, value: Any, minimum: int = 0) -> int:
+    """An int >= ``minimum`` (numpy integers accepted; bool and float refused)."""
+    if isinstance(value, bool):
+        raise fail(op, arg, value, "must be an int, got bool")
+    try:
+        v = operator.index(value)
+    except TypeError:
+        raise fail(op, arg, value, f"must be an int, got {type(value).__name__}") from None
+    if v < minimum:
+        raise fail(op, arg, v, f"must be >= {minimum}")
+    return v
+
+
+def count_or_all(op: str, arg: str, value: Any) -> Optional[int]:
+    """A count >= 0, or ``None`` for -1 (or ``None``): tf.data's "all" / "forever"."""
+    if value is None:
+        return None
+    if not isinstance(value, bool) and _is_int(value) and operator.index(value) == -1:
+        return None
+    return count(op, arg, value, 0)
+
+
+def parallelism(op: str, arg: str, value: Any) -> int:
+    """A thread count > 0, or AUTOTUNE (-1): the encoding the native layer takes."""
+    if not isinstance(value, bool) and _is_int(value) and operator.index(value) == AUTOTUNE:
+        return AUTOTUNE
+    try:
+        return count(op, arg, value, 1)
+    except InvalidArgumentError:
+        raise fail(op, arg, value, "must be an int > 0 or AUTOTUNE") from None
+
+
+def seed(op: str, value: Optional[Any]) -> int:
+    """A seed >= 0; ``None`` draws a fresh 63-bit one from the OS."""
+    if value is None:
+        return int.from_bytes(os.urandom(8), "little") >> 1
+    return count(op, "seed", value, 0)
+
+
+def flag(op: str, arg: str, value: Any) -> bool:
+    """A bool (numpy bools accepted)."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise fail(op, arg, value, f"must be a bool, got {type(value).__name__}")
+    return bool(value)
+
+
+def name(op: str, arg: str, value: Any) -> str:
+    """A non-empty str (a feature name, a label)."""
+    if not isinstance(value, str) or not value:
+        raise fail(op, arg, value, "must be a non-empty str")
+    return value
+
+
+def function(op: str, arg: str, value: Any) -> Callable[..., Any]:
+    """A callable."""
+    if not callable(value):
+        raise TypeError(f"{op}({arg}=...): must be callable, got {type(value).__name__}")
+    return value  # type: ignore[no-any-return]
+
+
+def label(fn: Any) -> str:
+    """A function's name for describe() and errors: its ``__qualname__``."""
+    return str(getattr(fn, "__qualname__", None) or type(fn).__name__)
+
+
+def path(op: str, arg: str, value: Any) -> str:
+    """A filesystem path as str, from str, bytes, os.PathLike or a 0-d numpy bytes/str array."""
+    if isinstance(value, np.ndarray):
+        if value.ndim != 0:
+            raise fail(op, arg, value, f"a path array must be 0-d, got shape {value.shape}")
+        value = value.item()
+    elif isinstance(value, np.generic):
+        value = value.item()
+    try:
+        p = os.fspath(value)
+    except TypeError:
+        raise fail(op, arg, value, f"must be a path (str, bytes or os.PathLike), got "
+                                   f"{type(value).__name__}") from None
+    return os.fsdecode(p)
+
+
+def paths(op: str, arg: str, value: Any) -> List[str]:
+    """One path or a sequence of paths (see :func:`path`), as a non-empty list of str."""
+    if isinstance(value, (str, bytes, os.PathLike, np.generic)) or (
+        isinstance(value, np.ndarray) and value.ndim == 0
+    ):
+        return [path(op, arg, value)]
+    if isinstance(value, np.ndarray):
+        value = value.reshape(-1).tolist()
+    try:
+        items = list(value)
+    except TypeError:
+        raise fail(op, arg, value, "must be a path or a list of paths") from None
+    if not items:
+        raise fail(op, arg, items, "no paths given")
+    return [path(op, arg, v) for v in items]
+
+
+def dtype_name(op: str, value: Any) -> str:
+    """A numpy dtype (or its name) as the name the native layer parses."""
+    if isinstance(value, str):
+        return value
+    try:
+        return np.dtype(value).name
+    except TypeError:
+        raise fail(op, "dtype", value, "not a numpy dtype") from None
+
+
+def _is_int(value: Any) -> bool:
+    try:
+        operator.index(value)
+    except TypeError:
+        return False
+    return True
