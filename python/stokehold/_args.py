@@ -135,7 +135,7 @@ def dtype_name(op: str, value: Any) -> str:
     if isinstance(value, str):
         return value
     try:
-        return np.dtype(value).name
+        return str(np.dtype(value).name)
     except TypeError:
         raise fail(op, "dtype", value, "not a numpy dtype") from None
 

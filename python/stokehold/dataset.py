@@ -8,6 +8,7 @@ variable-length features). Each op is one method: it checks and converts its arg
 
 from __future__ import annotations
 
+import builtins
 import json
 import operator
 from typing import (
@@ -20,6 +21,7 @@ from typing import (
     Mapping,
     Optional,
     Sequence,
+    Tuple,
     Union,
     overload,
 )
@@ -28,7 +30,7 @@ import numpy as np
 
 from . import _args, _native
 from ._args import AUTOTUNE, INFINITE, UNKNOWN, PathLike
-from ._native import InvalidArgumentError, OutOfRangeError
+from ._native import OutOfRangeError
 from .iterator import EpochLoader, Iterator
 from .spec import ElementSpec, spec_of
 
@@ -41,6 +43,9 @@ __all__ = ["AUTOTUNE", "INFINITE", "UNKNOWN", "Dataset", "Element"]
 Element = Dict[str, Any]
 #: A map function: element -> new element (a dict).
 MapFn = Callable[[Element], Mapping[str, Any]]
+
+#: A dataset seen through its trailing execution stages: (base, [(native method, args)]).
+_Over = Tuple["Dataset", List[Tuple[str, Tuple[Any, ...]]]]
 
 #: The depth ``prefetch(AUTOTUNE)`` uses.
 _AUTO_DEPTH = 2
@@ -58,7 +63,7 @@ class Dataset:
     count or prefetch depth.
     """
 
-    def __init__(self, native: Any, *, _over: Optional[tuple] = None) -> None:
+    def __init__(self, native: _native.Dataset, *, _over: Optional[_Over] = None) -> None:
         self._native = native
         self._epoch = 0
         self._spec: Optional[ElementSpec] = None
@@ -68,11 +73,11 @@ class Dataset:
         self._over = _over
 
     @classmethod
-    def _wrap(cls, native: Any) -> "Dataset":
+    def _wrap(cls, native: _native.Dataset) -> Dataset:
         """Wraps a native dataset (for bindings that expose their own Rust datasets)."""
         return cls(native)
 
-    def _stage(self, method: str, *args: Any) -> "Dataset":
+    def _stage(self, method: str, *args: Any) -> Dataset:
         native = getattr(self._native, method)(*args)
         if self._over is not None:
             base, stages = self._over
@@ -85,14 +90,14 @@ class Dataset:
     # ---- sources (also module functions in stokehold.sources) ------------------------------
 
     @staticmethod
-    def range(n: int) -> "Dataset":
+    def range(n: int) -> Dataset:
         """The integers ``0..n`` as int64 scalar feature ``"x"``."""
         return Dataset(_native.Dataset.range(_args.count("range", "n", n)))
 
     @staticmethod
     def list_files(
         patterns: Union[PathLike, Sequence[PathLike]], shuffle: bool = True, seed: Optional[int] = None
-    ) -> "Dataset":
+    ) -> Dataset:
         """Files matching the glob pattern(s), as bytes feature ``"path"``: sorted, then (with
         ``shuffle``, the default, as in tf.data) a seeded permutation per epoch. Random access.
         A pattern matching nothing raises ``FileNotFoundError``; TFRecord ``.idx`` sidecars are
@@ -102,7 +107,7 @@ class Dataset:
         return Dataset(_native.Dataset.list_files(pats, s))
 
     @staticmethod
-    def zip(datasets: Union[Sequence["Dataset"], Mapping[str, "Dataset"]]) -> "Dataset":
+    def zip(datasets: Union[Sequence[Dataset], Mapping[str, Dataset]]) -> Dataset:
         """Elements side by side, merged into one dict; ends with the shortest input. A mapping
         ``{"a": ds1, "b": ds2}`` prefixes the feature names (``"a/x"``); with a list the
         feature names must differ. Random access when every input has it."""
@@ -116,11 +121,11 @@ class Dataset:
 
     @staticmethod
     def sample_from_datasets(
-        datasets: Sequence["Dataset"],
+        datasets: Sequence[Dataset],
         weights: Optional[Sequence[float]] = None,
         seed: Optional[int] = None,
         stop_on_empty_dataset: bool = False,
-    ) -> "Dataset":
+    ) -> Dataset:
         """A weighted random mix, keyed by (seed, epoch, step). An exhausted input ends the mix
         when ``stop_on_empty_dataset``, otherwise it is dropped and the rest renormalised; the
         mix ends when no input with a positive weight remains (it never hangs)."""
@@ -138,7 +143,7 @@ class Dataset:
         num_parallel_calls: Optional[int] = None,
         deterministic: Optional[bool] = None,
         name: Optional[str] = None,
-    ) -> "Dataset":
+    ) -> Dataset:
         """Applies ``fn`` to every element.
 
         ``fn`` receives a dict of numpy arrays and returns a dict (values: numpy arrays, Python
@@ -167,19 +172,19 @@ class Dataset:
             return self.map(fn, name=label).parallelize(par, det)
         return Dataset(self._native.map_parallel(fn, label, par, det))
 
-    def filter(self, predicate: Callable[[Element], Any], name: Optional[str] = None) -> "Dataset":
+    def filter(self, predicate: Callable[[Element], Any], name: Optional[str] = None) -> Dataset:
         """Keeps the elements for which ``predicate(element)`` is true. The result is a stream
         (no ``len``, no indexing)."""
         predicate = _args.function("filter", "predicate", predicate)
         return Dataset(self._native.filter(predicate, name or _args.label(predicate)))
 
-    def enumerate(self, name: str = "index") -> "Dataset":
+    def enumerate(self, name: str = "index") -> Dataset:
         """Adds the position within the epoch as int64 feature ``name`` (default ``"index"``)."""
         return Dataset(self._native.enumerate(_args.name("enumerate", "name", name)))
 
     def random_crop(
         self, feature: str, size: int, axis: int = 0, seed: Optional[int] = None, pad: bool = False
-    ) -> "Dataset":
+    ) -> Dataset:
         """A random window of ``size`` along ``axis`` of ``feature`` (native, no Python per
         element); the offset is drawn from (seed, epoch, index). An element shorter than
         ``size`` is a :class:`SchemaError` naming the element, or with ``pad=True`` is
@@ -189,7 +194,7 @@ class Dataset:
             _args.name(op, "feature", feature), _args.count(op, "size", size),
             _args.count(op, "axis", axis), _args.seed(op, seed), _args.flag(op, "pad", pad)))
 
-    def pad_to(self, feature: str, length: int, axis: int = 0, value: float = 0) -> "Dataset":
+    def pad_to(self, feature: str, length: int, axis: int = 0, value: float = 0) -> Dataset:
         """Pads (with ``value``, default 0) or trims ``feature`` to exactly ``length`` along
         ``axis`` (default 0)."""
         op = "pad_to"
@@ -197,24 +202,26 @@ class Dataset:
             _args.name(op, "feature", feature), _args.count(op, "length", length),
             _args.count(op, "axis", axis), float(value)))
 
-    def cast(self, feature: str, dtype: Any) -> "Dataset":
+    def cast(self, feature: str, dtype: Any) -> Dataset:
         """Casts ``feature`` to ``dtype`` (a numpy dtype or its name; C-style conversion:
         truncation toward zero, saturating float-to-int)."""
         return Dataset(self._native.cast(_args.name("cast", "feature", feature), _args.dtype_name("cast", dtype)))
 
-    def read_file(self, path: str = "path", out: str = "data") -> "Dataset":
+    def read_file(self, path: str = "path", out: str = "data") -> Dataset:
         """Reads the file named by feature ``path`` into bytes feature ``out`` (native, lazy:
         each file is read when its element is)."""
-        return Dataset(self._native.read_file(_args.name("read_file", "path", path), _args.name("read_file", "out", out)))
+        op = "read_file"
+        return Dataset(self._native.read_file(_args.name(op, "path", path), _args.name(op, "out", out)))
 
-    def load_npy(self, path: str = "path", out: str = "array") -> "Dataset":
+    def load_npy(self, path: str = "path", out: str = "array") -> Dataset:
         """Loads the ``.npy`` file named by feature ``path`` into feature ``out`` (native,
         lazy)."""
-        return Dataset(self._native.load_npy(_args.name("load_npy", "path", path), _args.name("load_npy", "out", out)))
+        op = "load_npy"
+        return Dataset(self._native.load_npy(_args.name(op, "path", path), _args.name(op, "out", out)))
 
     def gather(
-        self, table: "Table", index_feature: str, output: str, keys: Optional[Any] = None
-    ) -> "Dataset":
+        self, table: Table, index_feature: str, output: str, keys: Optional[Any] = None
+    ) -> Dataset:
         """Adds feature ``output``: the rows of ``table`` at the indices in feature
         ``index_feature`` (a scalar or a batch of them), copied on the pipeline's threads. With
         ``keys`` (an array of the table's row keys) the feature holds keys, not row numbers. An
@@ -234,7 +241,7 @@ class Dataset:
         buffer_size: Optional[int] = None,
         seed: Optional[int] = None,
         reshuffle_each_iteration: bool = True,
-    ) -> "Dataset":
+    ) -> Dataset:
         """Shuffles, with tf.data's arguments: ``ds.shuffle(1000)`` is a buffer of 1000.
 
         Args:
@@ -262,7 +269,7 @@ class Dataset:
             return Dataset(self._native.shuffle_buffer(size, s))
         return Dataset(self._native.shuffle_buffer(size, s, False))
 
-    def global_shuffle(self, seed: Optional[int] = None, reshuffle_each_iteration: bool = True) -> "Dataset":
+    def global_shuffle(self, seed: Optional[int] = None, reshuffle_each_iteration: bool = True) -> Dataset:
         """A seeded permutation of each epoch of a finite random-access dataset: no buffer, O(1)
         memory, random access kept, a checkpoint of a few integers. ``seed`` and
         ``reshuffle_each_iteration`` as in :meth:`shuffle`. A stream is refused: use
@@ -272,14 +279,14 @@ class Dataset:
             return Dataset(self._native.shuffle(s))
         return Dataset(self._native.shuffle(s, False))
 
-    def window_shuffle(self, window: int, seed: Optional[int] = None) -> "Dataset":
+    def window_shuffle(self, window: int, seed: Optional[int] = None) -> Dataset:
         """A cheaper, local shuffle: windows of ``window`` consecutive elements in random order,
         each shuffled inside. Over a folder written in order, a window of about one shard's
         records keeps reads within one or two shards. Keeps random access; O(1) memory."""
         op = "window_shuffle"
         return Dataset(self._native.window_shuffle(_args.count(op, "window", window, 1), _args.seed(op, seed)))
 
-    def repeat(self, count: Optional[int] = None) -> "Dataset":
+    def repeat(self, count: Optional[int] = None) -> Dataset:
         """Repeats ``count`` times (``None`` or -1, the default: forever). Each repetition is a
         new epoch of the input (reshuffled); keeps random access.
 
@@ -296,22 +303,22 @@ class Dataset:
             return out
         return Dataset(self._native.repeat(c))
 
-    def take(self, count: int) -> "Dataset":
+    def take(self, count: int) -> Dataset:
         """The first ``count`` elements of each epoch (-1: all of them, as in tf.data)."""
         c = _args.count_or_all("take", "count", count)
         return Dataset(self._native) if c is None else Dataset(self._native.take(c))
 
-    def skip(self, count: int) -> "Dataset":
+    def skip(self, count: int) -> Dataset:
         """All but the first ``count`` elements of each epoch (-1: skip all, as in tf.data)."""
         c = _args.count_or_all("skip", "count", count)
         return Dataset(self._native.take(0) if c is None else self._native.skip(c))
 
-    def slice(self, start: int, stop: int) -> "Dataset":
+    def slice(self, start: int, stop: int) -> Dataset:
         """Elements ``start..stop`` of each epoch (clamped); keeps random access (also
         ``ds[start:stop]``)."""
         return Dataset(self._native.slice(_args.count("slice", "start", start), _args.count("slice", "stop", stop)))
 
-    def shard(self, num_shards: int, index: int, policy: str = "even") -> "Dataset":
+    def shard(self, num_shards: int, index: int, policy: str = "even") -> Dataset:
         """Part ``index`` of ``num_shards`` of each epoch (one rank's share), strided: index
         arithmetic, random access kept.
 
@@ -326,7 +333,7 @@ class Dataset:
         return Dataset(self._native.shard(_args.count(op, "num_shards", num_shards, 1),
                                           _args.count(op, "index", index), _policy(op, policy), False))
 
-    def elastic_shard(self, world_size: int, rank: int, policy: str = "even") -> "Dataset":
+    def elastic_shard(self, world_size: int, rank: int, policy: str = "even") -> Dataset:
         """Like :meth:`shard`, but a state saved here restores on another world size with
         nothing of the epoch lost or repeated (all ranks must save at the same step; see
         ``docs/CHECKPOINTING.md``). The result is a stream."""
@@ -334,7 +341,7 @@ class Dataset:
         return Dataset(self._native.shard(_args.count(op, "world_size", world_size, 1),
                                           _args.count(op, "rank", rank), _policy(op, policy), True))
 
-    def worker_split(self, num_workers: int, worker: int) -> "Dataset":
+    def worker_split(self, num_workers: int, worker: int) -> Dataset:
         """Worker ``worker`` of ``num_workers`` inside one process (an exact, strided
         partition)."""
         op = "worker_split"
@@ -349,7 +356,7 @@ class Dataset:
         drop_remainder: bool = False,
         num_parallel_calls: Optional[int] = None,
         deterministic: Optional[bool] = None,
-    ) -> "Dataset":
+    ) -> Dataset:
         """Stacks ``batch_size`` elements into one: a dense array ``[batch, ...]`` per feature
         when shapes agree, a :class:`Ragged` when they differ only along axis 0. Keeps random
         access. ``num_parallel_calls`` (as in tf.data) builds batches on worker threads:
@@ -368,7 +375,7 @@ class Dataset:
         padded_shapes: Optional[Mapping[str, Sequence[Optional[int]]]] = None,
         padding_values: Union[None, float, Mapping[str, float]] = None,
         drop_remainder: bool = False,
-    ) -> "Dataset":
+    ) -> Dataset:
         """Batches with padding: each feature of rank >= 1 is padded to the longest element of
         the batch, or to a fixed shape, and a feature ``<name>_lengths`` (int64 ``[batch]`` for
         rank 1, ``[batch, rank]`` otherwise) gives the original shapes. A feature already named
@@ -401,12 +408,12 @@ class Dataset:
             _args.count(op, "batch_size", batch_size, 1), _args.flag(op, "drop_remainder", drop_remainder),
             shapes, values, default))
 
-    def unbatch(self) -> "Dataset":
+    def unbatch(self) -> Dataset:
         """Splits each element along axis 0 into its rows (tf.data's ``unbatch``): the inverse
         of ``batch``; a :class:`Ragged` feature gives its rows."""
         return Dataset(self._native.unbatch())
 
-    def rebatch(self, batch_size: int, drop_remainder: bool = False) -> "Dataset":
+    def rebatch(self, batch_size: int, drop_remainder: bool = False) -> Dataset:
         """Batches of ``batch_size`` rows from batched elements: ``unbatch().batch(batch_size,
         drop_remainder)``."""
         op = "rebatch"
@@ -415,7 +422,7 @@ class Dataset:
 
     def window(
         self, size: int, shift: Optional[int] = None, stride: int = 1, drop_remainder: bool = False
-    ) -> "Dataset":
+    ) -> Dataset:
         """Sliding windows, each ONE element stacked as :meth:`batch` stacks (what tf.data's
         ``window(...).flat_map(lambda w: w.batch(size))`` gives). Window ``k`` holds input
         elements ``k * shift + j * stride`` for ``j < size``; ``shift`` defaults to ``size``; a
@@ -429,10 +436,10 @@ class Dataset:
     def group_by_window(
         self,
         key_func: Callable[[Element], Any],
-        reduce_func: Optional[Callable[[int, "Dataset"], "Dataset"]] = None,
+        reduce_func: Optional[Callable[[int, Dataset], Dataset]] = None,
         window_size: Optional[int] = None,
         name: Optional[str] = None,
-    ) -> "Dataset":
+    ) -> Dataset:
         """tf.data's ``group_by_window``: elements go to groups by ``key_func(element)`` (an
         int); each time a group holds ``window_size`` elements they are emitted as one window,
         stacked as :meth:`batch` stacks them. At the end of the input the partial windows follow
@@ -451,11 +458,12 @@ class Dataset:
         key = "__stokehold_group_key__"
         windows = Dataset(self._native.group_by_window(key_func, size, label, key))
 
-        def reduce(window: Element) -> "Dataset":
+        def reduce(window: Element) -> Dataset:
             k = int(np.asarray(window.pop(key)).reshape(-1)[0])
             from .sources import from_arrays
 
-            return reduce_func(k, from_arrays(window))  # type: ignore[misc]
+            out: Dataset = reduce_func(k, from_arrays(window))
+            return out
 
         reduce.__qualname__ = _args.label(reduce_func)
         return windows.flat_map(reduce)
@@ -464,13 +472,13 @@ class Dataset:
 
     def interleave(
         self,
-        map_func: Callable[[Element], "Dataset"],
+        map_func: Callable[[Element], Dataset],
         cycle_length: int = AUTOTUNE,
         block_length: int = 1,
         num_parallel_calls: Optional[int] = None,
         deterministic: Optional[bool] = None,
         name: Optional[str] = None,
-    ) -> "Dataset":
+    ) -> Dataset:
         """tf.data's ``interleave``: ``map_func(element)`` opens a dataset (say, of one file's
         records); ``cycle_length`` of them are read at once (``AUTOTUNE``, the default as in
         tf.data: the machine's cores), ``block_length`` consecutive elements from each, in
@@ -485,19 +493,19 @@ class Dataset:
             _args.parallelism(op, "cycle_length", cycle_length),
             _args.count(op, "block_length", block_length, 1), par, det))
 
-    def flat_map(self, map_func: Callable[[Element], "Dataset"], name: Optional[str] = None) -> "Dataset":
+    def flat_map(self, map_func: Callable[[Element], Dataset], name: Optional[str] = None) -> Dataset:
         """The datasets ``map_func`` opens for each element, one after the other (interleave
         with ``cycle_length=1``)."""
         map_func = _args.function("flat_map", "map_func", map_func)
         return Dataset(self._native.flat_map(_opener("flat_map", map_func), name or _args.label(map_func)))
 
-    def concatenate(self, dataset: "Dataset") -> "Dataset":
+    def concatenate(self, dataset: Dataset) -> Dataset:
         """This dataset's elements, then ``dataset``'s (random access when both have it)."""
         return Dataset(self._native.concatenate(_dataset("concatenate", dataset)._native))
 
     # ---- execution -------------------------------------------------------------------------
 
-    def parallelize(self, num_parallel_calls: int = AUTOTUNE, deterministic: bool = True) -> "Dataset":
+    def parallelize(self, num_parallel_calls: int = AUTOTUNE, deterministic: bool = True) -> Dataset:
         """Runs the pipeline so far on worker threads (default ``AUTOTUNE``: chosen within the
         machine's cores). Over a random-access dataset each worker computes whole elements by
         index (fetch, crop, batch...), the fastest path; over a stream, workers take elements in
@@ -507,7 +515,7 @@ class Dataset:
             return self._stage("parallelize", par, True)
         return Dataset(self._native.parallelize(par, False))
 
-    def prefetch(self, buffer_size: int = AUTOTUNE) -> "Dataset":
+    def prefetch(self, buffer_size: int = AUTOTUNE) -> Dataset:
         """Runs the pipeline on a background thread, ``buffer_size`` elements ahead (default
         ``AUTOTUNE``: 2). The thread lives as long as the iterator; with ``repeat()`` upstream
         it flows into the next epoch with nothing rebuilt. The result is a stream; see
@@ -515,7 +523,7 @@ class Dataset:
         par = _args.parallelism("prefetch", "buffer_size", buffer_size)
         return self._stage("prefetch", _AUTO_DEPTH if par == AUTOTUNE else par)
 
-    def cache(self, path: Optional[PathLike] = None) -> "Dataset":
+    def cache(self, path: Optional[PathLike] = None) -> Dataset:
         """Caches the first pass; later epochs read the cache.
 
         Args:
@@ -531,7 +539,7 @@ class Dataset:
 
     def with_options(
         self, memory_budget: Optional[int] = None, cores: Optional[int] = None, trace_events: int = 0
-    ) -> "Dataset":
+    ) -> Dataset:
         """Runs the pipeline on its own executor: one thread pool for every epoch, a memory
         budget in bytes that every buffer respects (default 1 GiB), the cores AUTOTUNE may use
         (default: all), and ``trace_events`` recent events kept for :meth:`trace`."""
@@ -579,10 +587,10 @@ class Dataset:
                     raise OutOfRangeError(f"element_spec: the dataset is empty ({self.describe()})")
                 first = self._native.get(0)
             else:
-                it = self._native.iter(0)
-                first = next(it, None)
-                if first is None:
+                got: Optional[Element] = next(self._native.iter(0), None)
+                if got is None:
                     raise OutOfRangeError(f"element_spec: the dataset is empty ({self.describe()})")
+                first = got
             self._spec = spec_of(first)
         return self._spec
 
@@ -613,9 +621,9 @@ class Dataset:
     def __getitem__(self, index: int) -> Element: ...
 
     @overload
-    def __getitem__(self, index: slice) -> "Dataset": ...
+    def __getitem__(self, index: builtins.slice) -> Dataset: ...
 
-    def __getitem__(self, index: Union[int, slice]) -> Union[Element, "Dataset"]:
+    def __getitem__(self, index: Union[int, builtins.slice]) -> Union[Element, Dataset]:
         """Element ``index`` (negative counts from the end) of a random-access dataset; with a
         slice, ``ds[start:stop]``, the dataset of those elements of each epoch (random access
         kept, nothing read; a step other than 1 is refused: use ``shard``).
@@ -626,8 +634,8 @@ class Dataset:
             OutOfRangeError: (an IndexError) the index is out of range.
         """
         self._random_access("ds[...]")
-        if isinstance(index, slice):
-            n = self._native.cardinality()
+        if isinstance(index, builtins.slice):
+            n = self._length()
             if index.step not in (None, 1):
                 raise ValueError(f"ds[{index.start}:{index.stop}:{index.step}]: only a step of 1; "
                                  f"for every k-th element use shard(k, index)")
@@ -657,12 +665,18 @@ class Dataset:
             raise TypeError(f"{op}: this dataset is a stream and has no random access "
                             f"({self.describe()}); index it before filter / shuffle(buffer_size) / prefetch")
 
+    def _length(self) -> int:
+        """The native length of a random-access dataset (``_native.INFINITE`` if endless)."""
+        n = self._native.cardinality()
+        assert n is not None, "a random-access dataset always has a length"
+        return n
+
     def _from_end(self, indices: List[int]) -> List[int]:
         """``indices`` with negative ones counted from the end (an error where that is not
         possible); non-negative ones are checked by the native side."""
         if all(i >= 0 for i in indices):
             return indices
-        n = self._native.cardinality()
+        n = self._length()
         if n == _native.INFINITE:
             raise OutOfRangeError(f"negative index {min(indices)} into an infinite dataset")
         out = [i + n if i < 0 else i for i in indices]

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from typing import Any, Dict, List, Optional
 
 from . import _native
@@ -20,7 +19,8 @@ __all__ = ["demo", "main"]
 
 
 def _defaults() -> Dict[str, Any]:
-    return json.loads(_native._demo_defaults())
+    defaults: Dict[str, Any] = json.loads(_native._demo_defaults())
+    return defaults
 
 
 def demo(**options: Any) -> Dict[str, Any]:
@@ -42,7 +42,8 @@ def demo(**options: Any) -> Dict[str, Any]:
     unknown = sorted(set(options) - set(defaults))
     if unknown:
         raise TypeError(f"unknown demo option(s) {unknown}; options are {sorted(defaults)}")
-    return json.loads(_native._demo(json.dumps({**defaults, **options})))
+    report: Dict[str, Any] = json.loads(_native._demo(json.dumps({**defaults, **options})))
+    return report
 
 
 def main(argv: Optional[List[str]] = None) -> int:

@@ -26,11 +26,12 @@ class Iterator:
     def __init__(self, native: Any) -> None:
         self._native = native
 
-    def __iter__(self) -> "Iterator":
+    def __iter__(self) -> Iterator:
         return self
 
     def __next__(self) -> Element:
-        return self._native.__next__()
+        item: Element = self._native.__next__()
+        return item
 
     @property
     def epoch(self) -> int:
@@ -39,7 +40,8 @@ class Iterator:
 
     def get_state(self) -> Dict[str, Any]:
         """The position, as a JSON-serialisable dict."""
-        return json.loads(self._native.get_state())
+        state: Dict[str, Any] = json.loads(self._native.get_state())
+        return state
 
     def set_state(self, state: Union[Mapping[str, Any], str]) -> None:
         """Moves to a position from :meth:`get_state` (a dict or its JSON text)."""
@@ -69,13 +71,13 @@ class Epoch:
     def __len__(self) -> int:
         return self._len
 
-    def __iter__(self) -> "Epoch":
+    def __iter__(self) -> Epoch:
         return self
 
     def __next__(self) -> Element:
         if self._left <= 0:
             raise StopIteration
-        item = self._it.__next__()
+        item: Element = self._it.__next__()
         self._left -= 1
         return item
 
@@ -116,7 +118,7 @@ class EpochLoader:
             raise TypeError("this loader runs forever (epochs() without a count)")
         return self._end - self._next
 
-    def __iter__(self) -> "EpochLoader":
+    def __iter__(self) -> EpochLoader:
         return self
 
     def get_state(self) -> Dict[str, Any]:

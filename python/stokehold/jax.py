@@ -55,7 +55,7 @@ def iterate(ds: Dataset, sharding: Optional[Any] = None, buffer: int = 2) -> Ite
     (>= 1) of them already on their way to the device."""
     if int(buffer) < 1:
         raise ValueError(f"buffer must be >= 1, got {buffer}")
-    queue: collections.deque = collections.deque()
+    queue: collections.deque[Dict[str, Any]] = collections.deque()
     for element in ds:
         queue.append(to_jax(element, sharding))
         if len(queue) > buffer:

@@ -49,7 +49,7 @@ class Ragged:
         self.row_splits = splits
 
     @classmethod
-    def from_rows(cls, rows: Sequence[Any]) -> "Ragged":
+    def from_rows(cls, rows: Sequence[Any]) -> Ragged:
         """Builds a ragged value from a sequence of arrays that differ only along axis 0 (copies)."""
         arrays = [np.asarray(r) for r in rows]
         if not arrays:

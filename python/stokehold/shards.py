@@ -21,7 +21,6 @@ from typing import Any, Callable, Dict, Optional
 
 from . import _args, _native
 from ._args import PathLike
-from ._native import InvalidArgumentError
 from .dataset import Dataset
 
 __all__ = ["open_shards", "write_shards", "verify_shards"]

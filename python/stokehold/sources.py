@@ -122,7 +122,7 @@ def from_generator(
     check = None if output_signature is None else _checker(op, output_signature)
 
     def factory() -> Iterator[Mapping[str, Any]]:
-        it = iter(gen(*call_args))
+        it: Iterator[Mapping[str, Any]] = iter(gen(*call_args))
         if check is None:
             return it
         return (check(e) for e in it)

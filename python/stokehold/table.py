@@ -45,7 +45,7 @@ class Table:
     @property
     def dtype(self) -> np.dtype:
         """The numpy dtype of the rows."""
-        return np.dtype(self._native.dtype)
+        return np.dtype(str(self._native.dtype))
 
     @property
     def path(self) -> str:
@@ -62,7 +62,9 @@ class Table:
             if i < 0:
                 i += len(self)
             if i < 0:
-                raise _native.OutOfRangeError(f"index {int(index)} out of range for table {self.path} of length {len(self)}")
+                raise _native.OutOfRangeError(
+                    f"index {int(index)} out of range for table {self.path} of length {len(self)}"
+                )
             row: np.ndarray = self._native.row(i)
             return row
         return self.take(index)

@@ -76,7 +76,8 @@ def test_bad_files_are_refused_clearly(tmp_path):
     np.save(tr, np.zeros((4, 4), np.float32))
     data = tr.read_bytes()
     tr.write_bytes(data[:-10])
-    with pytest.raises(stokehold.DataCorruptionError, match=rf"truncated.*needs {len(data)} bytes.*has {len(data) - 10}"):
+    want = rf"truncated.*needs {len(data)} bytes.*has {len(data) - 10}"
+    with pytest.raises(stokehold.DataCorruptionError, match=want):
         stokehold.open_table(tr)
 
 

@@ -171,7 +171,7 @@ def test_element_spec_reports_shapes_and_dtypes():
     spec = ds.batch(2).element_spec
     assert spec["v"] == sh.RaggedSpec(2, (None,), np.dtype(np.int16))
     with pytest.raises(sh.OutOfRangeError):
-        ds.take(0).element_spec
+        _ = ds.take(0).element_spec
 
 
 def test_padded_batch_refuses_a_lengths_name_collision():

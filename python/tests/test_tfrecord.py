@@ -87,7 +87,8 @@ def test_write_shards_index_random_access(tmp_path):
     calls = []
     paths = tfr.write_tfrecord(src, tmp_path, prefix="train", num_shards=4, progress=lambda r, t: calls.append((r, t)))
     assert [os.path.basename(p) for p in paths] == [f"train-{i:05d}-of-00004.tfrecord" for i in range(4)]
-    assert sorted(os.listdir(tmp_path)) == sorted([os.path.basename(p) for p in paths] + [os.path.basename(p) + ".idx" for p in paths])
+    names = [os.path.basename(p) for p in paths]
+    assert sorted(os.listdir(tmp_path)) == sorted(names + [n + ".idx" for n in names])
     assert calls and calls[-1] == (n, n)
     ds = stokehold.TFRecordDataset(paths)
     assert len(ds) == n
@@ -104,7 +105,7 @@ def test_write_shards_index_random_access(tmp_path):
 def test_gzip_shards_and_defaults(tmp_path):
     src = stokehold.from_arrays({"label": np.arange(6)})
     paths = tfr.write_tfrecord(src, tmp_path, records_per_shard=4, compression="GZIP", seed=1)
-    assert [os.path.basename(p) for p in paths] == ["data-00000-of-00002.tfrecord.gz", "data-00001-of-00002.tfrecord.gz"]
+    assert [os.path.basename(p) for p in paths] == [f"data-0000{i}-of-00002.tfrecord.gz" for i in range(2)]
     spec = {"label": tfr.FixedLen([], "int64"), "missing": tfr.FixedLen([2], "float32", default=0.5)}
     (b,) = list(tfr.read_tfrecord(paths, spec, batch_size=8))
     assert sorted(b["label"].tolist()) == list(range(6)) and b["label"].tolist() != list(range(6))
