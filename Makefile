@@ -10,10 +10,13 @@ VENV := .venv
 TARGET_DIR := $(or $(CARGO_TARGET_DIR),target)
 # Extra options for the demo, e.g. `make demo DEMO_ARGS="--epochs 3 --step-ms 150"`.
 DEMO_ARGS ?=
-# What the Python tests need; nothing else goes into .venv (numpy is never assumed preinstalled).
-PY_TEST_DEPS := "maturin>=1.16,<2" "pytest>=8" "pytest-timeout>=2.3" "numpy>=1.26"
+# What the Python tests and checks need; nothing else goes into .venv (numpy is never assumed
+# preinstalled). jax and keras (run on the jax backend) are here so that their adapters are
+# tested; the benchmark peers (tensorflow, torch, grain, ...) never are.
+PY_TEST_DEPS := "maturin>=1.16,<2" "pytest>=8" "pytest-timeout>=2.3" "numpy>=1.26" \
+	"mypy>=1.18" "ruff>=0.14" "jax>=0.4.30" "keras>=3.5"
 
-.PHONY: demo test test-rust test-python bench bench-quick
+.PHONY: demo test test-rust test-python check check-rust check-python bench bench-quick
 
 demo:
 	$(CARGO) build --release -p stokehold-cli
@@ -47,6 +50,26 @@ else
 	$(VENV)/bin/python -m pytest python/tests
 endif
 endif
+
+# check: the static checks `.ci/run` adds to the tests (after `make test`, which built the package
+# into .venv). Rust: formatting, clippy with warnings as errors (its incompatible_msrv lint holds
+# the code to the declared rust-version). Python: ruff; mypy --strict on the package; stubtest of
+# the native extension against _native.pyi; mypy --strict on the code blocks of the README and
+# docs/GUIDE.md (extracted by python/tests/doc_blocks.py), so the guide type-checks as users write it.
+check: check-rust check-python
+
+check-rust:
+	$(CARGO) fmt --all --check
+	$(CARGO) clippy --workspace --all-targets -- -D warnings
+
+DOC_BLOCKS := $(TARGET_DIR)/doc-blocks
+check-python: $(VENV)/.deps
+	$(VENV)/bin/ruff check python
+	cd python && ../$(VENV)/bin/python -m mypy --config-file ../pyproject.toml stokehold
+	cd python && ../$(VENV)/bin/python -m mypy.stubtest --mypy-config-file ../pyproject.toml stokehold._native
+	rm -rf $(DOC_BLOCKS)
+	$(VENV)/bin/python python/tests/doc_blocks.py $(DOC_BLOCKS)
+	$(VENV)/bin/python -m mypy --config-file pyproject.toml $(DOC_BLOCKS)
 
 # bench: side-by-side benchmarks (bench/README.md); never part of the test command.
 bench:

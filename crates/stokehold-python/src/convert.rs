@@ -80,6 +80,7 @@ struct ArrayOwner {
 // SAFETY: the pointer is into memory owned by `_array` (kept alive by the reference, and numpy
 // refuses to resize an array that has other references); `Py<PyAny>` itself is Send + Sync.
 unsafe impl Send for ArrayOwner {}
+// SAFETY: as for Send; the memory is only read through `as_ref`, never written.
 unsafe impl Sync for ArrayOwner {}
 
 impl AsRef<[u8]> for ArrayOwner {
