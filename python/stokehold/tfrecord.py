@@ -25,7 +25,7 @@
 """
 
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from . import _args, _native
 from .dataset import Dataset
@@ -75,11 +75,12 @@ class VarLen:
     dtype: Any
 
 
-Spec = Dict[str, Union[FixedLen, VarLen]]
+#: Feature name -> how to parse it (any mapping: a dict held in a variable type-checks too).
+Spec = Mapping[str, Union[FixedLen, VarLen]]
 
 
 def _spec(features: Spec) -> List[Tuple[str, str, List[int], str, Any]]:
-    if not isinstance(features, dict) or not features:
+    if not isinstance(features, Mapping) or not features:
         raise _native.InvalidArgumentError("features must be a non-empty dict of name -> FixedLen/VarLen")
     out = []
     for name, f in features.items():
