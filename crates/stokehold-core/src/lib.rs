@@ -29,7 +29,7 @@ pub use dataset::{Dataset, DatasetIter, Hint, IterDataset, MapDataset, MapIter, 
 pub use dtype::{DType, Scalar};
 pub use error::{BoxError, Error, Result};
 pub use example::{stack, stack_examples, Example, Ragged, Value};
-pub use exec::{ExecOptions, Executor, Parallelism};
+pub use exec::{ExecOptions, Executor, Parallelism, AUTOTUNE};
 pub use ops::batch::{BatchOptions, PadSpec};
 pub use ops::filter::FilterFn;
 pub use ops::interleave::{interleave_fn, InterleaveFn};
