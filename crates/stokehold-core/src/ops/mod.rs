@@ -1,7 +1,8 @@
 //! Dataset ops, one file each, and the chaining methods on [`Dataset`].
 //!
 //! Each method keeps random access when the op allows it and its input has it; otherwise it
-//! returns a stream. The conformance suite (`tests/it/conformance.rs`) runs every op.
+//! returns a stream. The conformance suite (`tests/it/conformance.rs`) runs every op. An op whose
+//! method needs more than a line defines it in its own file, as `interleave.rs` does.
 
 pub mod batch;
 pub mod cache;
@@ -19,6 +20,7 @@ pub mod shard;
 pub mod shuffle;
 pub mod slice;
 pub mod source;
+pub mod unbatch;
 pub mod window_shuffle;
 pub mod zip;
 

@@ -137,6 +137,20 @@ fn pipelines() -> Vec<(&'static str, Build)> {
             )
             .unwrap()
         }),
+        ("unbatch", |d| d.batch(3, false).unwrap().unbatch()),
+        ("unbatch_random_access", |d| {
+            d.batch(3, true).unwrap().unbatch()
+        }),
+        ("rebatch", |d| {
+            d.batch(3, false).unwrap().rebatch(5, false).unwrap()
+        }),
+        ("rebatch_random_access", |d| {
+            d.batch(2, true)
+                .unwrap()
+                .shuffle(4)
+                .rebatch(3, true)
+                .unwrap()
+        }),
         ("stream_chain", |d| {
             d.filter("not3", filter_fn(|e, _| Ok(id(e) % 3 != 0)))
                 .shuffle_buffer(3, 4)
