@@ -21,6 +21,7 @@ pub mod shuffle;
 pub mod slice;
 pub mod source;
 pub mod unbatch;
+pub mod window;
 pub mod window_shuffle;
 pub mod zip;
 

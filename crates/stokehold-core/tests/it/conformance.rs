@@ -151,6 +151,20 @@ fn pipelines() -> Vec<(&'static str, Build)> {
                 .rebatch(3, true)
                 .unwrap()
         }),
+        ("window", |d| d.window(3, Some(2), 1, false).unwrap()),
+        ("window_stride_drop", |d| {
+            d.window(3, Some(1), 2, true).unwrap()
+        }),
+        ("window_stream", |d| {
+            d.filter("all", filter_fn(|_, _| Ok(true)))
+                .window(4, Some(3), 2, false)
+                .unwrap()
+        }),
+        ("window_stream_skipping", |d| {
+            d.filter("all", filter_fn(|_, _| Ok(true)))
+                .window(2, Some(5), 1, true)
+                .unwrap()
+        }),
         ("stream_chain", |d| {
             d.filter("not3", filter_fn(|e, _| Ok(id(e) % 3 != 0)))
                 .shuffle_buffer(3, 4)
