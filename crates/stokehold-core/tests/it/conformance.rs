@@ -15,8 +15,8 @@ use std::sync::Arc;
 use stokehold_core::ops::element::{cast_feature, pad_or_trim};
 use stokehold_core::rng::Rng;
 use stokehold_core::{
-    filter_fn, map_fn, stack, stack_examples, BatchOptions, DType, Dataset, Example, PadSpec,
-    PipelineIter, Tensor,
+    filter_fn, key_fn, map_fn, stack, stack_examples, BatchOptions, DType, Dataset, Example,
+    PadSpec, PipelineIter, Tensor,
 };
 
 type Build = fn(&Dataset) -> Dataset;
@@ -163,6 +163,15 @@ fn pipelines() -> Vec<(&'static str, Build)> {
         ("window_stream_skipping", |d| {
             d.filter("all", filter_fn(|_, _| Ok(true)))
                 .window(2, Some(5), 1, true)
+                .unwrap()
+        }),
+        ("group_by_window", |d| {
+            d.group_by_window("m3", key_fn(|e, _| Ok(id(e) % 3)), 3, Some("key"))
+                .unwrap()
+        }),
+        ("group_by_window_stream", |d| {
+            d.filter("all", filter_fn(|_, _| Ok(true)))
+                .group_by_window("m2", key_fn(|e, _| Ok(id(e) % 2)), 4, None)
                 .unwrap()
         }),
         ("stream_chain", |d| {
