@@ -11,6 +11,7 @@ pub mod element;
 pub mod enumerate;
 pub mod filter;
 pub mod gather;
+pub mod generator;
 pub mod group_by_window;
 pub mod interleave;
 pub mod map;

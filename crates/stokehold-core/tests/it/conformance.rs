@@ -15,8 +15,8 @@ use std::sync::Arc;
 use stokehold_core::ops::element::{cast_feature, pad_or_trim};
 use stokehold_core::rng::Rng;
 use stokehold_core::{
-    filter_fn, key_fn, map_fn, stack, stack_examples, BatchOptions, DType, Dataset, Example,
-    PadSpec, PipelineIter, Tensor,
+    filter_fn, generator_fn, key_fn, map_fn, stack, stack_examples, BatchOptions, DType, Dataset,
+    DatasetIter, Example, ExampleIter, PadSpec, PipelineIter, Tensor,
 };
 
 type Build = fn(&Dataset) -> Dataset;
@@ -173,6 +173,18 @@ fn pipelines() -> Vec<(&'static str, Build)> {
             d.filter("all", filter_fn(|_, _| Ok(true)))
                 .group_by_window("m2", key_fn(|e, _| Ok(id(e) % 2)), 4, None)
                 .unwrap()
+        }),
+        ("from_generator", |d| {
+            // The generator replays the input: the same sequence each call, as exact resume needs.
+            let d = d.clone();
+            Dataset::from_generator(
+                "replay",
+                generator_fn(move |epoch| {
+                    let mut it = d.iter(epoch)?;
+                    let iter = std::iter::from_fn(move || it.next().transpose());
+                    Ok(Box::new(iter) as ExampleIter)
+                }),
+            )
         }),
         ("stream_chain", |d| {
             d.filter("not3", filter_fn(|e, _| Ok(id(e) % 3 != 0)))
