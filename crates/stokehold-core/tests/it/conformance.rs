@@ -186,6 +186,19 @@ fn pipelines() -> Vec<(&'static str, Build)> {
                 }),
             )
         }),
+        ("interleave_autotune_cycle", |d| {
+            d.interleave_with(
+                "twice",
+                stokehold_core::interleave_fn(|e, _| {
+                    Dataset::from_columns(stack_examples("t", &[e.clone(), e])?)
+                }),
+                stokehold_core::Parallelism::Autotune,
+                2,
+                None,
+                true,
+            )
+            .unwrap()
+        }),
         ("stream_chain", |d| {
             d.filter("not3", filter_fn(|e, _| Ok(id(e) % 3 != 0)))
                 .shuffle_buffer(3, 4)
