@@ -140,6 +140,22 @@ impl Dataset {
         Ok(Dataset::from_iter(Prefetch::new(self.clone(), depth)?))
     }
 
+    /// Runs the pipeline ahead on a background thread with an autotuned depth (tf.data's
+    /// `prefetch(AUTOTUNE)`; the depth it picks: [`Prefetch::autotune`]).
+    pub fn prefetch_autotune(&self) -> Dataset {
+        Dataset::from_iter(Prefetch::autotune(self.clone()))
+    }
+
+    /// `prefetch` with a depth decoded by [`crate::Parallelism::from_arg`]: `Fixed(n)` is
+    /// [`Dataset::prefetch`]`(n)`, `Autotune` is [`Dataset::prefetch_autotune`]. Bindings call
+    /// `ds.prefetch_with(Parallelism::from_arg("prefetch", "buffer_size", v)?)`.
+    pub fn prefetch_with(&self, depth: crate::Parallelism) -> Result<Dataset> {
+        match depth {
+            crate::Parallelism::Fixed(n) => self.prefetch(n),
+            crate::Parallelism::Autotune => Ok(self.prefetch_autotune()),
+        }
+    }
+
     /// A native random crop (see [`element::random_crop`]).
     pub fn random_crop(
         &self,

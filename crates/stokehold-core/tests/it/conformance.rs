@@ -199,6 +199,7 @@ fn pipelines() -> Vec<(&'static str, Build)> {
             )
             .unwrap()
         }),
+        ("prefetch_autotune", |d| d.prefetch_autotune()),
         ("stream_chain", |d| {
             d.filter("not3", filter_fn(|e, _| Ok(id(e) % 3 != 0)))
                 .shuffle_buffer(3, 4)
