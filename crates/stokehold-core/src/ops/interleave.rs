@@ -339,16 +339,29 @@ impl DatasetIter for InterleaveIter {
 
     fn set_state(&mut self, state: &Json) -> Result<()> {
         let input_pos = state_u64(state, "input_pos")?;
-        let saved_len = state_field(state, "slots")?.as_array().map_or(0, Vec::len);
-        if self.autotuned_cycle && saved_len > 0 {
-            // Saved on a machine with another core count: continue with its cycle length.
-            self.cycle_length = saved_len;
-        }
         let saved = state_field(state, "slots")?
             .as_array()
-            .filter(|a| a.len() == self.cycle_length)
             .ok_or_else(|| Error::State(format!("{}: bad slots field", self.label)))?
             .clone();
+        // States written before the field existed have one slot per cycle position.
+        let saved_len = state
+            .get("cycle_length")
+            .and_then(Json::as_u64)
+            .map_or(saved.len(), |n| n as usize);
+        if saved_len != saved.len() || saved_len == 0 {
+            return Err(Error::State(format!("{}: bad slots field", self.label)));
+        }
+        if self.autotuned_cycle {
+            // Maybe saved on a machine with another core count: finish the epoch with the cycle
+            // length the order so far was made with.
+            self.cycle_length = saved_len;
+            self.slots.resize_with(saved_len, || None);
+        } else if saved_len != self.cycle_length {
+            return Err(Error::State(format!(
+                "{}: the state was saved with cycle_length={saved_len}",
+                self.label
+            )));
+        }
         let wanted: Vec<Option<u64>> = saved
             .iter()
             .map(|s| s.get("input").and_then(Json::as_u64))
