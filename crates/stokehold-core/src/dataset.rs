@@ -57,6 +57,15 @@ pub trait MapDataset: Send + Sync + 'static {
         Ok(None)
     }
 
+    /// The leading size (length of axis 0) that every feature of every element has, when it is
+    /// known without reading the elements: `batch(n)` with no smaller last batch answers `n`.
+    /// `unbatch` uses it to keep random access (row `i` is row `i % n` of element `i / n`).
+    /// Index-arithmetic ops (shuffle, take/skip, repeat) forward it; ops that may change shapes
+    /// (map) must not. Default: unknown.
+    fn rows_per_element(&self) -> Option<u64> {
+        None
+    }
+
     /// True when [`MapDataset::prefetch`] hints help this dataset (it reads memory-mapped files).
     /// Index-arithmetic ops forward their input's answer; iterators only send hints when true.
     fn prefetch_useful(&self) -> bool {

@@ -29,9 +29,11 @@ pub use dataset::{Dataset, DatasetIter, Hint, IterDataset, MapDataset, MapIter, 
 pub use dtype::{DType, Scalar};
 pub use error::{BoxError, Error, Result};
 pub use example::{stack, stack_examples, Example, Ragged, Value};
-pub use exec::{ExecOptions, Executor, Parallelism};
+pub use exec::{ExecOptions, Executor, Parallelism, AUTOTUNE};
 pub use ops::batch::{BatchOptions, PadSpec};
 pub use ops::filter::FilterFn;
+pub use ops::generator::{generator_fn, ExampleIter, GeneratorFactory};
+pub use ops::group_by_window::{key_fn, KeyFn};
 pub use ops::interleave::{interleave_fn, InterleaveFn};
 pub use ops::map::{Ctx, MapFn};
 pub use ops::mix::sample_from_datasets;

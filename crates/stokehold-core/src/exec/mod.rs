@@ -15,5 +15,5 @@ pub mod trace;
 pub use budget::Budget;
 pub use executor::{ExecIter, ExecOptions, Executor, DEFAULT_MEMORY_BUDGET};
 pub use options::{executor_of, last_default};
-pub use parallel::Parallelism;
+pub use parallel::{Parallelism, AUTOTUNE};
 pub use stats::{OpReport, OpStats, StatsReport};

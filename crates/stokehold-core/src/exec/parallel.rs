@@ -37,6 +37,51 @@ pub enum Parallelism {
     Autotune,
 }
 
+/// The integer tf.data uses for AUTOTUNE (`tf.data.AUTOTUNE == -1`), as bindings receive it.
+pub const AUTOTUNE: i64 = -1;
+
+impl Parallelism {
+    /// Decodes an integer argument the way tf.data spells it: [`AUTOTUNE`] (`-1`) is
+    /// [`Parallelism::Autotune`], `n > 0` is [`Parallelism::Fixed`]`(n)`; anything else is an
+    /// [`Error::InvalidArgument`] naming the op and the argument, e.g.
+    /// `"interleave(num_parallel_calls=0): must be > 0 or AUTOTUNE (-1)"`.
+    ///
+    /// ```
+    /// use stokehold_core::Parallelism;
+    /// assert_eq!(Parallelism::from_arg("map", "num_parallel_calls", -1).unwrap(), Parallelism::Autotune);
+    /// assert_eq!(Parallelism::from_arg("map", "num_parallel_calls", 4).unwrap(), Parallelism::Fixed(4));
+    /// assert!(Parallelism::from_arg("map", "num_parallel_calls", 0).is_err());
+    /// ```
+    pub fn from_arg(op: &str, arg: &str, value: i64) -> Result<Parallelism> {
+        match value {
+            AUTOTUNE => Ok(Parallelism::Autotune),
+            n if n > 0 => usize::try_from(n)
+                .map(Parallelism::Fixed)
+                .map_err(|_| Error::invalid(format!("{op}({arg}={value}): too large"))),
+            _ => Err(Error::invalid(format!(
+                "{op}({arg}={value}): must be > 0 or AUTOTUNE ({AUTOTUNE})"
+            ))),
+        }
+    }
+
+    /// The inverse of [`Parallelism::from_arg`]: `Fixed(n)` is `n`, `Autotune` is [`AUTOTUNE`].
+    pub fn to_arg(self) -> i64 {
+        match self {
+            Parallelism::Fixed(n) => n as i64,
+            Parallelism::Autotune => AUTOTUNE,
+        }
+    }
+
+    /// A count for ops whose AUTOTUNE means "one per core" rather than online tuning (tf.data's
+    /// `interleave(cycle_length=AUTOTUNE)`): `Fixed(n)` is `n`, `Autotune` is `cores` (at least 1).
+    pub fn resolve(self, cores: usize) -> usize {
+        match self {
+            Parallelism::Fixed(n) => n,
+            Parallelism::Autotune => cores.max(1),
+        }
+    }
+}
+
 impl std::fmt::Display for Parallelism {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {

@@ -21,10 +21,15 @@ use crate::error::{Error, Result};
 use crate::example::Example;
 use crate::exec::interrupt;
 
+/// The fewest elements an autotuned prefetch buffers: double buffering, so the consumer takes one
+/// while the thread makes the next.
+pub const AUTOTUNE_MIN_DEPTH: usize = 2;
+
 /// Runs its input on a background thread, `depth` elements ahead.
 pub struct Prefetch {
     parent: Dataset,
-    depth: usize,
+    /// `None`: autotuned, resolved when an iterator starts (see [`Prefetch::autotune`]).
+    depth: Option<usize>,
 }
 
 impl Prefetch {
@@ -33,7 +38,24 @@ impl Prefetch {
         if depth == 0 {
             return Err(Error::invalid("prefetch buffer size must be > 0"));
         }
-        Ok(Prefetch { parent, depth })
+        Ok(Prefetch {
+            parent,
+            depth: Some(depth),
+        })
+    }
+
+    /// tf.data's `prefetch(AUTOTUNE)`. The depth is picked when an iterator starts, not tuned
+    /// online: the executor's core count, at least [`AUTOTUNE_MIN_DEPTH`]. A parallel stage
+    /// upstream finishes up to one element per core at once, and a buffer that size takes such a
+    /// burst without stalling its workers, while a consumer step that runs long still finds the
+    /// next element ready. The depth never changes results or states (a prefetch's state is the
+    /// consumer's position), so the name says `prefetch(autotune)` on every machine and a
+    /// checkpoint restores anywhere.
+    pub fn autotune(parent: Dataset) -> Self {
+        Prefetch {
+            parent,
+            depth: None,
+        }
     }
 }
 
@@ -41,10 +63,19 @@ impl IterDataset for Prefetch {
     fn iter(&self, epoch: u64) -> Result<Box<dyn DatasetIter>> {
         let inner = self.parent.iter(epoch)?;
         let state = inner.state();
+        let depth = self.depth.unwrap_or_else(|| {
+            // The pipeline's executor when there is one; not `current_or_default`, which would
+            // make and register a default executor just to read a core count.
+            let cores = super::Executor::current().map_or_else(
+                || super::ExecOptions::default().cores,
+                |e| e.options().cores,
+            );
+            cores.max(AUTOTUNE_MIN_DEPTH)
+        });
         Ok(Box::new(PrefetchIter {
             parent: self.parent.clone(),
             epoch,
-            depth: self.depth,
+            depth,
             pending: Some(inner),
             running: None,
             state,
@@ -53,7 +84,10 @@ impl IterDataset for Prefetch {
     }
 
     fn name(&self) -> String {
-        format!("prefetch({})", self.depth)
+        match self.depth {
+            Some(d) => format!("prefetch({d})"),
+            None => "prefetch(autotune)".into(),
+        }
     }
 
     fn parents(&self) -> Vec<Dataset> {

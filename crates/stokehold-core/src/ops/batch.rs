@@ -135,6 +135,13 @@ impl MapDataset for MapBatch {
         self.opts.make(&elements)
     }
 
+    fn rows_per_element(&self) -> Option<u64> {
+        // Every batch is full when remainders are dropped or the length divides evenly (an endless
+        // input has no last batch); padding only pads the inner axes.
+        let (n, b) = (self.parent.len(), self.opts.size as u64);
+        (self.opts.drop_remainder || n == INFINITE || n % b == 0).then_some(b)
+    }
+
     fn name(&self) -> String {
         self.opts.label()
     }

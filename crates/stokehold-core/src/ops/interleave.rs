@@ -40,7 +40,7 @@ pub struct Interleave {
     parent: Dataset,
     f: InterleaveFn,
     label: String,
-    cycle_length: usize,
+    cycle_length: Parallelism,
     block_length: usize,
     par: Option<Parallelism>,
     deterministic: bool,
@@ -57,7 +57,33 @@ impl Interleave {
         par: Option<Parallelism>,
         deterministic: bool,
     ) -> Result<Self> {
-        if cycle_length == 0 || block_length == 0 {
+        Self::with_cycle(
+            parent,
+            f,
+            label,
+            Parallelism::Fixed(cycle_length),
+            block_length,
+            par,
+            deterministic,
+        )
+    }
+
+    /// As [`Interleave::new`], with a cycle length that may be [`Parallelism::Autotune`]
+    /// (tf.data's `cycle_length=AUTOTUNE`): the executor's core count, resolved when an iterator
+    /// starts. The op's name says `cycle_length=autotune` whatever the machine, and the iterator's
+    /// state holds the cycle length it ran with, so a checkpoint restores on a machine with
+    /// another core count: the restored iterator finishes its epoch with the saved cycle length
+    /// (the order is a function of it), and later epochs resolve it again.
+    pub fn with_cycle(
+        parent: Dataset,
+        f: InterleaveFn,
+        label: &str,
+        cycle_length: Parallelism,
+        block_length: usize,
+        par: Option<Parallelism>,
+        deterministic: bool,
+    ) -> Result<Self> {
+        if cycle_length == Parallelism::Fixed(0) || block_length == 0 {
             return Err(Error::invalid(
                 "interleave: cycle_length and block_length must be > 0",
             ));
@@ -65,7 +91,7 @@ impl Interleave {
         if par == Some(Parallelism::Fixed(0)) {
             return Err(Error::invalid("interleave: num_parallel_calls must be > 0"));
         }
-        let label = if cycle_length == 1 && block_length == 1 && par.is_none() {
+        let label = if cycle_length == Parallelism::Fixed(1) && block_length == 1 && par.is_none() {
             format!("flat_map[{label}]")
         } else {
             format!("interleave[{label}](cycle_length={cycle_length}, block_length={block_length})")
@@ -85,6 +111,7 @@ impl Interleave {
 impl IterDataset for Interleave {
     fn iter(&self, epoch: u64) -> Result<Box<dyn DatasetIter>> {
         let exec = Executor::current_or_default();
+        let cycle_length = self.cycle_length.resolve(exec.options().cores);
         let stats = match self.par {
             Some(_) => exec.op_stats(&self.label),
             // Sequential: not a stage of its own (its work counts to whoever runs it).
@@ -101,7 +128,7 @@ impl IterDataset for Interleave {
                     n
                 }
             };
-            stats.set_shape(n, self.block_length.max(2) * self.cycle_length);
+            stats.set_shape(n, self.block_length.max(2) * cycle_length);
             Permits::new(n)
         });
         Ok(Box::new(InterleaveIter {
@@ -110,13 +137,14 @@ impl IterDataset for Interleave {
             f: self.f.clone(),
             label: self.label.clone(),
             epoch,
-            cycle_length: self.cycle_length,
+            cycle_length,
+            autotuned_cycle: self.cycle_length == Parallelism::Autotune,
             block_length: self.block_length,
             permits,
             deterministic: self.deterministic,
             exec,
             stats,
-            slots: (0..self.cycle_length).map(|_| None).collect(),
+            slots: (0..cycle_length).map(|_| None).collect(),
             cycle: 0,
             block: 0,
             input_pos: 0,
@@ -180,7 +208,10 @@ struct InterleaveIter {
     f: InterleaveFn,
     label: String,
     epoch: u64,
+    /// The cycle length this iterator runs with (an autotuned one resolved or restored).
     cycle_length: usize,
+    /// The cycle length was AUTOTUNE: a restore adopts the saved one.
+    autotuned_cycle: bool,
     block_length: usize,
     permits: Option<Arc<Permits>>,
     deterministic: bool,
@@ -297,6 +328,7 @@ impl DatasetIter for InterleaveIter {
             })
             .collect();
         json!({
+            "cycle_length": self.cycle_length,
             "input_pos": self.input_pos,
             "end_of_input": self.end_of_input,
             "cycle": self.cycle,
@@ -309,9 +341,27 @@ impl DatasetIter for InterleaveIter {
         let input_pos = state_u64(state, "input_pos")?;
         let saved = state_field(state, "slots")?
             .as_array()
-            .filter(|a| a.len() == self.cycle_length)
             .ok_or_else(|| Error::State(format!("{}: bad slots field", self.label)))?
             .clone();
+        // States written before the field existed have one slot per cycle position.
+        let saved_len = state
+            .get("cycle_length")
+            .and_then(Json::as_u64)
+            .map_or(saved.len(), |n| n as usize);
+        if saved_len != saved.len() || saved_len == 0 {
+            return Err(Error::State(format!("{}: bad slots field", self.label)));
+        }
+        if self.autotuned_cycle {
+            // Maybe saved on a machine with another core count: finish the epoch with the cycle
+            // length the order so far was made with.
+            self.cycle_length = saved_len;
+            self.slots.resize_with(saved_len, || None);
+        } else if saved_len != self.cycle_length {
+            return Err(Error::State(format!(
+                "{}: the state was saved with cycle_length={saved_len}",
+                self.label
+            )));
+        }
         let wanted: Vec<Option<u64>> = saved
             .iter()
             .map(|s| s.get("input").and_then(Json::as_u64))
@@ -372,6 +422,30 @@ impl Dataset {
         deterministic: bool,
     ) -> Result<Dataset> {
         Ok(Dataset::from_iter(Interleave::new(
+            self.clone(),
+            f,
+            label,
+            cycle_length,
+            block_length,
+            num_parallel_calls,
+            deterministic,
+        )?))
+    }
+
+    /// [`Dataset::interleave`] with a cycle length that may be [`Parallelism::Autotune`]: one
+    /// open input per core of the executor (tf.data's `cycle_length=AUTOTUNE`); see
+    /// [`Interleave::with_cycle`] for how its checkpoints move between machines.
+    /// `interleave(.., n, ..)` is `interleave_with(.., Parallelism::Fixed(n), ..)`.
+    pub fn interleave_with(
+        &self,
+        label: &str,
+        f: InterleaveFn,
+        cycle_length: Parallelism,
+        block_length: usize,
+        num_parallel_calls: Option<Parallelism>,
+        deterministic: bool,
+    ) -> Result<Dataset> {
+        Ok(Dataset::from_iter(Interleave::with_cycle(
             self.clone(),
             f,
             label,

@@ -1,7 +1,8 @@
 //! Dataset ops, one file each, and the chaining methods on [`Dataset`].
 //!
 //! Each method keeps random access when the op allows it and its input has it; otherwise it
-//! returns a stream. The conformance suite (`tests/it/conformance.rs`) runs every op.
+//! returns a stream. The conformance suite (`tests/it/conformance.rs`) runs every op. An op whose
+//! method needs more than a line defines it in its own file, as `interleave.rs` does.
 
 pub mod batch;
 pub mod cache;
@@ -10,6 +11,8 @@ pub mod element;
 pub mod enumerate;
 pub mod filter;
 pub mod gather;
+pub mod generator;
+pub mod group_by_window;
 pub mod interleave;
 pub mod map;
 pub mod mix;
@@ -19,6 +22,8 @@ pub mod shard;
 pub mod shuffle;
 pub mod slice;
 pub mod source;
+pub mod unbatch;
+pub mod window;
 pub mod window_shuffle;
 pub mod zip;
 
@@ -133,6 +138,22 @@ impl Dataset {
     /// Runs the pipeline `depth` elements ahead on a background thread.
     pub fn prefetch(&self, depth: usize) -> Result<Dataset> {
         Ok(Dataset::from_iter(Prefetch::new(self.clone(), depth)?))
+    }
+
+    /// Runs the pipeline ahead on a background thread with an autotuned depth (tf.data's
+    /// `prefetch(AUTOTUNE)`; the depth it picks: [`Prefetch::autotune`]).
+    pub fn prefetch_autotune(&self) -> Dataset {
+        Dataset::from_iter(Prefetch::autotune(self.clone()))
+    }
+
+    /// `prefetch` with a depth decoded by [`crate::Parallelism::from_arg`]: `Fixed(n)` is
+    /// [`Dataset::prefetch`]`(n)`, `Autotune` is [`Dataset::prefetch_autotune`]. Bindings call
+    /// `ds.prefetch_with(Parallelism::from_arg("prefetch", "buffer_size", v)?)`.
+    pub fn prefetch_with(&self, depth: crate::Parallelism) -> Result<Dataset> {
+        match depth {
+            crate::Parallelism::Fixed(n) => self.prefetch(n),
+            crate::Parallelism::Autotune => Ok(self.prefetch_autotune()),
+        }
     }
 
     /// A native random crop (see [`element::random_crop`]).

@@ -45,6 +45,10 @@ impl MapDataset for MapRepeat {
         self.parent.get_batch(indices)
     }
 
+    fn rows_per_element(&self) -> Option<u64> {
+        self.parent.rows_per_element()
+    }
+
     fn prefetch_useful(&self) -> bool {
         self.parent.prefetch_useful()
     }

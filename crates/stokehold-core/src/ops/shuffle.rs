@@ -70,6 +70,10 @@ impl MapDataset for GlobalShuffle {
         self.parent.get_batch(&self.source_indices(indices)?)
     }
 
+    fn rows_per_element(&self) -> Option<u64> {
+        self.parent.rows_per_element()
+    }
+
     fn prefetch_useful(&self) -> bool {
         self.parent.prefetch_useful()
     }

@@ -77,6 +77,10 @@ impl MapDataset for MapSlice {
         self.parent.get(self.source_index(index)?)
     }
 
+    fn rows_per_element(&self) -> Option<u64> {
+        self.parent.rows_per_element()
+    }
+
     fn prefetch_useful(&self) -> bool {
         self.parent.prefetch_useful()
     }

@@ -15,8 +15,8 @@ use std::sync::Arc;
 use stokehold_core::ops::element::{cast_feature, pad_or_trim};
 use stokehold_core::rng::Rng;
 use stokehold_core::{
-    filter_fn, map_fn, stack, stack_examples, BatchOptions, DType, Dataset, Example, PadSpec,
-    PipelineIter, Tensor,
+    filter_fn, generator_fn, key_fn, map_fn, stack, stack_examples, BatchOptions, DType, Dataset,
+    DatasetIter, Example, ExampleIter, PadSpec, PipelineIter, Tensor,
 };
 
 type Build = fn(&Dataset) -> Dataset;
@@ -137,6 +137,69 @@ fn pipelines() -> Vec<(&'static str, Build)> {
             )
             .unwrap()
         }),
+        ("unbatch", |d| d.batch(3, false).unwrap().unbatch()),
+        ("unbatch_random_access", |d| {
+            d.batch(3, true).unwrap().unbatch()
+        }),
+        ("rebatch", |d| {
+            d.batch(3, false).unwrap().rebatch(5, false).unwrap()
+        }),
+        ("rebatch_random_access", |d| {
+            d.batch(2, true)
+                .unwrap()
+                .shuffle(4)
+                .rebatch(3, true)
+                .unwrap()
+        }),
+        ("window", |d| d.window(3, Some(2), 1, false).unwrap()),
+        ("window_stride_drop", |d| {
+            d.window(3, Some(1), 2, true).unwrap()
+        }),
+        ("window_stream", |d| {
+            d.filter("all", filter_fn(|_, _| Ok(true)))
+                .window(4, Some(3), 2, false)
+                .unwrap()
+        }),
+        ("window_stream_skipping", |d| {
+            d.filter("all", filter_fn(|_, _| Ok(true)))
+                .window(2, Some(5), 1, true)
+                .unwrap()
+        }),
+        ("group_by_window", |d| {
+            d.group_by_window("m3", key_fn(|e, _| Ok(id(e) % 3)), 3, Some("key"))
+                .unwrap()
+        }),
+        ("group_by_window_stream", |d| {
+            d.filter("all", filter_fn(|_, _| Ok(true)))
+                .group_by_window("m2", key_fn(|e, _| Ok(id(e) % 2)), 4, None)
+                .unwrap()
+        }),
+        ("from_generator", |d| {
+            // The generator replays the input: the same sequence each call, as exact resume needs.
+            let d = d.clone();
+            Dataset::from_generator(
+                "replay",
+                generator_fn(move |epoch| {
+                    let mut it = d.iter(epoch)?;
+                    let iter = std::iter::from_fn(move || it.next().transpose());
+                    Ok(Box::new(iter) as ExampleIter)
+                }),
+            )
+        }),
+        ("interleave_autotune_cycle", |d| {
+            d.interleave_with(
+                "twice",
+                stokehold_core::interleave_fn(|e, _| {
+                    Dataset::from_columns(stack_examples("t", &[e.clone(), e])?)
+                }),
+                stokehold_core::Parallelism::Autotune,
+                2,
+                None,
+                true,
+            )
+            .unwrap()
+        }),
+        ("prefetch_autotune", |d| d.prefetch_autotune()),
         ("stream_chain", |d| {
             d.filter("not3", filter_fn(|e, _| Ok(id(e) % 3 != 0)))
                 .shuffle_buffer(3, 4)

@@ -7,3 +7,4 @@ mod conformance;
 mod interleave;
 mod parallel;
 mod stats;
+mod tfdata_ops;
