@@ -20,6 +20,7 @@ use crate::dataset::{state_field, Dataset, DatasetIter, IterDataset};
 use crate::error::{Error, Result};
 use crate::example::Example;
 use crate::exec::interrupt;
+use crate::ops::plan::{Stage, StageKind};
 
 /// Runs its input on a background thread, `depth` elements ahead.
 pub struct Prefetch {
@@ -34,6 +35,12 @@ impl Prefetch {
             return Err(Error::invalid("prefetch buffer size must be > 0"));
         }
         Ok(Prefetch { parent, depth })
+    }
+
+    /// A prefetch whose depth is known to be > 0 (re-applying an existing stage).
+    pub(crate) fn with_depth(parent: Dataset, depth: usize) -> Self {
+        debug_assert!(depth > 0);
+        Prefetch { parent, depth }
     }
 }
 
@@ -62,6 +69,13 @@ impl IterDataset for Prefetch {
 
     fn len(&self) -> Option<u64> {
         self.parent.len()
+    }
+
+    fn stage(&self) -> Option<Stage> {
+        Some(Stage {
+            parent: self.parent.clone(),
+            kind: StageKind::Prefetch { depth: self.depth },
+        })
     }
 }
 
