@@ -6,4 +6,5 @@ mod common;
 mod conformance;
 mod interleave;
 mod parallel;
+mod plan;
 mod stats;
