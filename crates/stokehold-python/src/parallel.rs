@@ -6,7 +6,7 @@
 //! Python runs (the callers release it around all Rust work).
 
 use pyo3::prelude::*;
-use stokehold_core::exec::{executor_of, last_default, ExecOptions, Executor, Parallelism};
+use stokehold_core::exec::{executor_of, ExecOptions, Executor, Parallelism};
 use stokehold_core::{interleave_fn, Ctx, Dataset, Error, Example};
 use stokehold_io::files;
 
@@ -174,8 +174,10 @@ fn with_options(
     })
 }
 
+/// The executor found through the dataset's plan: its `with_options`, or the default executor
+/// its outermost parallel op last ran on (see `stokehold_core::exec::executor_of`).
 fn executor(ds: &PyDataset) -> Option<Executor> {
-    executor_of(ds.dataset()).or_else(last_default)
+    executor_of(ds.dataset())
 }
 
 /// Stats as a JSON string (`None` when no parallel stage has run).

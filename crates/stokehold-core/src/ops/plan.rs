@@ -117,7 +117,9 @@ impl Dataset {
                 self.describe()
             ))
         })?;
-        let m = base.as_map().expect("peel_stages returns a random-access base");
+        let m = base
+            .as_map()
+            .expect("peel_stages returns a random-access base");
         let per_epoch = m.len();
         if per_epoch == INFINITE {
             return Err(Error::invalid(format!(
@@ -370,7 +372,8 @@ impl Epochs {
             ));
         }
         let mine = [json!(self.start), json!(self.count), json!(self.per_epoch)];
-        let theirs = ["start", "count", "per_epoch"].map(|k| state.get(k).cloned().unwrap_or(Json::Null));
+        let theirs =
+            ["start", "count", "per_epoch"].map(|k| state.get(k).cloned().unwrap_or(Json::Null));
         if mine != theirs {
             return Err(Error::State(format!(
                 "this state is of epochs(start, count, len) = {}, this loader {}",
@@ -387,7 +390,7 @@ impl Epochs {
         };
         let (epoch, taken) = (int("epoch")?, int("taken")?);
         let inside = i128::from(self.start) <= epoch
-            && self.end.map_or(true, |end| epoch <= i128::from(end))
+            && !matches!(self.end, Some(end) if epoch > i128::from(end))
             && (0..=i128::from(self.per_epoch)).contains(&taken);
         if !inside {
             return Err(Error::State(format!(

@@ -99,7 +99,10 @@ impl MapDataset for GlobalShuffle {
     fn name(&self) -> String {
         match self.reshuffle {
             true => format!("shuffle(seed={})", self.seed),
-            false => format!("shuffle(seed={}, reshuffle_each_iteration=false)", self.seed),
+            false => format!(
+                "shuffle(seed={}, reshuffle_each_iteration=false)",
+                self.seed
+            ),
         }
     }
 

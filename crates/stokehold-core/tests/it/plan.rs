@@ -98,7 +98,10 @@ fn epochs_equal_iteration_of_each_epoch() {
     }
     // The stages are kept, and a prefetch added only where there is none.
     let d = base(4).epochs(0, Some(1), None).unwrap();
-    assert!(d.pipeline().describe().ends_with("-> epochs(start_index=0, len=4) -> prefetch(2)"));
+    assert!(d
+        .pipeline()
+        .describe()
+        .ends_with("-> epochs(start_index=0, len=4) -> prefetch(2)"));
     let d = staged(4).epochs(1, None, None).unwrap();
     assert!(d.pipeline().describe().ends_with(
         "-> epochs(start_index=4, len=18446744073709551615) -> \
@@ -106,7 +109,10 @@ fn epochs_equal_iteration_of_each_epoch() {
     ));
     assert_eq!(d.epochs_left(), None);
     let d = staged(4).epochs(0, Some(1), Some(9)).unwrap();
-    assert!(d.pipeline().describe().ends_with("deterministic=true) -> prefetch(9)"));
+    assert!(d
+        .pipeline()
+        .describe()
+        .ends_with("deterministic=true) -> prefetch(9)"));
 }
 
 #[test]
@@ -184,11 +190,17 @@ fn epochs_state_is_the_python_loaders() {
     let mut keys = keys;
     keys.sort();
     assert_eq!(keys, want);
-    assert_eq!((s["count"].clone(), s["iter"].clone()), (Json::Null, Json::Null));
+    assert_eq!(
+        (s["count"].clone(), s["iter"].clone()),
+        (Json::Null, Json::Null)
+    );
     l.next_epoch().unwrap();
     l.next().unwrap();
     let s = l.state();
-    assert_eq!((s["epoch"].clone(), s["taken"].clone()), (0.into(), 1.into()));
+    assert_eq!(
+        (s["epoch"].clone(), s["taken"].clone()),
+        (0.into(), 1.into())
+    );
     assert_eq!(s["iter"]["format"], "stokehold-state");
 }
 
@@ -223,14 +235,20 @@ fn epochs_refuse_foreign_and_late_states() {
     );
     // A started loader.
     let m = state_error(a.set_state(&st));
-    assert_eq!(m, "set_state() on a loader that has started; make a new one");
+    assert_eq!(
+        m,
+        "set_state() on a loader that has started; make a new one"
+    );
     // Out of range.
     for (epoch, taken) in [(3, 0), (0, 5), (1, -1)] {
         let mut bad = st.clone();
         bad["epoch"] = epoch.into();
         bad["taken"] = taken.into();
         let m = state_error(make(2).set_state(&bad));
-        assert_eq!(m, format!("epoch {epoch} / taken {taken} lies outside this loader"));
+        assert_eq!(
+            m,
+            format!("epoch {epoch} / taken {taken} lies outside this loader")
+        );
     }
     // The end itself is a valid position (nothing left to run).
     let mut end = st.clone();
@@ -247,12 +265,18 @@ fn epochs_need_a_finite_random_access_pipeline() {
     let stream = Dataset::range(4).filter("all", filter_fn(|_, _| Ok(true)));
     let err = stream.epochs(0, Some(1), None).err().unwrap().to_string();
     assert!(
-        err.contains("epochs() needs a random-access pipeline, and range(4) -> filter[all] is a stream"),
+        err.contains(
+            "epochs() needs a random-access pipeline, and range(4) -> filter[all] is a stream"
+        ),
         "{err}"
     );
     // A prefetch over a stream is no stage over a random-access base.
     assert!(stream.prefetch(2).unwrap().epochs(0, None, None).is_err());
-    let err = Dataset::range(4).repeat(None).epochs(0, Some(1), None).err().unwrap();
+    let err = Dataset::range(4)
+        .repeat(None)
+        .epochs(0, Some(1), None)
+        .err()
+        .unwrap();
     assert!(err.to_string().contains("needs a finite dataset"), "{err}");
     assert!(Dataset::range(4).epochs(0, Some(1), Some(0)).is_err());
 }
@@ -264,7 +288,11 @@ fn stages_are_hoisted_over_repeat() {
     assert_eq!(want.len(), 12);
 
     let pre = base(6).prefetch(3).unwrap().repeat(Some(2));
-    assert!(pre.describe().ends_with("-> repeat(2) -> prefetch(3)"), "{}", pre.describe());
+    assert!(
+        pre.describe().ends_with("-> repeat(2) -> prefetch(3)"),
+        "{}",
+        pre.describe()
+    );
     assert_eq!(run_epoch(&pre, 0), want);
     assert_eq!(run_epoch(&pre, 1), run_epoch(&plain, 1));
 
@@ -284,12 +312,18 @@ fn stages_are_hoisted_over_repeat() {
 
     // Not stages: an as-completed parallelize, a parallel map with a function, a prefetch over
     // a stream. The repeat stays outside.
-    let unordered = base(6).parallelize(Parallelism::Fixed(2), false).repeat(Some(2));
-    assert!(unordered.describe().ends_with("deterministic=false) -> repeat(2)"));
+    let unordered = base(6)
+        .parallelize(Parallelism::Fixed(2), false)
+        .repeat(Some(2));
+    assert!(unordered
+        .describe()
+        .ends_with("deterministic=false) -> repeat(2)"));
     let mapped = base(6)
         .map_parallel("id", map_fn(|e, _| Ok(e)), Parallelism::Fixed(2), true)
         .repeat(Some(2));
-    assert!(mapped.describe().ends_with("deterministic=true) -> repeat(2)"));
+    assert!(mapped
+        .describe()
+        .ends_with("deterministic=true) -> repeat(2)"));
     let stream = Dataset::range(6)
         .filter("all", filter_fn(|_, _| Ok(true)))
         .prefetch(2)
@@ -305,7 +339,10 @@ fn shuffle_without_reshuffling_keeps_one_order() {
     let fixed = Dataset::range(50).shuffle_with(4, false).unwrap();
     assert_eq!(order(&fixed, 0), order(&fixed, 1));
     assert_eq!(order(&fixed, 0), order(&Dataset::range(50).shuffle(4), 0));
-    assert_eq!(fixed.name(), "shuffle(seed=4, reshuffle_each_iteration=false)");
+    assert_eq!(
+        fixed.name(),
+        "shuffle(seed=4, reshuffle_each_iteration=false)"
+    );
     let fresh = Dataset::range(50).shuffle_with(4, true).unwrap();
     assert_ne!(order(&fresh, 0), order(&fresh, 1));
     assert_eq!(fresh.name(), "shuffle(seed=4)");
@@ -316,7 +353,10 @@ fn shuffle_without_reshuffling_keeps_one_order() {
     let buf = Dataset::range(50).shuffle_buffer_with(8, 2, false).unwrap();
     assert_eq!(order(&buf, 0), order(&buf, 3));
     assert_ne!(order(&buf, 0), (0..50).collect::<Vec<i64>>());
-    assert_eq!(buf.name(), "shuffle(buffer_size=8, seed=2, reshuffle_each_iteration=false)");
+    assert_eq!(
+        buf.name(),
+        "shuffle(buffer_size=8, seed=2, reshuffle_each_iteration=false)"
+    );
     let buf = Dataset::range(50).shuffle_buffer_with(8, 2, true).unwrap();
     assert_ne!(order(&buf, 0), order(&buf, 3));
     assert_eq!(buf.name(), "shuffle(buffer_size=8, seed=2)");
@@ -330,7 +370,10 @@ fn padded_batch_refuses_to_overwrite_a_lengths_feature() {
     let refs: Vec<&Tensor> = clips.iter().collect();
     let cols = Example::new()
         .with("x", stack("t", "x", &refs).unwrap())
-        .with("x_lengths", Tensor::from_vec(vec![3], vec![7i64, 8, 9]).unwrap());
+        .with(
+            "x_lengths",
+            Tensor::from_vec(vec![3], vec![7i64, 8, 9]).unwrap(),
+        );
     let ds = Dataset::from_columns(cols).unwrap();
     let opts = BatchOptions::padded(3, false, Default::default(), Default::default(), 0.0);
     let err = ds.batch_with(opts).unwrap().get(0).unwrap_err().to_string();
@@ -344,11 +387,23 @@ fn padded_batch_refuses_to_overwrite_a_lengths_feature() {
     // Without the collision the lengths are there.
     let ok = Dataset::from_columns(Example::new().with("x", stack("t", "x", &refs).unwrap()))
         .unwrap()
-        .batch_with(BatchOptions::padded(3, false, Default::default(), Default::default(), 0.0))
+        .batch_with(BatchOptions::padded(
+            3,
+            false,
+            Default::default(),
+            Default::default(),
+            0.0,
+        ))
         .unwrap()
         .get(0)
         .unwrap();
-    assert_eq!(ok.tensor("t", "x_lengths").unwrap().to_vec::<i64>().unwrap(), [1, 2, 3]);
+    assert_eq!(
+        ok.tensor("t", "x_lengths")
+            .unwrap()
+            .to_vec::<i64>()
+            .unwrap(),
+        [1, 2, 3]
+    );
 }
 
 #[test]
@@ -360,7 +415,10 @@ fn padded_options_from_maps() {
     let o = BatchOptions::padded(2, true, shapes, values, -1.0);
     let p = o.padding.as_ref().unwrap();
     assert_eq!((o.size, o.drop_remainder), (2, true));
-    assert_eq!((p["a"].value, p["a"].shape.clone()), (2.0, Some(vec![Some(4)])));
+    assert_eq!(
+        (p["a"].value, p["a"].shape.clone()),
+        (2.0, Some(vec![Some(4)]))
+    );
     assert_eq!((p["b"].value, p["b"].shape.clone()), (3.0, None));
     assert_eq!(o.default_pad.value, -1.0);
 }
@@ -372,7 +430,9 @@ fn executor_found_through_the_dataset() {
         memory_budget: 1 << 21,
         ..Default::default()
     };
-    let w = base(8).parallelize(Parallelism::Fixed(2), true).with_options(opts);
+    let w = base(8)
+        .parallelize(Parallelism::Fixed(2), true)
+        .with_options(opts);
     let later = w.take(3);
     assert_eq!(executor_of(&later).unwrap().budget().limit(), 1 << 21);
 
@@ -380,7 +440,9 @@ fn executor_found_through_the_dataset() {
     let p = base(8).parallelize(Parallelism::Fixed(2), true);
     assert!(executor_of(&p).is_none());
     assert_eq!(run_epoch(&p.take(100), 0).len(), 8);
-    let s = executor_of(&p).expect("remembered by the parallel op").stats();
+    let s = executor_of(&p)
+        .expect("remembered by the parallel op")
+        .stats();
     assert_eq!(s.ops.iter().map(|o| o.elements).sum::<u64>(), 8);
 
     // The loader's re-applied stage reports to the same place: ds.stats() covers ds.epochs().
@@ -389,7 +451,9 @@ fn executor_found_through_the_dataset() {
     while l.next_epoch().unwrap().is_some() {
         while l.next().unwrap().is_some() {}
     }
-    let s = executor_of(&q).expect("found from the original dataset").stats();
+    let s = executor_of(&q)
+        .expect("found from the original dataset")
+        .stats();
     assert_eq!(s.ops.iter().map(|o| o.elements).sum::<u64>(), 16);
     assert!(executor_of(&Dataset::range(3).prefetch(1).unwrap()).is_none());
 }
@@ -411,5 +475,10 @@ fn cache_of_a_parallel_map_points_to_the_sequential_map() {
     }
     // Elsewhere the plain stream advice stays.
     let f = Dataset::range(3).filter("all", filter_fn(|_, _| Ok(true)));
-    assert!(f.try_shuffle(0).err().unwrap().to_string().contains("shuffle(buffer_size=...)"));
+    assert!(f
+        .try_shuffle(0)
+        .err()
+        .unwrap()
+        .to_string()
+        .contains("shuffle(buffer_size=...)"));
 }
