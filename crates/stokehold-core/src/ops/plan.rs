@@ -426,3 +426,36 @@ fn py_tuple(items: &[Json]) -> String {
         .collect();
     format!("({})", parts.join(", "))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tuples_print_as_python_prints_them() {
+        let items = [json!(0), Json::Null, json!(10), json!("a"), json!(true)];
+        assert_eq!(py_tuple(&items), "(0, None, 10, 'a', True)");
+    }
+
+    #[test]
+    fn peel_stops_at_the_first_op_that_is_not_a_stage() {
+        let base = Dataset::range(5).shuffle(1);
+        let ds = base
+            .parallelize(Parallelism::Fixed(2), true)
+            .prefetch(4)
+            .unwrap();
+        let (b, stages) = ds.peel_stages().unwrap();
+        assert_eq!(b.describe(), base.describe());
+        assert!(matches!(
+            stages.as_slice(),
+            [
+                StageKind::Parallelize { .. },
+                StageKind::Prefetch { depth: 4 }
+            ]
+        ));
+        assert_eq!(apply_stages(&b, &stages).describe(), ds.describe());
+        assert!(ds.batch(2, false).unwrap().peel_stages().is_none());
+        let (b, stages) = base.peel_stages().unwrap();
+        assert!(stages.is_empty() && b.is_random_access());
+    }
+}
