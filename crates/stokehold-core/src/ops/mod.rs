@@ -78,7 +78,11 @@ impl Dataset {
                 GlobalShuffle::new(m.clone(), seed)?
                     .reshuffle_each_iteration(reshuffle_each_iteration),
             )),
-            Dataset::Iter(_) => Err(crate::Error::invalid(stream_shuffle_advice(self))),
+            Dataset::Iter(_) => Err(crate::Error::invalid(stream_shuffle_advice(
+                self,
+                &format!("shuffle(seed={seed})"),
+                "use shuffle(buffer_size=...) for streams",
+            ))),
         }
     }
 
@@ -176,12 +180,13 @@ impl Dataset {
     }
 }
 
-/// The error text of a global shuffle over a stream. The common way into it is a parallel map
-/// before `cache()` (`ds.map(fn, num_parallel_calls=8).cache().shuffle(seed=0)`): the parallel
-/// map is a stream, so is the cache of it, and a shuffle buffer would only shuffle within its
-/// buffer. The better fix keeps random access: map sequentially before the cache and run the
-/// pipeline in parallel after the shuffle.
-fn stream_shuffle_advice(ds: &Dataset) -> String {
+/// The error text of a shuffle that needs random access (`op`, e.g. `"shuffle(seed=...)"`) over
+/// the stream `ds`. The common way into it is a parallel map before `cache()`
+/// (`ds.map(fn, num_parallel_calls=8).cache().shuffle(seed=0)`): the parallel map is a stream, so
+/// is the cache of it, and a shuffle buffer (the `fallback` advice for other streams) would only
+/// shuffle within its buffer. The better fix keeps random access: map sequentially before the
+/// cache and run the pipeline in parallel after the shuffle.
+pub(crate) fn stream_shuffle_advice(ds: &Dataset, op: &str, fallback: &str) -> String {
     fn parallel_map_under_cache(ds: &Dataset, under_cache: bool) -> Option<String> {
         let name = ds.name();
         if under_cache && name.starts_with("map[") && name.contains("(parallel") {
@@ -198,16 +203,13 @@ fn stream_shuffle_advice(ds: &Dataset) -> String {
     }
     match parallel_map_under_cache(ds, false) {
         Some(map) => format!(
-            "shuffle(seed=...) needs random access, and {} is a stream: cache() keeps what {map} \
-             yields, a stream. Run the map sequentially before cache() (`map(fn)` keeps random \
-             access) and parallelize() after the shuffle, e.g. \
+            "{op} needs random access, and {} is a stream: cache() keeps what {map} yields, a \
+             stream. Run the map sequentially before cache() (`map(fn)` without \
+             num_parallel_calls keeps random access) and parallelize() after the shuffle, e.g. \
              `ds.map(fn).cache().shuffle(seed=0).batch(32).parallelize()`",
             ds.describe()
         ),
-        None => format!(
-            "{} is a stream: use shuffle(buffer_size=...) for streams",
-            ds.name()
-        ),
+        None => format!("{} is a stream: {fallback}", ds.name()),
     }
 }
 

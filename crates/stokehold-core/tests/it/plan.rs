@@ -466,13 +466,20 @@ fn cache_of_a_parallel_map_points_to_the_sequential_map() {
         .unwrap();
     let err = ds.try_shuffle(0).err().unwrap().to_string();
     for part in [
-        "map[load](parallel, deterministic=true)",
-        "Run the map sequentially before cache() (`map(fn)` keeps random access)",
+        "shuffle(seed=0) needs random access",
+        "cache() keeps what map[load](parallel, deterministic=true) yields",
+        "Run the map sequentially before cache() (`map(fn)` without num_parallel_calls keeps \
+         random access)",
         "parallelize() after the shuffle",
         "`ds.map(fn).cache().shuffle(seed=0).batch(32).parallelize()`",
     ] {
         assert!(err.contains(part), "{part:?} not in {err}");
     }
+    let err = ds.window_shuffle(4, 1).err().unwrap().to_string();
+    assert!(
+        err.contains("window_shuffle(window=4, seed=1) needs random access"),
+        "{err}"
+    );
     // Elsewhere the plain stream advice stays.
     let f = Dataset::range(3).filter("all", filter_fn(|_, _| Ok(true)));
     assert!(f
