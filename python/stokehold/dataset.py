@@ -21,7 +21,6 @@ from typing import (
     Mapping,
     Optional,
     Sequence,
-    Tuple,
     Union,
     overload,
 )
@@ -44,12 +43,6 @@ Element = Dict[str, Any]
 #: A map function: element -> new element (a dict).
 MapFn = Callable[[Element], Mapping[str, Any]]
 
-#: A dataset seen through its trailing execution stages: (base, [(native method, args)]).
-_Over = Tuple["Dataset", List[Tuple[str, Tuple[Any, ...]]]]
-
-#: The depth ``prefetch(AUTOTUNE)`` uses.
-_AUTO_DEPTH = 2
-
 
 class Dataset:
     """A pipeline of elements (dicts of numpy arrays), random access where the ops allow it.
@@ -63,29 +56,15 @@ class Dataset:
     count or prefetch depth.
     """
 
-    def __init__(self, native: _native.Dataset, *, _over: Optional[_Over] = None) -> None:
+    def __init__(self, native: _native.Dataset) -> None:
         self._native = native
         self._epoch = 0
         self._spec: Optional[ElementSpec] = None
-        # (random-access base, [(native method, args), ...]) when this dataset is `base` followed
-        # only by stages that change how it is computed, not what (parallelize, prefetch):
-        # `epochs()` and `repeat()` look through them to keep random access.
-        self._over = _over
 
     @classmethod
     def _wrap(cls, native: _native.Dataset) -> Dataset:
         """Wraps a native dataset (for bindings that expose their own Rust datasets)."""
         return cls(native)
-
-    def _stage(self, method: str, *args: Any) -> Dataset:
-        native = getattr(self._native, method)(*args)
-        if self._over is not None:
-            base, stages = self._over
-        elif self.is_random_access:
-            base, stages = self, []
-        else:
-            return Dataset(native)
-        return Dataset(native, _over=(base, stages + [(method, args)]))
 
     # ---- sources (also module functions in stokehold.sources) ------------------------------
 
@@ -264,20 +243,16 @@ class Dataset:
         n = self._native.cardinality() if self.is_random_access else None
         if n is not None and n != _native.INFINITE and size >= n:
             return self.global_shuffle(seed, reshuffle)
-        s = _args.seed(op, seed)
-        if reshuffle:
-            return Dataset(self._native.shuffle_buffer(size, s))
-        return Dataset(self._native.shuffle_buffer(size, s, False))
+        return Dataset(self._native.shuffle_buffer(size, _args.seed(op, seed), reshuffle))
 
     def global_shuffle(self, seed: Optional[int] = None, reshuffle_each_iteration: bool = True) -> Dataset:
         """A seeded permutation of each epoch of a finite random-access dataset: no buffer, O(1)
         memory, random access kept, a checkpoint of a few integers. ``seed`` and
         ``reshuffle_each_iteration`` as in :meth:`shuffle`. A stream is refused: use
         ``shuffle(buffer_size)``."""
-        s = _args.seed("global_shuffle", seed)
-        if _args.flag("global_shuffle", "reshuffle_each_iteration", reshuffle_each_iteration):
-            return Dataset(self._native.shuffle(s))
-        return Dataset(self._native.shuffle(s, False))
+        op = "global_shuffle"
+        reshuffle = _args.flag(op, "reshuffle_each_iteration", reshuffle_each_iteration)
+        return Dataset(self._native.shuffle(_args.seed(op, seed), reshuffle))
 
     def window_shuffle(self, window: int, seed: Optional[int] = None) -> Dataset:
         """A cheaper, local shuffle: windows of ``window`` consecutive elements in random order,
@@ -294,14 +269,7 @@ class Dataset:
         same for ``parallelize``): one prefetch thread then flows through every epoch instead of
         restarting at each one.
         """
-        c = _args.count_or_all("repeat", "count", count)
-        if self._over is not None:
-            base, stages = self._over
-            out = base.repeat(c)
-            for method, args in stages:
-                out = out._stage(method, *args)
-            return out
-        return Dataset(self._native.repeat(c))
+        return Dataset(self._native.repeat(_args.count_or_all("repeat", "count", count)))
 
     def take(self, count: int) -> Dataset:
         """The first ``count`` elements of each epoch (-1: all of them, as in tf.data)."""
@@ -443,7 +411,7 @@ class Dataset:
         """tf.data's ``group_by_window``: elements go to groups by ``key_func(element)`` (an
         int); each time a group holds ``window_size`` elements they are emitted as one window,
         stacked as :meth:`batch` stacks them. At the end of the input the partial windows follow
-        in the order their keys first appeared. With ``reduce_func(key, window_dataset)``
+        in ascending key order, as tf.data does. With ``reduce_func(key, window_dataset)``
         (returning a ``Dataset``) the windows are replaced by its elements, as in tf.data;
         without it each window is one element. A stream."""
         op = "group_by_window"
@@ -511,17 +479,16 @@ class Dataset:
         index (fetch, crop, batch...), the fastest path; over a stream, workers take elements in
         turn. With ``deterministic=True`` (default) the output is the same as without it."""
         par = _args.parallelism("parallelize", "num_parallel_calls", num_parallel_calls)
-        if _args.flag("parallelize", "deterministic", deterministic):
-            return self._stage("parallelize", par, True)
-        return Dataset(self._native.parallelize(par, False))
+        return Dataset(self._native.parallelize(par, _args.flag("parallelize", "deterministic", deterministic)))
 
     def prefetch(self, buffer_size: int = AUTOTUNE) -> Dataset:
         """Runs the pipeline on a background thread, ``buffer_size`` elements ahead (default
-        ``AUTOTUNE``: 2). The thread lives as long as the iterator; with ``repeat()`` upstream
-        it flows into the next epoch with nothing rebuilt. The result is a stream; see
-        :meth:`epochs` for a loop over epochs with no stall at their boundaries."""
-        par = _args.parallelism("prefetch", "buffer_size", buffer_size)
-        return self._stage("prefetch", _AUTO_DEPTH if par == AUTOTUNE else par)
+        ``AUTOTUNE``: the machine's cores, at least 2; results never depend on the depth). The
+        thread lives as long as the iterator; with ``repeat()`` upstream it flows into the next
+        epoch with nothing rebuilt (``ds.prefetch(n).repeat()`` is run as
+        ``ds.repeat().prefetch(n)``). The result is a stream; see :meth:`epochs` for a loop over
+        epochs with no stall at their boundaries."""
+        return Dataset(self._native.prefetch(_args.parallelism("prefetch", "buffer_size", buffer_size)))
 
     def cache(self, path: Optional[PathLike] = None) -> Dataset:
         """Caches the first pass; later epochs read the cache.
@@ -549,10 +516,11 @@ class Dataset:
         return Dataset(self._native.with_options(budget, c, _args.count(op, "trace_events", trace_events)))
 
     def stats(self, as_table: bool = False) -> Any:
-        """Per-stage statistics of this pipeline (the nearest ``with_options``, else the
-        pipeline iterated most recently): elements/s, bytes/s, busy and waiting time, queue
-        fill, parallelism, what AUTOTUNE chose and why, and a verdict; a dict, or printable text
-        with ``as_table``. ``None`` before any parallel stage ran."""
+        """Per-stage statistics of this pipeline, found through it (the nearest
+        ``with_options``, else the executor its parallel stages last ran on): elements/s,
+        bytes/s, busy and waiting time, queue fill, parallelism, what AUTOTUNE chose and why, and
+        a verdict; a dict, or printable text with ``as_table``. ``None`` before any parallel
+        stage ran."""
         if as_table:
             return self._native.stats_table()
         s = self._native.stats_json()
@@ -729,20 +697,12 @@ class Dataset:
         ``parallelize()`` / ``prefetch(n)`` stages are looked through and kept (a prefetch of
         depth 2 is added when there is none); ``buffer_size`` replaces the prefetch depth.
         """
-        base, stages = self._over or (self, [])
-        stages = list(stages)
-        if buffer_size is not None:
-            depth = _args.count("epochs", "buffer_size", buffer_size, 1)
-            stages = [st for st in stages if st[0] != "prefetch"] + [("prefetch", (depth,))]
-        elif not any(method == "prefetch" for method, _ in stages):
-            stages.append(("prefetch", (_AUTO_DEPTH,)))
         c = None if count is None else _args.count("epochs", "count", count)
+        depth = None if buffer_size is None else _args.count("epochs", "buffer_size", buffer_size, 1)
         start = self._epoch
-        native = base._native.epochs(start, c)
-        for method, args in stages:
-            native = getattr(native, method)(*args)
+        loader = EpochLoader(self._native.epochs(start, c, depth))
         self._epoch = start + c if c is not None else start
-        return EpochLoader(native, len(base), start, c)
+        return loader
 
 
 def _dataset(op: str, value: Any) -> Dataset:

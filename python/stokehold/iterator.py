@@ -4,8 +4,9 @@ with ``get_state()`` / ``set_state()``."""
 from __future__ import annotations
 
 import json
-from typing import Any, Dict, Mapping, Optional, Union
+from typing import Any, Dict, Mapping, Union
 
+from . import _native
 from ._native import StateError
 
 __all__ = ["Epoch", "EpochLoader", "Iterator"]
@@ -58,13 +59,12 @@ def _state_text(state: Union[Mapping[str, Any], str]) -> str:
 
 class Epoch:
     """One epoch of an :class:`EpochLoader`: yields ``len(ds)`` elements (the rest of them for
-    the epoch a restored loader resumes in)."""
+    the epoch a restored loader resumes in). Leaving it early skips the rest when the loader
+    moves on."""
 
-    def __init__(self, it: Any, n: int, epoch: int, taken: int = 0) -> None:
-        self._it = it
-        self._left = n - taken
-        self._n = n
-        self._len = n - taken
+    def __init__(self, native: _native.Epochs, epoch: int) -> None:
+        self._native = native
+        self._len = native.epoch_len()
         #: The epoch number.
         self.epoch = epoch
 
@@ -75,23 +75,15 @@ class Epoch:
         return self
 
     def __next__(self) -> Element:
-        if self._left <= 0:
-            raise StopIteration
-        item: Element = self._it.__next__()
-        self._left -= 1
+        if self._native.current_epoch() != self.epoch:
+            raise StopIteration  # the loader has moved on to a later epoch
+        item: Element = self._native.__next__()
         return item
-
-    def _drain(self) -> None:
-        while self._left > 0:
-            got = self._it.next_many(min(self._left, 64))
-            if not got:
-                break
-            self._left -= len(got)
 
 
 class EpochLoader:
-    """Epochs from one prefetching iterator (see :meth:`Dataset.epochs`). Single pass;
-    ``len()`` is the number of epochs still to come.
+    """Epochs from one prefetching iterator (see :meth:`Dataset.epochs`; the loader itself is
+    core's ``Epochs``). Single pass; ``len()`` is the number of epochs still to come.
 
     ``get_state()`` / ``set_state()`` checkpoint it: the state names the epoch in progress, the
     elements of it already yielded, and the underlying iterator's exact position. A new loader of
@@ -100,69 +92,29 @@ class EpochLoader:
     epochs: exactly what the interrupted run had still to yield, unless it abandoned an epoch
     part-way (which a restored loader does not know, and finishes)."""
 
-    _FORMAT = "stokehold-epochs"
-
-    def __init__(self, native: Any, per_epoch: int, start: int, count: Optional[int]) -> None:
+    def __init__(self, native: _native.Epochs) -> None:
         self._native = native
-        self._it: Any = None
-        self._per_epoch = per_epoch
-        self._start = start
-        self._count = count
-        self._next = start
-        self._end = None if count is None else start + count
-        self._current: Optional[Epoch] = None
-        self._resume_taken = 0
 
     def __len__(self) -> int:
-        if self._end is None:
+        left = self._native.epochs_left()
+        if left is None:
             raise TypeError("this loader runs forever (epochs() without a count)")
-        return self._end - self._next
+        return left
 
     def __iter__(self) -> EpochLoader:
         return self
 
+    def __next__(self) -> Epoch:
+        epoch = self._native.next_epoch()
+        if epoch is None:
+            raise StopIteration
+        return Epoch(self._native, epoch)
+
     def get_state(self) -> Dict[str, Any]:
         """The position, as a JSON-serialisable dict."""
-        cur = self._current
-        if cur is not None and cur._left > 0:
-            epoch, taken = cur.epoch, cur._n - cur._left
-        else:
-            epoch, taken = self._next, self._resume_taken
-        it = None if self._it is None else json.loads(self._it.get_state())
-        return {"format": self._FORMAT, "version": 1, "start": self._start, "count": self._count,
-                "per_epoch": self._per_epoch, "epoch": epoch, "taken": taken, "iter": it}
+        state: Dict[str, Any] = json.loads(self._native.get_state())
+        return state
 
     def set_state(self, state: Union[Mapping[str, Any], str]) -> None:
         """Moves a loader not yet iterated to a position from :meth:`get_state`."""
-        st = json.loads(_state_text(state))
-        if not isinstance(st, dict) or st.get("format") != self._FORMAT or st.get("version") != 1:
-            raise StateError("not an epochs() loader state (format stokehold-epochs, version 1)")
-        if self._it is not None or self._current is not None:
-            raise StateError("set_state() on a loader that has started; make a new one")
-        mine = (self._start, self._count, self._per_epoch)
-        theirs = (st.get("start"), st.get("count"), st.get("per_epoch"))
-        if mine != theirs:
-            raise StateError(
-                f"this state is of epochs(start, count, len) = {theirs}, this loader {mine}"
-            )
-        epoch, taken = int(st["epoch"]), int(st["taken"])
-        if not (self._start <= epoch and (self._end is None or epoch <= self._end)
-                and 0 <= taken <= self._per_epoch):
-            raise StateError(f"epoch {epoch} / taken {taken} lies outside this loader")
-        if st.get("iter") is not None:
-            self._it = self._native.iter(0)
-            self._it.set_state(json.dumps(st["iter"]))
-        self._next, self._resume_taken = epoch, taken
-
-    def __next__(self) -> Epoch:
-        if self._current is not None:
-            self._current._drain()
-            self._current = None
-        if self._end is not None and self._next >= self._end:
-            raise StopIteration
-        if self._it is None:
-            self._it = self._native.iter(0)
-        self._current = Epoch(self._it, self._per_epoch, self._next, self._resume_taken)
-        self._resume_taken = 0
-        self._next += 1
-        return self._current
+        self._native.set_state(_state_text(state))

@@ -52,13 +52,28 @@ def prefetch_threads():
 
 
 @pytest.mark.skipif(not os.path.exists("/proc/self/task"), reason="needs Linux /proc")
+def settled_prefetch_threads():
+    """prefetch_threads() once threads of earlier tests' dropped iterators have exited (each
+    exits after the element it is working on)."""
+    gc.collect()
+    deadline = time.monotonic() + 30
+    n = prefetch_threads()
+    while time.monotonic() < deadline:
+        time.sleep(0.2)
+        m = prefetch_threads()
+        if m == n:
+            return n
+        n = m
+    return n
+
+
 def test_dropping_an_iterator_mid_epoch_stops_its_thread():
     def f(e):
         time.sleep(0.001)
         return e
 
     ds = sh.from_arrays({"x": np.arange(100_000)}).map(f).prefetch(4)
-    before = prefetch_threads()
+    before = settled_prefetch_threads()
     it = iter(ds)
     next(it)
     assert prefetch_threads() == before + 1

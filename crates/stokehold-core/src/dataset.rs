@@ -149,6 +149,21 @@ pub trait IterDataset: Send + Sync + 'static {
     fn len(&self) -> Option<u64> {
         None
     }
+
+    /// `Some` when this op is an *execution stage*: it changes how its input is computed, not
+    /// what it yields (a prefetch; a deterministic `parallelize` without a map function). Over a
+    /// random-access input, `repeat` and `epochs` peel such stages off, work on the input, and
+    /// re-apply them (see [`crate::ops::plan`]). Default: `None`.
+    fn stage(&self) -> Option<crate::ops::plan::Stage> {
+        None
+    }
+
+    /// The executor this op runs its input on, when it has one: `with_options`' own, or the
+    /// default one a thread-owning op last made (see [`crate::exec::executor_of`]). Default:
+    /// `None`.
+    fn executor(&self) -> Option<crate::exec::Executor> {
+        None
+    }
 }
 
 /// An iterator over a dataset, with a checkpointable position.

@@ -16,8 +16,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
-use stokehold_core::{Ctx, Error, Example, FilterFn, MapFn};
+use pyo3::types::{PyDict, PyIterator};
+use stokehold_core::{
+    generator_fn, key_fn, Ctx, Error, Example, ExampleIter, FilterFn, GeneratorFactory, KeyFn,
+    MapFn,
+};
 
 use crate::convert::{dict_to_example, example_to_dict};
 
@@ -111,6 +114,58 @@ pub fn py_filter_fn(f: Py<PyAny>) -> FilterFn {
             run().map_err(|err| callback_error(ctx, err))
         })
     })
+}
+
+/// A Python callable `dict -> int` as a group key (`group_by_window`).
+pub fn py_key_fn(f: Py<PyAny>) -> KeyFn {
+    key_fn(move |e: &Example, ctx: &Ctx| {
+        with_python(|py| {
+            let run = || -> PyResult<i64> {
+                let key = f.bind(py).call1((example_to_dict(py, e.clone())?,))?;
+                // numpy integers (what `e["x"] % 2` gives) index as ints.
+                key.call_method0("__index__")?.extract()
+            };
+            run().map_err(|err| callback_error(ctx, err))
+        })
+    })
+}
+
+/// A Python callable returning an iterator of dicts as a generator source: called once per
+/// epoch (and again on `set_state`); each `__next__` takes the GIL for its own duration.
+pub fn py_generator(factory: Py<PyAny>, label: &str) -> GeneratorFactory {
+    let op: Arc<str> = format!("from_generator[{label}]").into();
+    generator_fn(move |_epoch| {
+        let it: Py<PyIterator> = with_python(|py| {
+            factory
+                .bind(py)
+                .call0()
+                .and_then(|it| it.try_iter())
+                .map(Bound::unbind)
+                .map_err(|err| generator_error(&op, 0, err))
+        })?;
+        let op = op.clone();
+        let mut index = 0u64;
+        let next = std::iter::from_fn(move || {
+            let got = with_python(|py| match it.bind(py).clone().next() {
+                None => Ok(None),
+                Some(Err(err)) => Err(generator_error(&op, index, err)),
+                Some(Ok(obj)) => dict_to_example(py, &obj)
+                    .map(Some)
+                    .map_err(|err| generator_error(&op, index, err)),
+            });
+            index += 1;
+            got.transpose()
+        });
+        Ok(Box::new(next) as ExampleIter)
+    })
+}
+
+fn generator_error(op: &str, index: u64, err: PyErr) -> Error {
+    Error::Callback {
+        op: op.to_string(),
+        index,
+        source: Box::new(err),
+    }
 }
 
 /// Adds the exit and fork hooks: [`shutdown`] with `atexit`, [`after_fork_in_child`] with

@@ -1,24 +1,24 @@
 //! The native `Dataset` and `Iterator` classes. The Python package (`stokehold/dataset.py`)
-//! wraps them with defaults, seeds, epochs and documentation; these stay thin.
+//! wraps them with defaults, seeds and documentation; these stay thin. The epoch loader
+//! (`Dataset.epochs`, class `Epochs`) is in [`crate::epochs`].
 //!
 //! Every method releases the GIL around Rust work (`py.detach`) and runs under
 //! [`guard`](crate::errors::guard), so a panic becomes `WorkerPanicError`.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, TryLockError};
+use std::sync::{Mutex, TryLockError};
 
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 use stokehold_core::exec::interrupt;
 use stokehold_core::ops::element;
 use stokehold_core::{
-    BatchOptions, DType, Dataset, Error, Example, MapDataset, PadSpec, PipelineIter, INFINITE,
+    BatchOptions, DType, Dataset, Error, Example, Parallelism, PipelineIter, INFINITE,
 };
 
-use crate::callbacks::{py_filter_fn, py_map_fn};
+use crate::callbacks::{py_filter_fn, py_generator, py_key_fn, py_map_fn};
 use crate::convert::{example_to_dict, py_to_column};
 use crate::errors::{guard, ok, to_pyerr};
-use crate::parallel::par_arg;
 
 /// A pipeline: a core [`Dataset`] seen from Python.
 ///
@@ -80,7 +80,7 @@ impl PyDataset {
         deterministic: bool,
     ) -> PyResult<Self> {
         guard(|| {
-            let p = ok(py, par_arg("map", "num_parallel_calls", par))?;
+            let p = ok(py, Parallelism::from_arg("map", "num_parallel_calls", par))?;
             Ok(wrap(self.ds.map_parallel(
                 label,
                 py_map_fn(f),
@@ -93,7 +93,10 @@ impl PyDataset {
     /// Runs the pipeline on worker threads (`par` as in `map_parallel`); a stream.
     fn parallelize(&self, py: Python<'_>, par: i64, deterministic: bool) -> PyResult<Self> {
         guard(|| {
-            let p = ok(py, par_arg("parallelize", "num_parallel_calls", par))?;
+            let p = ok(
+                py,
+                Parallelism::from_arg("parallelize", "num_parallel_calls", par),
+            )?;
             Ok(wrap(self.ds.parallelize(p, deterministic)))
         })
     }
@@ -102,12 +105,29 @@ impl PyDataset {
         guard(|| Ok(wrap(self.ds.filter(label, py_filter_fn(f)))))
     }
 
-    fn shuffle(&self, py: Python<'_>, seed: u64) -> PyResult<Self> {
-        guard(|| ok(py, self.ds.try_shuffle(seed)).map(wrap))
+    /// A global permutation; `reshuffle_each_iteration=False`: the same one every epoch.
+    #[pyo3(signature = (seed, reshuffle_each_iteration=true))]
+    fn shuffle(&self, py: Python<'_>, seed: u64, reshuffle_each_iteration: bool) -> PyResult<Self> {
+        guard(|| ok(py, self.ds.shuffle_with(seed, reshuffle_each_iteration)).map(wrap))
     }
 
-    fn shuffle_buffer(&self, py: Python<'_>, size: usize, seed: u64) -> PyResult<Self> {
-        guard(|| ok(py, self.ds.shuffle_buffer(size, seed)).map(wrap))
+    /// A shuffle buffer; `reshuffle_each_iteration=False`: the same draws every epoch.
+    #[pyo3(signature = (size, seed, reshuffle_each_iteration=true))]
+    fn shuffle_buffer(
+        &self,
+        py: Python<'_>,
+        size: usize,
+        seed: u64,
+        reshuffle_each_iteration: bool,
+    ) -> PyResult<Self> {
+        guard(|| {
+            ok(
+                py,
+                self.ds
+                    .shuffle_buffer_with(size, seed, reshuffle_each_iteration),
+            )
+            .map(wrap)
+        })
     }
 
     #[pyo3(signature = (count=None))]
@@ -143,34 +163,70 @@ impl PyDataset {
         default_value: f64,
     ) -> PyResult<Self> {
         guard(|| {
-            let mut specs: HashMap<String, PadSpec> = HashMap::new();
-            for (name, shape) in shapes {
-                specs
-                    .entry(name)
-                    .or_insert_with(|| PadSpec {
-                        value: default_value,
-                        shape: None,
-                    })
-                    .shape = Some(shape);
-            }
-            for (name, value) in values {
-                specs
-                    .entry(name)
-                    .or_insert_with(|| PadSpec { value, shape: None })
-                    .value = value;
-            }
-            let mut opts = BatchOptions::new(size, drop_remainder);
-            opts.padding = Some(specs);
-            opts.default_pad = PadSpec {
-                value: default_value,
-                shape: None,
-            };
+            let opts = BatchOptions::padded(size, drop_remainder, shapes, values, default_value);
             ok(py, self.ds.batch_with(opts)).map(wrap)
         })
     }
 
-    fn prefetch(&self, py: Python<'_>, depth: usize) -> PyResult<Self> {
-        guard(|| ok(py, self.ds.prefetch(depth)).map(wrap))
+    /// `depth` > 0, or -1 for AUTOTUNE.
+    fn prefetch(&self, py: Python<'_>, depth: i64) -> PyResult<Self> {
+        guard(|| {
+            let d = ok(py, Parallelism::from_arg("prefetch", "buffer_size", depth))?;
+            ok(py, self.ds.prefetch_with(d)).map(wrap)
+        })
+    }
+
+    /// Splits each element along axis 0 into its rows.
+    fn unbatch(&self) -> PyResult<Self> {
+        guard(|| Ok(wrap(self.ds.unbatch())))
+    }
+
+    /// `unbatch` then `batch(size, drop_remainder)`.
+    fn rebatch(&self, py: Python<'_>, size: usize, drop_remainder: bool) -> PyResult<Self> {
+        guard(|| ok(py, self.ds.rebatch(size, drop_remainder)).map(wrap))
+    }
+
+    /// Sliding windows, each stacked into one element.
+    fn window(
+        &self,
+        py: Python<'_>,
+        size: u64,
+        shift: u64,
+        stride: u64,
+        drop_remainder: bool,
+    ) -> PyResult<Self> {
+        guard(|| {
+            ok(
+                py,
+                self.ds.window(size, Some(shift), stride, drop_remainder),
+            )
+            .map(wrap)
+        })
+    }
+
+    /// Windows of `window_size` elements with the same `key_fn(element)`, each stacked; the key
+    /// as int64 feature `key_feature` when given.
+    #[pyo3(signature = (key_fn, window_size, label, key_feature=None))]
+    fn group_by_window(
+        &self,
+        py: Python<'_>,
+        key_fn: Py<PyAny>,
+        window_size: usize,
+        label: &str,
+        key_feature: Option<&str>,
+    ) -> PyResult<Self> {
+        guard(|| {
+            let r = self
+                .ds
+                .group_by_window(label, py_key_fn(key_fn), window_size, key_feature);
+            ok(py, r).map(wrap)
+        })
+    }
+
+    /// The dicts of the iterator `factory()` returns, called once per epoch.
+    #[staticmethod]
+    fn from_generator(factory: Py<PyAny>, label: &str) -> Self {
+        wrap(Dataset::from_generator(label, py_generator(factory, label)))
     }
 
     fn random_crop(
@@ -275,66 +331,6 @@ impl PyDataset {
             })
         })
     }
-
-    /// Epochs `start .. start + count` (forever for None) back to back as one random-access
-    /// dataset, for a loader whose prefetch thread runs across epoch boundaries.
-    #[pyo3(signature = (start, count=None))]
-    fn epochs(&self, py: Python<'_>, start: u64, count: Option<u64>) -> PyResult<Self> {
-        guard(|| {
-            let m = self.ds.as_map().ok_or_else(|| {
-                to_pyerr(
-                    py,
-                    Error::invalid(format!(
-                        "epochs() needs a random-access pipeline, and {} is a stream",
-                        self.ds.describe()
-                    )),
-                    None,
-                )
-            })?;
-            let len = m.len();
-            if len == INFINITE {
-                return Err(to_pyerr(
-                    py,
-                    Error::invalid("epochs() needs a finite dataset (no repeat())"),
-                    None,
-                ));
-            }
-            let total = match count {
-                Some(c) => len.saturating_mul(c),
-                None => INFINITE,
-            };
-            Ok(wrap(Dataset::from_map(EpochRange {
-                parent: m.clone(),
-                start: start.saturating_mul(len),
-                len: total,
-            })))
-        })
-    }
-}
-
-/// Global indices `start .. start + len` of a random-access dataset (whole epochs back to back).
-struct EpochRange {
-    parent: Arc<dyn MapDataset>,
-    start: u64,
-    len: u64,
-}
-
-impl MapDataset for EpochRange {
-    fn len(&self) -> u64 {
-        self.len
-    }
-
-    fn get(&self, index: u64) -> stokehold_core::Result<Example> {
-        self.parent.get(self.start.saturating_add(index))
-    }
-
-    fn name(&self) -> String {
-        format!("epochs(start_index={}, len={})", self.start, self.len)
-    }
-
-    fn parents(&self) -> Vec<Dataset> {
-        vec![Dataset::Map(self.parent.clone())]
-    }
 }
 
 /// An iterator over one epoch of a pipeline, with a checkpointable state.
@@ -350,29 +346,42 @@ impl PyIterator {
         py: Python<'_>,
         f: impl FnOnce(&mut PipelineIter) -> stokehold_core::Result<T> + Send,
     ) -> PyResult<T> {
-        let r = py
-            .detach(|| interrupt::with_check(crate::errors::check_signals, || self.run_locked(f)));
-        r.map_err(|e| to_pyerr(py, e, Some(&self.describe)))
+        run_detached(py, &self.inner, &self.describe, f)
     }
+}
 
-    fn run_locked<T>(
-        &self,
-        f: impl FnOnce(&mut PipelineIter) -> stokehold_core::Result<T>,
-    ) -> stokehold_core::Result<T> {
-        // try_lock, not lock: a second call while one runs (from another thread, or from a map
-        // function of this very pipeline) is an error, as for a running generator, instead of a
-        // wait that could never end.
-        let mut g = self.inner.try_lock().map_err(|e| match e {
-            TryLockError::WouldBlock => Error::invalid(
-                "this iterator is already running (used from two threads at once, or from \
-                 inside its own map function); make one iterator per thread",
-            ),
-            TryLockError::Poisoned(_) => {
-                Error::Cancelled("this iterator is unusable after an earlier panic".into())
-            }
-        })?;
-        f(&mut g)
-    }
+/// Runs `f` on the iterator (or loader) behind `lock` with the GIL released, under an interrupt
+/// check that runs Python's signal handlers (Ctrl-C raises `KeyboardInterrupt` while a pipeline
+/// thread is awaited), and maps an error with `describe` as the pipeline. Every native object
+/// that drives a pipeline (`Iterator`, `Epochs`) goes through here.
+pub(crate) fn run_detached<S: Send, T: Send>(
+    py: Python<'_>,
+    lock: &Mutex<S>,
+    describe: &str,
+    f: impl FnOnce(&mut S) -> stokehold_core::Result<T> + Send,
+) -> PyResult<T> {
+    let r =
+        py.detach(|| interrupt::with_check(crate::errors::check_signals, || run_locked(lock, f)));
+    r.map_err(|e| to_pyerr(py, e, Some(describe)))
+}
+
+fn run_locked<S, T>(
+    lock: &Mutex<S>,
+    f: impl FnOnce(&mut S) -> stokehold_core::Result<T>,
+) -> stokehold_core::Result<T> {
+    // try_lock, not lock: a second call while one runs (from another thread, or from a map
+    // function of this very pipeline) is an error, as for a running generator, instead of a
+    // wait that could never end.
+    let mut g = lock.try_lock().map_err(|e| match e {
+        TryLockError::WouldBlock => Error::invalid(
+            "this iterator is already running (used from two threads at once, or from \
+             inside its own map function); make one iterator per thread",
+        ),
+        TryLockError::Poisoned(_) => {
+            Error::Cancelled("this iterator is unusable after an earlier panic".into())
+        }
+    })?;
+    f(&mut g)
 }
 
 #[pymethods]

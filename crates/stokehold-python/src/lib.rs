@@ -2,9 +2,10 @@
 //!
 //! PyO3 bindings of stokehold, built by maturin as the extension module `stokehold._native`.
 //! The Python API (docstrings, defaults, argument checks) lives in `python/stokehold/`; this crate
-//! stays thin: conversions ([`convert`]), error mapping in one place ([`errors`]), and the native
-//! `Dataset` / `Iterator` classes ([`dataset`]). The GIL is released around all Rust work and
-//! taken only while Python code (a map function) runs.
+//! stays thin: conversions ([`convert`]), error mapping in one place ([`errors`]), the native
+//! `Dataset` / `Iterator` classes ([`dataset`]) and the epoch loader `Epochs` (`epochs.rs`, with a
+//! second `#[pymethods]` block of `Dataset`: the crate uses pyo3's `multiple-pymethods`). The GIL
+//! is released around all Rust work and taken only while Python code (a map function) runs.
 //!
 //! ## Exposing your own Rust datasets (for other bindings in this crate)
 //! 1. Add `src/<name>.rs` with your `#[pyfunction]`s / `#[pyclass]`es and a
@@ -20,6 +21,7 @@ mod callbacks;
 pub mod convert;
 pub mod dataset;
 mod demo;
+mod epochs;
 pub mod errors;
 mod parallel;
 mod shard;
@@ -37,6 +39,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     errors::register(m)?;
     m.add_class::<convert::TensorBuf>()?;
     dataset::register(m)?;
+    epochs::register(m)?;
     callbacks::register(m)?;
     demo::register(m)?;
     table::register(m)?;

@@ -6,24 +6,13 @@
 //! Python runs (the callers release it around all Rust work).
 
 use pyo3::prelude::*;
-use stokehold_core::exec::{executor_of, last_default, ExecOptions, Executor, Parallelism};
+use stokehold_core::exec::{executor_of, ExecOptions, Executor, Parallelism};
 use stokehold_core::{interleave_fn, Ctx, Dataset, Error, Example};
 use stokehold_io::files;
 
 use crate::convert::example_to_dict;
 use crate::dataset::PyDataset;
 use crate::errors::{guard, ok};
-
-/// The one AUTOTUNE encoding of the bindings: -1 is AUTOTUNE, `n > 0` a count.
-pub(crate) fn par_arg(op: &str, arg: &str, n: i64) -> stokehold_core::Result<Parallelism> {
-    match n {
-        -1 => Ok(Parallelism::Autotune),
-        n if n > 0 => Ok(Parallelism::Fixed(n as usize)),
-        n => Err(Error::invalid(format!(
-            "{op}({arg}={n}): must be > 0 or AUTOTUNE (-1)"
-        ))),
-    }
-}
 
 fn wrap(ds: Dataset) -> PyDataset {
     PyDataset::from_dataset(ds)
@@ -78,14 +67,19 @@ impl PyDataset {
         deterministic: bool,
     ) -> PyResult<PyDataset> {
         guard(|| {
-            let cycle = match ok(py, par_arg("interleave", "cycle_length", cycle_length))? {
-                Parallelism::Fixed(n) => n,
-                Parallelism::Autotune => stokehold_core::ExecOptions::default().cores,
-            };
+            let cycle = ok(
+                py,
+                Parallelism::from_arg("interleave", "cycle_length", cycle_length),
+            )?;
             let p = num_parallel_calls
-                .map(|n| ok(py, par_arg("interleave", "num_parallel_calls", n)))
+                .map(|n| {
+                    ok(
+                        py,
+                        Parallelism::from_arg("interleave", "num_parallel_calls", n),
+                    )
+                })
                 .transpose()?;
-            let r = self.dataset().interleave(
+            let r = self.dataset().interleave_with(
                 label,
                 py_opener(f),
                 cycle,
@@ -200,6 +194,8 @@ impl PyDataset {
     }
 }
 
+/// The executor found through the dataset's plan: its `with_options`, or the default executor
+/// its outermost parallel op last ran on (see `stokehold_core::exec::executor_of`).
 fn executor(ds: &PyDataset) -> Option<Executor> {
-    executor_of(ds.dataset()).or_else(last_default)
+    executor_of(ds.dataset())
 }

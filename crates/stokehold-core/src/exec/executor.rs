@@ -97,13 +97,11 @@ impl Executor {
         CURRENT.with(|c| c.borrow().clone())
     }
 
-    /// The executor installed on this thread, or a new default one.
+    /// The executor installed on this thread, or a new default one. Thread-owning ops use
+    /// [`DefaultExecutor::current_or_new`](super::options::DefaultExecutor::current_or_new)
+    /// instead, so that the default one can be found from their dataset.
     pub fn current_or_default() -> Executor {
-        Executor::current().unwrap_or_else(|| {
-            let exec = Executor::new(ExecOptions::default());
-            super::options::note_default(&exec);
-            exec
-        })
+        Executor::current().unwrap_or_else(|| Executor::new(ExecOptions::default()))
     }
 
     /// Runs `f` with this executor installed on the current thread.

@@ -14,6 +14,6 @@ pub mod trace;
 
 pub use budget::Budget;
 pub use executor::{ExecIter, ExecOptions, Executor, DEFAULT_MEMORY_BUDGET};
-pub use options::{executor_of, last_default};
+pub use options::{executor_of, DefaultExecutor};
 pub use parallel::{Parallelism, AUTOTUNE};
 pub use stats::{OpReport, OpStats, StatsReport};

@@ -1,11 +1,17 @@
 //! `with_options`: a pipeline that owns its [`Executor`] — one pool, budget and set of stats for
-//! every iterator and epoch of the dataset — and a way to find it again from the dataset
-//! ([`executor_of`]) or, for pipelines without one, the executor made most recently by default
-//! ([`last_default`]). Bindings use these for `ds.stats()`.
+//! every iterator and epoch of the dataset — and [`executor_of`], which finds the executor a
+//! pipeline runs on from the dataset itself.
+//!
+//! The dataset answers through [`IterDataset::executor`]: `with_options` returns its own
+//! executor; a thread-owning op (a parallel map or `parallelize`, a parallel interleave) that made
+//! a default executor for its iterator because none was installed remembers the last one in a
+//! [`DefaultExecutor`] slot and returns it. [`executor_of`] walks the plan outermost op first, so
+//! the executor it finds is the one the pipeline's outermost thread-owning op ran on. Bindings use
+//! it for `ds.stats()`.
 
-use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::sync::{Arc, Mutex};
 
-use super::executor::{Executor, Inner};
+use super::executor::Executor;
 use super::ExecOptions;
 use crate::dataset::{Dataset, DatasetIter, IterDataset};
 use crate::error::Result;
@@ -16,64 +22,51 @@ pub struct WithOptions {
     exec: Executor,
 }
 
-type Registry = Mutex<Vec<(usize, Weak<Inner>)>>;
+/// The default executor a thread-owning op's iterators last ran on, kept by the op so that the
+/// pipeline's stats can be found from the dataset after the loop ended. Cloning shares the slot:
+/// a stage re-applied by `repeat` / `epochs` (see [`crate::ops::plan`]) reports into the slot of
+/// the op it copies, so `ds.stats()` covers `ds.epochs()` too.
+///
+/// A strong reference: stats stay readable after the loop. The executor's idle threads still exit
+/// on their own (see [`super::pool`]), so it holds memory, not threads.
+#[derive(Clone, Default)]
+pub struct DefaultExecutor(Arc<Mutex<Option<Executor>>>);
 
-fn registry() -> &'static Registry {
-    static R: OnceLock<Registry> = OnceLock::new();
-    R.get_or_init(|| Mutex::new(Vec::new()))
-}
+impl DefaultExecutor {
+    /// The executor installed on this thread, or else a new default one, remembered here.
+    pub fn current_or_new(&self) -> Executor {
+        Executor::current().unwrap_or_else(|| {
+            let exec = Executor::new(ExecOptions::default());
+            *self.0.lock().unwrap_or_else(|e| e.into_inner()) = Some(exec.clone());
+            exec
+        })
+    }
 
-/// A strong reference: stats stay readable after the loop that used the executor ended. Its
-/// idle threads still exit on their own (see [`super::pool`]), so it holds memory, not threads.
-fn last() -> &'static Mutex<Option<Executor>> {
-    static L: OnceLock<Mutex<Option<Executor>>> = OnceLock::new();
-    L.get_or_init(|| Mutex::new(None))
-}
-
-/// Records `exec` as the executor most recently made by default.
-pub(crate) fn note_default(exec: &Executor) {
-    *last().lock().unwrap_or_else(|e| e.into_inner()) = Some(exec.clone());
-}
-
-/// The executor made most recently for a pipeline without `with_options`.
-pub fn last_default() -> Option<Executor> {
-    last().lock().unwrap_or_else(|e| e.into_inner()).clone()
-}
-
-fn key(ds: &Dataset) -> usize {
-    match ds {
-        Dataset::Map(m) => Arc::as_ptr(m) as *const () as usize,
-        Dataset::Iter(i) => Arc::as_ptr(i) as *const () as usize,
+    /// The default executor remembered last, if any.
+    pub fn get(&self) -> Option<Executor> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 }
 
-/// The executor of the nearest `with_options` op in `ds`'s plan (itself or an input).
+/// The executor `ds` runs on, found through its plan: the nearest `with_options` op, or the
+/// default executor the outermost thread-owning op last ran on (outermost op first, then its
+/// inputs in order). `None` for a pipeline with no parallel op, or one not yet iterated.
 pub fn executor_of(ds: &Dataset) -> Option<Executor> {
-    let k = key(ds);
-    let found = {
-        let reg = registry().lock().unwrap_or_else(|e| e.into_inner());
-        reg.iter()
-            .find(|(p, _)| *p == k)
-            .and_then(|(_, w)| w.upgrade())
-    };
-    match found {
-        Some(inner) => Some(Executor { inner }),
-        None => ds.parents().iter().find_map(executor_of),
+    if let Dataset::Iter(i) = ds {
+        if let Some(exec) = i.executor() {
+            return Some(exec);
+        }
     }
+    ds.parents().iter().find_map(executor_of)
 }
 
 impl Dataset {
     /// Runs this pipeline on its own executor with `opts` (memory budget, cores, trace).
     pub fn with_options(&self, opts: ExecOptions) -> Dataset {
-        let exec = Executor::new(opts);
-        let ds = Dataset::Iter(Arc::new(WithOptions {
+        Dataset::Iter(Arc::new(WithOptions {
             parent: self.clone(),
-            exec: exec.clone(),
-        }));
-        let mut reg = registry().lock().unwrap_or_else(|e| e.into_inner());
-        reg.retain(|(_, w)| w.strong_count() > 0);
-        reg.push((key(&ds), Arc::downgrade(&exec.inner)));
-        ds
+            exec: Executor::new(opts),
+        }))
     }
 }
 
@@ -96,5 +89,9 @@ impl IterDataset for WithOptions {
 
     fn len(&self) -> Option<u64> {
         self.parent.len()
+    }
+
+    fn executor(&self) -> Option<Executor> {
+        Some(self.exec.clone())
     }
 }

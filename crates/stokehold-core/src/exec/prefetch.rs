@@ -20,6 +20,7 @@ use crate::dataset::{state_field, Dataset, DatasetIter, IterDataset};
 use crate::error::{Error, Result};
 use crate::example::Example;
 use crate::exec::interrupt;
+use crate::ops::plan::{Stage, StageKind};
 
 /// The fewest elements an autotuned prefetch buffers: double buffering, so the consumer takes one
 /// while the thread makes the next.
@@ -56,6 +57,12 @@ impl Prefetch {
             parent,
             depth: None,
         }
+    }
+
+    /// A prefetch whose depth is known to be > 0 or autotuned (re-applying an existing stage).
+    pub(crate) fn with_depth(parent: Dataset, depth: Option<usize>) -> Self {
+        debug_assert!(depth != Some(0));
+        Prefetch { parent, depth }
     }
 }
 
@@ -96,6 +103,13 @@ impl IterDataset for Prefetch {
 
     fn len(&self) -> Option<u64> {
         self.parent.len()
+    }
+
+    fn stage(&self) -> Option<Stage> {
+        Some(Stage {
+            parent: self.parent.clone(),
+            kind: StageKind::Prefetch { depth: self.depth },
+        })
     }
 }
 

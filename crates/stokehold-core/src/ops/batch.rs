@@ -52,6 +52,44 @@ impl BatchOptions {
         }
     }
 
+    /// `padded_batch` of `size`: `shapes[f]` a fixed shape for feature `f` (a `None` axis pads to
+    /// the longest in the batch), `values[f]` its padding value, `default_value` the padding
+    /// value of every feature not in `values`; features in neither map pad with `default_value`
+    /// to the longest in the batch.
+    pub fn padded(
+        size: usize,
+        drop_remainder: bool,
+        shapes: HashMap<String, Vec<Option<usize>>>,
+        values: HashMap<String, f64>,
+        default_value: f64,
+    ) -> Self {
+        let mut specs: HashMap<String, PadSpec> = HashMap::new();
+        for (name, shape) in shapes {
+            specs
+                .entry(name)
+                .or_insert_with(|| PadSpec {
+                    value: default_value,
+                    shape: None,
+                })
+                .shape = Some(shape);
+        }
+        for (name, value) in values {
+            specs
+                .entry(name)
+                .or_insert_with(|| PadSpec { value, shape: None })
+                .value = value;
+        }
+        BatchOptions {
+            size,
+            drop_remainder,
+            padding: Some(specs),
+            default_pad: PadSpec {
+                value: default_value,
+                shape: None,
+            },
+        }
+    }
+
     fn validate(&self) -> Result<()> {
         if self.size == 0 {
             return Err(Error::invalid("batch size must be > 0"));
@@ -253,7 +291,16 @@ fn pad_examples(
         let (padded, lengths) = pad_stack(op, name, &items, spec)?;
         out.insert(name, padded);
         if let Some(l) = lengths {
-            out.insert(&format!("{name}_lengths"), l);
+            let lname = format!("{name}_lengths");
+            if first.get(&lname).is_some() {
+                // Inserting would replace the element's own feature (or it would replace ours):
+                // either way real data would be lost without a word.
+                return Err(Error::invalid(format!(
+                    "padded_batch: feature {lname:?} already exists; the lengths of padded \
+                     feature {name:?} would overwrite it: rename it first"
+                )));
+            }
+            out.insert(&lname, l);
         }
     }
     Ok(out)

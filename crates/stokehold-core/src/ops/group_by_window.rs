@@ -4,10 +4,8 @@
 //!
 //! Elements join their key's group in arrival order. When a group reaches `window_size` elements
 //! it is emitted at once, stacked as `batch` stacks elements, and the key starts a new group. At
-//! the end of the input the partial groups are emitted in the order their first elements arrived.
-//! (tf.data's kernel keeps its groups in a `std::map` and so flushes them in ascending key order;
-//! the two agree whenever keys first appear in ascending order, as in tf.data's documented
-//! example.) With `key_feature`, every emitted window gets a scalar int64 feature of that name
+//! the end of the input the partial groups are emitted in ascending key order, as tf.data's
+//! kernel does (it keeps its groups in a `std::map`). With `key_feature`, every emitted window gets a scalar int64 feature of that name
 //! holding its key, so a binding can hand the key to a reduce function.
 //!
 //! A stream. Its state is the input's state before the oldest buffered element, that element's
@@ -116,7 +114,8 @@ struct GroupIter {
     inner: Box<dyn DatasetIter>,
     /// Input position of the next element to read.
     pos: u64,
-    /// Partial windows, in the order their first elements arrived (the end-of-input order).
+    /// Partial windows, in the order their first elements arrived (the end of the input flushes
+    /// them by ascending key).
     groups: Vec<Group>,
     /// The input's state before each buffered element (stream inputs only), by position.
     befores: BTreeMap<u64, Json>,
@@ -190,10 +189,11 @@ impl DatasetIter for GroupIter {
                 return self.emit(full).map(Some);
             }
         }
-        if self.groups.is_empty() {
+        let lowest = self.groups.iter().enumerate().min_by_key(|(_, g)| g.key);
+        let Some((i, _)) = lowest else {
             return Ok(None);
-        }
-        let g = self.groups.remove(0);
+        };
+        let g = self.groups.remove(i);
         self.emit(g).map(Some)
     }
 

@@ -21,6 +21,7 @@ use crate::dataset::{state_field, state_u64, Dataset, DatasetIter, IterDataset};
 use crate::error::{Error, Result};
 use crate::example::Example;
 use crate::exec::background::{Background, Permits};
+use crate::exec::options::DefaultExecutor;
 use crate::exec::stats::OpStats;
 use crate::exec::{Executor, Parallelism};
 use crate::ops::map::Ctx;
@@ -44,6 +45,8 @@ pub struct Interleave {
     block_length: usize,
     par: Option<Parallelism>,
     deterministic: bool,
+    /// The default executor its iterators last made (when none was installed), for stats.
+    default_exec: DefaultExecutor,
 }
 
 impl Interleave {
@@ -104,13 +107,14 @@ impl Interleave {
             block_length,
             par,
             deterministic,
+            default_exec: DefaultExecutor::default(),
         })
     }
 }
 
 impl IterDataset for Interleave {
     fn iter(&self, epoch: u64) -> Result<Box<dyn DatasetIter>> {
-        let exec = Executor::current_or_default();
+        let exec = self.default_exec.current_or_new();
         let cycle_length = self.cycle_length.resolve(exec.options().cores);
         let stats = match self.par {
             Some(_) => exec.op_stats(&self.label),
@@ -159,6 +163,10 @@ impl IterDataset for Interleave {
 
     fn parents(&self) -> Vec<Dataset> {
         vec![self.parent.clone()]
+    }
+
+    fn executor(&self) -> Option<Executor> {
+        self.default_exec.get()
     }
 }
 

@@ -17,6 +17,7 @@ pub mod interleave;
 pub mod map;
 pub mod mix;
 pub mod parallel_map;
+pub mod plan;
 pub mod repeat;
 pub mod shard;
 pub mod shuffle;
@@ -71,26 +72,54 @@ impl Dataset {
 
     /// Like [`Dataset::shuffle`], with an error for streams and endless inputs.
     pub fn try_shuffle(&self, seed: u64) -> Result<Dataset> {
+        self.shuffle_with(seed, true)
+    }
+
+    /// A seeded global permutation, a new one each epoch, or with `reshuffle_each_iteration =
+    /// false` the same one every epoch (tf.data's flag); an error for streams and endless inputs.
+    pub fn shuffle_with(&self, seed: u64, reshuffle_each_iteration: bool) -> Result<Dataset> {
         match self {
-            Dataset::Map(m) => Ok(Dataset::from_map(GlobalShuffle::new(m.clone(), seed)?)),
-            Dataset::Iter(_) => Err(crate::Error::invalid(format!(
-                "{} is a stream: use shuffle(buffer_size=...) for streams",
-                self.name()
+            Dataset::Map(m) => Ok(Dataset::from_map(
+                GlobalShuffle::new(m.clone(), seed)?
+                    .reshuffle_each_iteration(reshuffle_each_iteration),
+            )),
+            Dataset::Iter(_) => Err(crate::Error::invalid(stream_shuffle_advice(
+                self,
+                &format!("shuffle(seed={seed})"),
+                "use shuffle(buffer_size=...) for streams",
             ))),
         }
     }
 
     /// A shuffle buffer of `size` elements (any input; the result is a stream).
     pub fn shuffle_buffer(&self, size: usize, seed: u64) -> Result<Dataset> {
-        Ok(Dataset::from_iter(BufferShuffle::new(
-            self.clone(),
-            size,
-            seed,
-        )?))
+        self.shuffle_buffer_with(size, seed, true)
     }
 
-    /// Repeats `count` times, or forever for `None`.
+    /// [`Dataset::shuffle_buffer`], with new draws each epoch or (`reshuffle_each_iteration =
+    /// false`) the same draws every epoch.
+    pub fn shuffle_buffer_with(
+        &self,
+        size: usize,
+        seed: u64,
+        reshuffle_each_iteration: bool,
+    ) -> Result<Dataset> {
+        Ok(Dataset::from_iter(
+            BufferShuffle::new(self.clone(), size, seed)?
+                .reshuffle_each_iteration(reshuffle_each_iteration),
+        ))
+    }
+
+    /// Repeats `count` times, or forever for `None`. Execution stages over a random-access base
+    /// are hoisted over the repeat: `ds.prefetch(n).repeat(k)` is built as
+    /// `ds.repeat(k).prefetch(n)` (the same for a deterministic `parallelize`), the same
+    /// elements, with one prefetch thread flowing through every repetition (see [`plan`]).
     pub fn repeat(&self, count: Option<u64>) -> Dataset {
+        if let Some((base, stages)) = self.peel_stages() {
+            if !stages.is_empty() {
+                return plan::apply_stages(&base.repeat(count), &stages);
+            }
+        }
         match self {
             Dataset::Map(m) => Dataset::from_map(MapRepeat::new(m.clone(), count)),
             Dataset::Iter(_) => Dataset::from_iter(IterRepeat::new(self.clone(), count)),
@@ -169,6 +198,39 @@ impl Dataset {
             &format!("random_crop:{feature}:{size}"),
             element::random_crop(feature, axis, size, seed, pad),
         )
+    }
+}
+
+/// The error text of a shuffle that needs random access (`op`, e.g. `"shuffle(seed=...)"`) over
+/// the stream `ds`. The common way into it is a parallel map before `cache()`
+/// (`ds.map(fn, num_parallel_calls=8).cache().shuffle(seed=0)`): the parallel map is a stream, so
+/// is the cache of it, and a shuffle buffer (the `fallback` advice for other streams) would only
+/// shuffle within its buffer. The better fix keeps random access: map sequentially before the
+/// cache and run the pipeline in parallel after the shuffle.
+pub(crate) fn stream_shuffle_advice(ds: &Dataset, op: &str, fallback: &str) -> String {
+    fn parallel_map_under_cache(ds: &Dataset, under_cache: bool) -> Option<String> {
+        let name = ds.name();
+        if under_cache && name.starts_with("map[") && name.contains("(parallel") {
+            return Some(name);
+        }
+        let under = under_cache || name.starts_with("cache");
+        match ds {
+            Dataset::Map(_) => None,
+            Dataset::Iter(_) => ds
+                .parents()
+                .iter()
+                .find_map(|p| parallel_map_under_cache(p, under)),
+        }
+    }
+    match parallel_map_under_cache(ds, false) {
+        Some(map) => format!(
+            "{op} needs random access, and {} is a stream: cache() keeps what {map} yields, a \
+             stream. Run the map sequentially before cache() (`map(fn)` without \
+             num_parallel_calls keeps random access) and parallelize() after the shuffle, e.g. \
+             `ds.map(fn).cache().shuffle(seed=0).batch(32).parallelize()`",
+            ds.describe()
+        ),
+        None => format!("{} is a stream: {fallback}", ds.name()),
     }
 }
 

@@ -8,15 +8,19 @@
 
 use crate::dataset::{Dataset, DatasetIter, IterDataset};
 use crate::error::Result;
+use crate::exec::options::DefaultExecutor;
 use crate::exec::parallel::{ParallelIter, StageSpec};
-use crate::exec::Parallelism;
+use crate::exec::{Executor, Parallelism};
 use crate::ops::map::MapFn;
+use crate::ops::plan::{Stage, StageKind};
 
 /// A parallel stage over `parent`, mapping with `f` when given.
 pub struct ParallelMap {
     parent: Dataset,
     f: Option<MapFn>,
     spec: StageSpec,
+    /// The default executor its iterators last made (when none was installed), for stats.
+    default_exec: DefaultExecutor,
 }
 
 impl ParallelMap {
@@ -38,18 +42,30 @@ impl ParallelMap {
                 par,
                 ordered: deterministic,
             },
+            default_exec: DefaultExecutor::default(),
         }
+    }
+
+    /// The same stage reporting its default executor into `slot` (a re-applied stage shares
+    /// the slot of the op it copies).
+    pub(crate) fn sharing(mut self, slot: DefaultExecutor) -> Self {
+        self.default_exec = slot;
+        self
     }
 }
 
 impl IterDataset for ParallelMap {
     fn iter(&self, epoch: u64) -> Result<Box<dyn DatasetIter>> {
-        Ok(Box::new(ParallelIter::new(
-            self.spec.clone(),
-            self.parent.clone(),
-            self.f.clone(),
-            epoch,
-        )?))
+        let exec = self.default_exec.current_or_new();
+        let it = exec.enter(|| {
+            ParallelIter::new(
+                self.spec.clone(),
+                self.parent.clone(),
+                self.f.clone(),
+                epoch,
+            )
+        })?;
+        Ok(Box::new(it))
     }
 
     fn name(&self) -> String {
@@ -62,6 +78,21 @@ impl IterDataset for ParallelMap {
 
     fn len(&self) -> Option<u64> {
         self.parent.len()
+    }
+
+    /// A deterministic `parallelize` (no map function) yields what its input yields: a stage.
+    fn stage(&self) -> Option<Stage> {
+        (self.f.is_none() && self.spec.ordered).then(|| Stage {
+            parent: self.parent.clone(),
+            kind: StageKind::Parallelize {
+                par: self.spec.par,
+                slot: self.default_exec.clone(),
+            },
+        })
+    }
+
+    fn executor(&self) -> Option<Executor> {
+        self.default_exec.get()
     }
 }
 

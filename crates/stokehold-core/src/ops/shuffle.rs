@@ -7,6 +7,10 @@
 //!   each step emits a uniformly chosen buffered element and refills its slot. Its state holds the
 //!   stream positions of the buffered elements, not their contents; restoring re-reads them
 //!   (by index when the input is random-access, by replaying the input otherwise).
+//!
+//! Both draw a new order each epoch by default; with `reshuffle_each_iteration = false` (as in
+//! tf.data) every epoch uses epoch 0's order (the key leaves the epoch out). The flag is in the
+//! name only when false, so the fingerprints of existing pipelines do not change.
 
 use std::sync::Arc;
 
@@ -23,6 +27,7 @@ use crate::rng::{Permutation, Rng};
 pub struct GlobalShuffle {
     parent: Arc<dyn MapDataset>,
     seed: u64,
+    reshuffle: bool,
 }
 
 impl GlobalShuffle {
@@ -33,7 +38,17 @@ impl GlobalShuffle {
                 "shuffle needs a finite dataset; shuffle before repeat()",
             ));
         }
-        Ok(GlobalShuffle { parent, seed })
+        Ok(GlobalShuffle {
+            parent,
+            seed,
+            reshuffle: true,
+        })
+    }
+
+    /// `false`: the same order every epoch (tf.data's `reshuffle_each_iteration=False`).
+    pub fn reshuffle_each_iteration(mut self, reshuffle: bool) -> Self {
+        self.reshuffle = reshuffle;
+        self
     }
 }
 
@@ -49,7 +64,8 @@ impl GlobalShuffle {
             });
         }
         let (epoch, i) = (index / n, index % n);
-        Ok(epoch * n + Permutation::cached(n, self.seed, epoch).apply(i))
+        let key = if self.reshuffle { epoch } else { 0 };
+        Ok(epoch * n + Permutation::cached(n, self.seed, key).apply(i))
     }
 
     fn source_indices(&self, indices: &[u64]) -> Result<Vec<u64>> {
@@ -85,7 +101,13 @@ impl MapDataset for GlobalShuffle {
     }
 
     fn name(&self) -> String {
-        format!("shuffle(seed={})", self.seed)
+        match self.reshuffle {
+            true => format!("shuffle(seed={})", self.seed),
+            false => format!(
+                "shuffle(seed={}, reshuffle_each_iteration=false)",
+                self.seed
+            ),
+        }
     }
 
     fn parents(&self) -> Vec<Dataset> {
@@ -98,6 +120,7 @@ pub struct BufferShuffle {
     parent: Dataset,
     size: usize,
     seed: u64,
+    reshuffle: bool,
 }
 
 impl BufferShuffle {
@@ -106,7 +129,19 @@ impl BufferShuffle {
         if size == 0 {
             return Err(Error::invalid("shuffle buffer_size must be > 0"));
         }
-        Ok(BufferShuffle { parent, size, seed })
+        Ok(BufferShuffle {
+            parent,
+            size,
+            seed,
+            reshuffle: true,
+        })
+    }
+
+    /// `false`: the same draws every epoch (tf.data's `reshuffle_each_iteration=False`; the
+    /// order is the same when the input's is).
+    pub fn reshuffle_each_iteration(mut self, reshuffle: bool) -> Self {
+        self.reshuffle = reshuffle;
+        self
     }
 }
 
@@ -117,7 +152,7 @@ impl IterDataset for BufferShuffle {
             epoch,
             inner: self.parent.iter(epoch)?,
             size: self.size,
-            rng: Rng::keyed(self.seed, &[epoch, 0x5b]),
+            rng: Rng::keyed(self.seed, &[if self.reshuffle { epoch } else { 0 }, 0x5b]),
             buffer: Vec::with_capacity(self.size),
             pulled: 0,
             exhausted: false,
@@ -125,7 +160,15 @@ impl IterDataset for BufferShuffle {
     }
 
     fn name(&self) -> String {
-        format!("shuffle(buffer_size={}, seed={})", self.size, self.seed)
+        let flag = if self.reshuffle {
+            ""
+        } else {
+            ", reshuffle_each_iteration=false"
+        };
+        format!(
+            "shuffle(buffer_size={}, seed={}{flag})",
+            self.size, self.seed
+        )
     }
 
     fn parents(&self) -> Vec<Dataset> {

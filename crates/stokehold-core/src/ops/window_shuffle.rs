@@ -113,9 +113,10 @@ impl Dataset {
     /// A windowed shuffle (random-access input only; see [`WindowShuffle`]).
     pub fn window_shuffle(&self, window: u64, seed: u64) -> Result<Dataset> {
         let m = self.as_map().ok_or_else(|| {
-            Error::invalid(format!(
-                "{} is a stream: use shuffle_buffer for streams",
-                self.name()
+            Error::invalid(super::stream_shuffle_advice(
+                self,
+                &format!("window_shuffle(window={window}, seed={seed})"),
+                "use shuffle_buffer for streams",
             ))
         })?;
         Ok(Dataset::from_map(WindowShuffle::new(

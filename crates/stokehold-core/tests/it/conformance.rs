@@ -200,6 +200,14 @@ fn pipelines() -> Vec<(&'static str, Build)> {
             .unwrap()
         }),
         ("prefetch_autotune", |d| d.prefetch_autotune()),
+        ("epochs", |d| {
+            // The loader's pipeline: epochs 1 and 2 back to back under a prefetch.
+            d.shuffle(6)
+                .epochs(1, Some(2), None)
+                .unwrap()
+                .pipeline()
+                .clone()
+        }),
         ("stream_chain", |d| {
             d.filter("not3", filter_fn(|e, _| Ok(id(e) % 3 != 0)))
                 .shuffle_buffer(3, 4)

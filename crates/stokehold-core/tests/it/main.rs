@@ -6,5 +6,6 @@ mod common;
 mod conformance;
 mod interleave;
 mod parallel;
+mod plan;
 mod stats;
 mod tfdata_ops;

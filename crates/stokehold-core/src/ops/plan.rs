@@ -1,0 +1,461 @@
+//! Plan semantics: execution stages, hoisting them over `repeat`, and the epoch loader.
+//!
+//! An *execution stage* is an op that changes how its input is computed, not what it yields: a
+//! `prefetch(n)`, or a deterministic `parallelize(par)` without a map function. Each reports
+//! itself through [`IterDataset::stage`](crate::IterDataset::stage). A pipeline that is a
+//! random-access *base* followed only by stages can therefore be taken apart
+//! ([`Dataset::peel_stages`]) and rebuilt over something derived from the base:
+//! * `ds.prefetch(n).repeat(k)` is built as `ds.repeat(k).prefetch(n)` (the same elements), so
+//!   one prefetch thread (or one parallel stage) flows through every repetition instead of
+//!   restarting at each one;
+//! * [`Dataset::epochs`] runs epochs `start..start + count` of the base back to back as one
+//!   random-access range ([`EpochRange`]) under the same stages, through one iterator, and cuts it
+//!   into epochs again ([`Epochs`]): the first element of epoch k+1 is ready when the last of
+//!   epoch k is consumed.
+
+use std::sync::Arc;
+
+use serde_json::{json, Value as Json};
+
+use crate::dataset::{Dataset, MapDataset, INFINITE};
+use crate::error::{Error, Result};
+use crate::example::Example;
+use crate::exec::options::DefaultExecutor;
+use crate::exec::prefetch::Prefetch;
+use crate::exec::Parallelism;
+use crate::ops::parallel_map::ParallelMap;
+use crate::state::PipelineIter;
+
+/// An execution stage as its op reports it: its input, and how to apply it again.
+#[derive(Clone)]
+pub struct Stage {
+    /// The stage's input.
+    pub parent: Dataset,
+    /// The stage itself.
+    pub kind: StageKind,
+}
+
+/// What an execution stage does, enough to apply it to another input.
+#[derive(Clone)]
+pub enum StageKind {
+    /// `prefetch(depth)`.
+    Prefetch {
+        /// Elements run ahead (> 0); `None` for `prefetch(AUTOTUNE)`.
+        depth: Option<usize>,
+    },
+    /// `parallelize(par, deterministic=true)`.
+    Parallelize {
+        /// Worker threads.
+        par: Parallelism,
+        /// The op's default-executor slot, shared with the copy (stats stay findable from the
+        /// original dataset).
+        slot: DefaultExecutor,
+    },
+}
+
+impl StageKind {
+    /// This stage over `input`.
+    pub fn apply(&self, input: &Dataset) -> Dataset {
+        match self {
+            StageKind::Prefetch { depth } => {
+                Dataset::from_iter(Prefetch::with_depth(input.clone(), *depth))
+            }
+            StageKind::Parallelize { par, slot } => Dataset::from_iter(
+                ParallelMap::new(input.clone(), None, "input", *par, true).sharing(slot.clone()),
+            ),
+        }
+    }
+
+    fn is_prefetch(&self) -> bool {
+        matches!(self, StageKind::Prefetch { .. })
+    }
+}
+
+/// Applies `stages` (innermost first) to `input`.
+pub fn apply_stages(input: &Dataset, stages: &[StageKind]) -> Dataset {
+    stages.iter().fold(input.clone(), |ds, st| st.apply(&ds))
+}
+
+impl Dataset {
+    /// This pipeline as a random-access base and the execution stages on top of it (innermost
+    /// first): `(self, [])` for a random-access dataset, `None` for a stream that is not only
+    /// stages over a random-access base (a filter, a buffer shuffle, a parallel map with a
+    /// function...).
+    pub fn peel_stages(&self) -> Option<(Dataset, Vec<StageKind>)> {
+        let mut stages = Vec::new();
+        let mut cur = self.clone();
+        loop {
+            match &cur {
+                Dataset::Map(_) => {
+                    stages.reverse();
+                    return Some((cur, stages));
+                }
+                Dataset::Iter(i) => {
+                    let st = i.stage()?;
+                    stages.push(st.kind);
+                    cur = st.parent;
+                }
+            }
+        }
+    }
+
+    /// Epochs `start .. start + count` (endless for `None`) of this finite random-access
+    /// pipeline through one iterator, cut into epochs by [`Epochs`]. Trailing execution stages
+    /// are peeled off, the epochs run over the random-access base ([`EpochRange`]) and the stages
+    /// are re-applied on top. `buffer_size` replaces the prefetch stages by one prefetch of that
+    /// depth at the end; without it a pipeline with no prefetch stage gets a prefetch of depth
+    /// 2, so the next epoch's first element is computed while the last one's is consumed.
+    pub fn epochs(
+        &self,
+        start: u64,
+        count: Option<u64>,
+        buffer_size: Option<usize>,
+    ) -> Result<Epochs> {
+        let (base, mut stages) = self.peel_stages().ok_or_else(|| {
+            Error::invalid(format!(
+                "epochs() needs a random-access pipeline, and {} is a stream",
+                self.describe()
+            ))
+        })?;
+        let m = base
+            .as_map()
+            .expect("peel_stages returns a random-access base");
+        let per_epoch = m.len();
+        if per_epoch == INFINITE {
+            return Err(Error::invalid(format!(
+                "epochs() needs a finite dataset (no repeat()), and {} is endless",
+                self.describe()
+            )));
+        }
+        match buffer_size {
+            Some(0) => return Err(Error::invalid("epochs(): buffer_size must be > 0")),
+            Some(depth) => {
+                stages.retain(|s| !s.is_prefetch());
+                stages.push(StageKind::Prefetch { depth: Some(depth) });
+            }
+            None if !stages.iter().any(StageKind::is_prefetch) => {
+                stages.push(StageKind::Prefetch { depth: Some(2) });
+            }
+            None => {}
+        }
+        let range = Dataset::from_map(EpochRange::new(m.clone(), start, count)?);
+        Ok(Epochs {
+            pipeline: apply_stages(&range, &stages),
+            it: None,
+            start,
+            count,
+            end: count.map(|c| start.saturating_add(c)),
+            per_epoch,
+            next: start,
+            current: None,
+            resume_taken: 0,
+        })
+    }
+}
+
+/// Whole epochs of a finite random-access dataset back to back: element `i` is the parent's
+/// global index `start * len + i` (element `i % len` of epoch `start + i / len`), for `count`
+/// epochs or forever.
+pub struct EpochRange {
+    parent: Arc<dyn MapDataset>,
+    start: u64,
+    len: u64,
+}
+
+impl EpochRange {
+    /// Epochs `start .. start + count` of `parent` (endless for `None`); an error for an endless
+    /// parent.
+    pub fn new(parent: Arc<dyn MapDataset>, start: u64, count: Option<u64>) -> Result<Self> {
+        let n = parent.len();
+        if n == INFINITE {
+            return Err(Error::invalid(format!(
+                "epochs() needs a finite dataset (no repeat()), and {} is endless",
+                parent.name()
+            )));
+        }
+        Ok(EpochRange {
+            start: start.saturating_mul(n),
+            len: count.map_or(INFINITE, |c| n.saturating_mul(c)),
+            parent,
+        })
+    }
+}
+
+impl MapDataset for EpochRange {
+    fn len(&self) -> u64 {
+        self.len
+    }
+
+    fn get(&self, index: u64) -> Result<Example> {
+        self.parent.get(self.start.saturating_add(index))
+    }
+
+    fn get_batch(&self, indices: &[u64]) -> Result<Option<Example>> {
+        let moved: Vec<u64> = indices
+            .iter()
+            .map(|i| self.start.saturating_add(*i))
+            .collect();
+        self.parent.get_batch(&moved)
+    }
+
+    fn prefetch_useful(&self) -> bool {
+        self.parent.prefetch_useful()
+    }
+
+    fn prefetch(&self, index: u64, hint: crate::dataset::Hint) {
+        self.parent.prefetch(self.start.saturating_add(index), hint)
+    }
+
+    fn name(&self) -> String {
+        format!("epochs(start_index={}, len={})", self.start, self.len)
+    }
+
+    fn parents(&self) -> Vec<Dataset> {
+        vec![Dataset::Map(self.parent.clone())]
+    }
+}
+
+/// The epoch in progress.
+struct Current {
+    epoch: u64,
+    /// Elements this epoch yields (all of them, or the rest for the epoch a loader resumes in).
+    len: u64,
+    /// Elements still to come.
+    left: u64,
+}
+
+/// `format` of an [`Epochs::state`].
+pub const EPOCHS_STATE_FORMAT: &str = "stokehold-epochs";
+
+/// Epochs from one iterator (see [`Dataset::epochs`]), single pass, with a flat API that binds
+/// easily: [`Epochs::next_epoch`] starts the next epoch (skipping what is left of the current
+/// one), [`Epochs::next`] yields its elements, exactly [`Epochs::per_epoch`] of them each.
+///
+/// [`Epochs::state`] / [`Epochs::set_state`] checkpoint it: the state names the epoch in
+/// progress, the elements of it already yielded, and the iterator's exact position. A new loader
+/// of the same pipeline and arguments, given that state before it starts, yields first the rest
+/// of that epoch, then the following epochs: exactly what the interrupted run had still to yield,
+/// unless it abandoned an epoch part-way (which a restored loader does not know, and finishes).
+pub struct Epochs {
+    pipeline: Dataset,
+    it: Option<PipelineIter>,
+    start: u64,
+    count: Option<u64>,
+    end: Option<u64>,
+    per_epoch: u64,
+    /// The epoch `next_epoch` starts next.
+    next: u64,
+    current: Option<Current>,
+    /// Elements of epoch `next` yielded before a saved state (0 unless restored).
+    resume_taken: u64,
+}
+
+impl Epochs {
+    /// The pipeline the loader iterates (the epoch range under the stages).
+    pub fn pipeline(&self) -> &Dataset {
+        &self.pipeline
+    }
+
+    /// Elements in each epoch (the base's length).
+    pub fn per_epoch(&self) -> u64 {
+        self.per_epoch
+    }
+
+    /// Epochs still to start, `None` for an endless loader.
+    pub fn epochs_left(&self) -> Option<u64> {
+        self.end.map(|e| e.saturating_sub(self.next))
+    }
+
+    /// Elements the current epoch yields in all (0 before the first `next_epoch`): `per_epoch`,
+    /// or the rest of it for the epoch a restored loader resumes in.
+    pub fn epoch_len(&self) -> u64 {
+        self.current.as_ref().map_or(0, |c| c.len)
+    }
+
+    /// Elements of the current epoch still to come (0 before the first `next_epoch`).
+    pub fn remaining_in_epoch(&self) -> u64 {
+        self.current.as_ref().map_or(0, |c| c.left)
+    }
+
+    /// The current epoch's number, `None` before the first `next_epoch` and after the last.
+    pub fn current_epoch(&self) -> Option<u64> {
+        self.current.as_ref().map(|c| c.epoch)
+    }
+
+    fn iter(&mut self) -> Result<&mut PipelineIter> {
+        if self.it.is_none() {
+            self.it = Some(PipelineIter::new(self.pipeline.clone(), 0)?);
+        }
+        Ok(self.it.as_mut().expect("just made"))
+    }
+
+    /// Starts the next epoch and returns its number, after skipping what is left of the current
+    /// one; `None` when all `count` epochs have been started.
+    pub fn next_epoch(&mut self) -> Result<Option<u64>> {
+        if let Some(cur) = &mut self.current {
+            if let Some(it) = &mut self.it {
+                while cur.left > 0 {
+                    if it.next()?.is_none() {
+                        break;
+                    }
+                    cur.left -= 1;
+                }
+            }
+            self.current = None;
+        }
+        if self.end.is_some_and(|end| self.next >= end) {
+            return Ok(None);
+        }
+        self.iter()?;
+        let len = self.per_epoch - self.resume_taken;
+        let epoch = self.next;
+        self.current = Some(Current {
+            epoch,
+            len,
+            left: len,
+        });
+        self.resume_taken = 0;
+        self.next += 1;
+        Ok(Some(epoch))
+    }
+
+    /// The next element of the current epoch; `None` at its end (or before the first
+    /// `next_epoch`).
+    #[allow(clippy::should_implement_trait)] // fallible; mirrors DatasetIter::next
+    pub fn next(&mut self) -> Result<Option<Example>> {
+        let (Some(cur), Some(it)) = (&mut self.current, &mut self.it) else {
+            return Ok(None);
+        };
+        if cur.left == 0 {
+            return Ok(None);
+        }
+        let item = it.next()?;
+        if item.is_some() {
+            cur.left -= 1;
+        }
+        Ok(item)
+    }
+
+    /// The position: `{"format": "stokehold-epochs", "version": 1, "start", "count",
+    /// "per_epoch", "epoch", "taken", "iter"}`, `iter` being the iterator's
+    /// [`PipelineIter::state`] (`null` before it started).
+    pub fn state(&self) -> Json {
+        let (epoch, taken) = match &self.current {
+            Some(c) if c.left > 0 => (c.epoch, self.per_epoch - c.left),
+            _ => (self.next, self.resume_taken),
+        };
+        json!({
+            "format": EPOCHS_STATE_FORMAT,
+            "version": 1,
+            "start": self.start,
+            "count": self.count,
+            "per_epoch": self.per_epoch,
+            "epoch": epoch,
+            "taken": taken,
+            "iter": self.it.as_ref().map(|it| it.state()),
+        })
+    }
+
+    /// Moves a loader that has not started to a position from [`Epochs::state`] of a loader of
+    /// the same pipeline and arguments; [`Error::State`] otherwise.
+    pub fn set_state(&mut self, state: &Json) -> Result<()> {
+        if state.get("format").and_then(Json::as_str) != Some(EPOCHS_STATE_FORMAT)
+            || state.get("version").and_then(Json::as_u64) != Some(1)
+        {
+            return Err(Error::State(
+                "not an epochs() loader state (format stokehold-epochs, version 1)".into(),
+            ));
+        }
+        if self.it.is_some() || self.current.is_some() {
+            return Err(Error::State(
+                "set_state() on a loader that has started; make a new one".into(),
+            ));
+        }
+        let mine = [json!(self.start), json!(self.count), json!(self.per_epoch)];
+        let theirs =
+            ["start", "count", "per_epoch"].map(|k| state.get(k).cloned().unwrap_or(Json::Null));
+        if mine != theirs {
+            return Err(Error::State(format!(
+                "this state is of epochs(start, count, len) = {}, this loader {}",
+                py_tuple(&theirs),
+                py_tuple(&mine)
+            )));
+        }
+        let int = |k: &str| -> Result<i128> {
+            let v = state.get(k);
+            v.and_then(Json::as_u64)
+                .map(i128::from)
+                .or_else(|| v.and_then(Json::as_i64).map(i128::from))
+                .ok_or_else(|| Error::State(format!("missing integer field {k:?} in {state}")))
+        };
+        let (epoch, taken) = (int("epoch")?, int("taken")?);
+        let inside = i128::from(self.start) <= epoch
+            && !matches!(self.end, Some(end) if epoch > i128::from(end))
+            && (0..=i128::from(self.per_epoch)).contains(&taken);
+        if !inside {
+            return Err(Error::State(format!(
+                "epoch {epoch} / taken {taken} lies outside this loader"
+            )));
+        }
+        match state.get("iter") {
+            None | Some(Json::Null) => {}
+            Some(it) => {
+                let mut fresh = PipelineIter::new(self.pipeline.clone(), 0)?;
+                fresh.set_state(it)?;
+                self.it = Some(fresh);
+            }
+        }
+        // In range: epoch >= start >= 0 and taken <= per_epoch.
+        (self.next, self.resume_taken) = (epoch as u64, taken as u64);
+        Ok(())
+    }
+}
+
+/// A tuple of JSON values as Python prints it (the loader's errors read as they did when the
+/// loader was written in Python).
+fn py_tuple(items: &[Json]) -> String {
+    let parts: Vec<String> = items
+        .iter()
+        .map(|v| match v {
+            Json::Null => "None".into(),
+            Json::Bool(true) => "True".into(),
+            Json::Bool(false) => "False".into(),
+            Json::String(s) => format!("'{s}'"),
+            other => other.to_string(),
+        })
+        .collect();
+    format!("({})", parts.join(", "))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tuples_print_as_python_prints_them() {
+        let items = [json!(0), Json::Null, json!(10), json!("a"), json!(true)];
+        assert_eq!(py_tuple(&items), "(0, None, 10, 'a', True)");
+    }
+
+    #[test]
+    fn peel_stops_at_the_first_op_that_is_not_a_stage() {
+        let base = Dataset::range(5).shuffle(1);
+        let ds = base
+            .parallelize(Parallelism::Fixed(2), true)
+            .prefetch(4)
+            .unwrap();
+        let (b, stages) = ds.peel_stages().unwrap();
+        assert_eq!(b.describe(), base.describe());
+        assert!(matches!(
+            stages.as_slice(),
+            [
+                StageKind::Parallelize { .. },
+                StageKind::Prefetch { depth: Some(4) }
+            ]
+        ));
+        assert_eq!(apply_stages(&b, &stages).describe(), ds.describe());
+        assert!(ds.batch(2, false).unwrap().peel_stages().is_none());
+        let (b, stages) = base.peel_stages().unwrap();
+        assert!(stages.is_empty() && b.is_random_access());
+    }
+}
