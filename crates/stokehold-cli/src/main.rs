@@ -4,8 +4,8 @@
 //! one: write `src/cmd/<name>.rs` with a `clap::Args` struct `Args` (nested subcommands go inside
 //! it) and `pub fn run(args: Args) -> anyhow::Result<()>`; add `pub mod <name>;` to
 //! `src/cmd/mod.rs`; add the variant below with its doc comment (the help text) and its arm in
-//! `Command::run`. Work that Python or benchmarks may want too belongs in the library
-//! (`src/lib.rs`), not in `cmd/`.
+//! `Command::run`. Work that Python or benchmarks may want too belongs in a library crate
+//! (`stokehold-io` for formats, `stokehold-demo` for the demo), not in `cmd/`.
 
 mod cmd;
 

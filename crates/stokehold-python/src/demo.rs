@@ -1,4 +1,4 @@
-//! `stokehold.demo()`: the CLI's audio-cache demo ([`stokehold_cli::demo::run`]), run from Python.
+//! `stokehold.demo()`: the audio-cache demo ([`stokehold_demo::demo::run`]), run from Python.
 //!
 //! Options and the report cross as JSON (both are serde types of the CLI crate), so this file
 //! does not repeat their fields. The table goes to Python's `sys.stdout` (so notebooks and
@@ -7,8 +7,8 @@
 use std::io::Write;
 
 use pyo3::prelude::*;
-use stokehold_cli::demo::{run, DemoOptions};
 use stokehold_core::Error;
+use stokehold_demo::demo::{run, DemoOptions};
 
 use crate::errors::{guard, to_pyerr};
 

@@ -1,6 +1,5 @@
-//! Integration tests of the `stokehold` binary and the demo library.
+//! Integration tests of the `stokehold` binary.
 
 mod cli;
-mod demo;
 mod shard;
 mod tfrecord;

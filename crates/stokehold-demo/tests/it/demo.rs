@@ -1,6 +1,6 @@
 //! The demo as a library call (what the Python package calls).
 
-use stokehold_cli::demo::{run, DemoOptions};
+use stokehold_demo::demo::{run, DemoOptions};
 
 fn small() -> DemoOptions {
     DemoOptions {

@@ -9,7 +9,7 @@
 //! [`DemoReport`]; the CLI and the Python package both call it.
 //!
 //! ```no_run
-//! use stokehold_cli::demo::{run, DemoOptions};
+//! use stokehold_demo::demo::{run, DemoOptions};
 //! let opts = DemoOptions { clips: 40, epochs: 2, ..DemoOptions::default() };
 //! let report = run(&opts, &mut std::io::stdout()).unwrap();
 //! println!("{:?}", report.stall_median_ms);

@@ -1,0 +1,3 @@
+//! Integration tests of the demo library.
+
+mod demo;
