@@ -1,0 +1,151 @@
+//! Writes the seed corpus of every fuzz target into `fuzz/corpus/<target>/`: a few valid inputs
+//! made by stokehold's own encoders, and broken variants of them (truncated, a byte flipped, a
+//! length field blown up), so every target starts deep in its parser. Run from the repository
+//! root: `cargo run --manifest-path fuzz/Cargo.toml --example make_corpus`. The output is
+//! deterministic; the files are committed.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use prost::Message;
+use stokehold_core::{Dataset, DatasetIter, Example, Ragged, Tensor, Value};
+use stokehold_io::shard::format::{Compression, FeatureSpec, Kind};
+use stokehold_io::shard::{codec, ShardDataset, WriteOptions};
+use stokehold_io::table::npy;
+use stokehold_io::tfrecord::example::convert::{encode_example, to_proto};
+use stokehold_io::tfrecord::example::proto;
+use stokehold_io::tfrecord::index::{self, IndexEntry};
+use stokehold_io::tfrecord::writer::frame_into;
+use stokehold_core::DType;
+
+fn example(i: usize) -> Example {
+    let mut e = Example::new();
+    e.insert("x", Value::Tensor(Tensor::scalar(i as i64)));
+    let v: Vec<f32> = (0..i).map(|k| k as f32 * 0.5).collect();
+    e.insert("v", Value::Tensor(Tensor::from_vec(vec![i], v).expect("v")));
+    e.insert("s", Value::Tensor(Tensor::strings(&[vec![b'a'; i]])));
+    e
+}
+
+/// Broken variants of a valid input: truncated at a third and two thirds, one byte flipped in the
+/// middle, and a 0xff run where a length field usually is.
+fn broken(valid: &[u8]) -> Vec<Vec<u8>> {
+    let mut out = vec![valid[..valid.len() / 3].to_vec(), valid[..2 * valid.len() / 3].to_vec()];
+    let mut flip = valid.to_vec();
+    if let Some(b) = flip.get_mut(valid.len() / 2) {
+        *b ^= 0x5a;
+    }
+    out.push(flip);
+    let mut big = valid.to_vec();
+    for b in big.iter_mut().skip(1).take(4) {
+        *b = 0xff;
+    }
+    out.push(big);
+    out
+}
+
+fn write(target: &str, seeds: Vec<Vec<u8>>) {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("corpus").join(target);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("corpus folder");
+    for (i, s) in seeds.iter().enumerate() {
+        std::fs::write(dir.join(format!("seed-{i:02}")), s).expect("write seed");
+    }
+    println!("{target}: {} seeds", seeds.len());
+}
+
+fn with_broken(valid: Vec<Vec<u8>>) -> Vec<Vec<u8>> {
+    let mut all = valid.clone();
+    for v in &valid {
+        all.extend(broken(v));
+    }
+    all
+}
+
+fn main() {
+    // TFRecord framing: the first byte picks raise/skip, verify and compression (0: plain).
+    let mut framed = vec![0u8];
+    for i in 0..3 {
+        frame_into(&mut framed, &encode_example(&example(i)).expect("encode"));
+    }
+    let mut skip = framed.clone();
+    skip[0] = 1;
+    write("tfrecord_framing", with_broken(vec![framed, skip]));
+
+    let examples: Vec<Vec<u8>> = (0..3).map(|i| encode_example(&example(i)).expect("encode")).collect();
+    write("example_parse", with_broken(examples.clone()));
+
+    let ctx = to_proto(&example(2)).expect("proto").features;
+    let steps = proto::FeatureList {
+        feature: to_proto(&example(3)).expect("proto").features.expect("features").feature.into_values().collect(),
+    };
+    let seq = proto::SequenceExample {
+        context: ctx,
+        feature_lists: Some(proto::FeatureLists { feature_list: HashMap::from([("steps".to_string(), steps)]) }),
+    };
+    write("sequence_example", with_broken(vec![seq.encode_to_vec(), examples[1].clone()]));
+
+    // Shard records: the first byte is the number of names (3: x, v, s).
+    let schema: Vec<FeatureSpec> = [("x", DType::I64), ("v", DType::F32), ("s", DType::Bytes)]
+        .iter()
+        .map(|&(name, dtype)| FeatureSpec { name: name.into(), dtype, kind: Kind::Tensor, shape: None })
+        .collect();
+    let records: Vec<Vec<u8>> = (0..3)
+        .map(|i| {
+            let mut out = vec![3u8];
+            codec::encode(&example(i), &schema, &mut out).expect("encode record");
+            out
+        })
+        .collect();
+    write("shard_record", with_broken(records));
+
+    // Shard files and a manifest, from a real write (plain and zstd, ragged too).
+    let tmp = std::env::temp_dir().join(format!("stokehold-corpus-{}", std::process::id()));
+    let mut files = Vec::new();
+    let mut manifests = Vec::new();
+    for compression in [Compression::None, Compression::Zstd] {
+        let dir = tmp.join(format!("{compression:?}"));
+        let mut col = Example::new();
+        let lens = [1u64, 3, 0, 2];
+        let mut splits = vec![0u64];
+        for l in lens {
+            splits.push(splits.last().unwrap() + l);
+        }
+        let values = Tensor::from_vec(vec![6], (0..6).map(|v| v as f32).collect::<Vec<_>>()).expect("values");
+        col.insert("r", Value::Ragged(Ragged::new(values, splits.into()).expect("ragged")));
+        col.insert("x", Value::Tensor(Tensor::from_vec(vec![4], vec![7i64, 8, 9, 10]).expect("x")));
+        let ds = Dataset::from_columns(col).expect("columns");
+        let opts = WriteOptions { compression, shard_bytes: 1 << 20, threads: 1, overwrite: true, ..WriteOptions::default() };
+        stokehold_io::shard::write_shards(&ds, &dir, opts, None).expect("write");
+        let opened = ShardDataset::open(&dir).expect("open");
+        let mut it = Dataset::from_map(opened).iter(0).expect("iter");
+        while it.next().expect("read back").is_some() {}
+        for entry in std::fs::read_dir(&dir).expect("folder") {
+            let p = entry.expect("entry").path();
+            let bytes = std::fs::read(&p).expect("read");
+            if p.file_name().is_some_and(|n| n == "manifest.json") {
+                manifests.push(bytes);
+            } else {
+                files.push(bytes);
+            }
+        }
+    }
+    files.sort();
+    write("shard_file", with_broken(files));
+    // The target pairs its manifest with the shard files of its own valid folder: that folder's
+    // manifest first, then the manifests of the folders above (other files: refused early).
+    let mut all = vec![stokehold_fuzz::valid_manifest()];
+    all.extend(manifests);
+    write("shard_manifest", with_broken(all));
+    let _ = std::fs::remove_dir_all(&tmp);
+
+    let headers = vec![
+        npy::encode_header(DType::F32, &[6, 2], 0).expect("npy"),
+        npy::encode_header(DType::I64, &[3], 0).expect("npy"),
+        npy::encode_header(DType::U8, &[2, 3, 4], 0).expect("npy"),
+    ];
+    write("npy_header", with_broken(headers));
+
+    let entries = [IndexEntry { offset: 0, len: 5 }, IndexEntry { offset: 21, len: 7 }];
+    write("tfrecord_index", with_broken(vec![index::encode(&entries, 44), index::encode(&entries[..1], 21)]));
+}
