@@ -1,6 +1,7 @@
 //! Integration tests of stokehold-io (one binary; one module per area).
 
 mod shard_bad;
+mod shard_compat;
 mod shard_crash;
 mod shard_format;
 mod shard_resume;
