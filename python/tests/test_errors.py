@@ -1,5 +1,6 @@
 """Bad input, each a test; the exception tree; user exceptions re-raised as themselves."""
 
+import subprocess
 import sys
 
 import numpy as np
@@ -152,3 +153,22 @@ def test_rust_side_errors_arrive_as_python_exceptions():
         ds.cast("x", "complex64")
     with pytest.raises(sh.InvalidArgumentError, match=r"prefetch\(buffer_size=0\)"):
         ds.prefetch(0)
+
+
+def test_a_thread_the_os_refuses_is_an_os_error_without_a_file_name():
+    # In a child process whose address space is capped just above what it uses, the prefetch
+    # thread's stack cannot be mapped: the error says which op needed a thread, carries the OS
+    # errno, and names no file (it used to be an OSError on a file called "<thread>").
+    code = """
+import resource, numpy as np, stokehold as sh
+ds = sh.from_arrays({"x": np.arange(10)}).prefetch(2)
+size = int(open("/proc/self/statm").read().split()[0]) * resource.getpagesize()
+resource.setrlimit(resource.RLIMIT_AS, (size + (1 << 20), resource.RLIM_INFINITY))
+try:
+    next(iter(ds))
+except sh.StokeholdIOError as e:
+    print(type(e).__name__, e.errno is not None, e.filename, "|", e)
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert "StokeholdIOError True None | " in out.stdout, (out.stdout, out.stderr)
+    assert "prefetch(2): could not start a thread" in out.stdout

@@ -77,6 +77,15 @@ pub enum Error {
     /// The pipeline was stopped (iterator dropped, or used across a fork).
     #[error("cancelled: {0}")]
     Cancelled(String),
+    /// The OS refused a resource the pipeline needs to run, such as a thread (too many threads
+    /// in the process, out of memory for a stack): not a file's error.
+    #[error("{op}: could not start a thread: {source}")]
+    Resource {
+        /// The op that needed it.
+        op: String,
+        /// The OS error.
+        source: std::io::Error,
+    },
     /// A worker thread panicked; the message is the panic payload.
     #[error("worker thread in {op} panicked: {message}")]
     Panic {
@@ -98,6 +107,14 @@ impl Error {
         Error::Schema {
             op: op.into(),
             reason: reason.into(),
+        }
+    }
+
+    /// [`Error::Resource`] for a thread `op` could not start.
+    pub fn thread(op: impl Into<String>, source: std::io::Error) -> Self {
+        Error::Resource {
+            op: op.into(),
+            source,
         }
     }
 

@@ -198,6 +198,14 @@ pub fn to_pyerr(py: Python<'_>, e: Error, pipeline: Option<&str>) -> PyErr {
             };
             made.map_or_else(|e| e, PyErr::from_value)
         }
+        // An OSError with its errno and no file name: the OS refused a thread, not a file.
+        Error::Resource { source, .. } => {
+            let made = match source.raw_os_error() {
+                Some(n) => t.io.bind(py).call1((n, msg)),
+                None => t.io.bind(py).call1((msg,)),
+            };
+            made.map_or_else(|e| e, PyErr::from_value)
+        }
         Error::State(_) => raise(&t.state, py, msg),
         Error::Cancelled(_) => raise(&t.cancelled, py, msg),
         Error::Panic { .. } => raise(&t.panic, py, msg),

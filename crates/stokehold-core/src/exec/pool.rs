@@ -84,7 +84,7 @@ impl Pool {
             .name("stokehold-worker".into())
             .spawn(move || worker(shared, first))
             .map(|_| ())
-            .map_err(|e| Error::io("<thread>", e))
+            .map_err(|e| Error::thread("a worker of the pipeline's pool", e))
     }
 }
 

@@ -11,7 +11,7 @@
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Condvar, Mutex};
 
 use crossbeam_channel::{bounded, Receiver, RecvTimeoutError};
 use serde_json::{json, Value as Json};
@@ -113,7 +113,68 @@ impl IterDataset for Prefetch {
     }
 }
 
-type Msg = (Result<Option<Example>>, Json);
+/// An element on its way to the consumer, the input's state after it, and its bytes' place in
+/// the pipeline's memory budget (released when the consumer takes it, or when the message is
+/// dropped with an abandoned iterator).
+type Msg = (Result<Option<Example>>, Json, Option<Held>);
+
+/// The elements a prefetch buffer holds: their count, so that an empty buffer may always take one
+/// element (as every buffer of the pipeline may), and a condvar the thread waits on for room.
+#[derive(Default)]
+struct Buffered {
+    count: Mutex<usize>,
+    room: Condvar,
+}
+
+/// One buffered element's bytes, accounted in the executor's budget while it waits.
+struct Held {
+    exec: super::Executor,
+    buffered: Arc<Buffered>,
+    bytes: usize,
+}
+
+impl Held {
+    /// Waits (checking `stop` every tick) until `bytes` fit the budget or the buffer is empty,
+    /// then accounts them; `None` when stopped first.
+    fn reserve(
+        exec: &super::Executor,
+        buffered: &Arc<Buffered>,
+        bytes: usize,
+        stop: &AtomicBool,
+    ) -> Option<Held> {
+        let mut count = buffered.count.lock().unwrap_or_else(|e| e.into_inner());
+        while *count > 0 && !exec.budget().fits(bytes) {
+            if stop.load(Ordering::Relaxed) {
+                return None;
+            }
+            count = buffered
+                .room
+                .wait_timeout(count, interrupt::TICK)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+        *count += 1;
+        exec.budget().add(bytes);
+        Some(Held {
+            exec: exec.clone(),
+            buffered: buffered.clone(),
+            bytes,
+        })
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        self.exec.budget().sub(self.bytes);
+        let mut count = self
+            .buffered
+            .count
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        *count -= 1;
+        self.buffered.room.notify_one();
+    }
+}
 
 struct Running {
     rx: Receiver<Msg>,
@@ -146,8 +207,14 @@ impl PrefetchIter {
         let stop = Arc::new(AtomicBool::new(false));
         let stop2 = stop.clone();
         let op = self.parent.name();
-        // Ops whose iterators the thread creates later (repeat's next epoch) join this pipeline.
+        // Ops whose iterators the thread creates later (repeat's next epoch) join this pipeline,
+        // and the buffer's elements count against its memory budget.
         let exec = super::Executor::current();
+        let stats = exec
+            .as_ref()
+            .map(|e| e.op_stats(&format!("prefetch({})", self.depth)));
+        let buffered = Arc::new(Buffered::default());
+        let exec2 = exec.clone();
         std::thread::Builder::new()
             .name("stokehold-prefetch".into())
             .spawn(move || {
@@ -157,7 +224,26 @@ impl PrefetchIter {
                             .unwrap_or_else(|p| Err(Error::from_panic(&op, p)));
                         let last = !matches!(r, Ok(Some(_)));
                         let state = inner.state();
-                        if tx.send((r, state)).is_err() || last {
+                        let held = match &exec2 {
+                            None => None,
+                            Some(e) => {
+                                let bytes = match &r {
+                                    Ok(Some(e)) => e.nbytes(),
+                                    _ => 0,
+                                };
+                                let Some(h) = Held::reserve(e, &buffered, bytes, &stop2) else {
+                                    break;
+                                };
+                                if let Some(s) = &stats {
+                                    s.produced(
+                                        bytes,
+                                        *buffered.count.lock().unwrap_or_else(|e| e.into_inner()),
+                                    );
+                                }
+                                Some(h)
+                            }
+                        };
+                        if tx.send((r, state, held)).is_err() || last {
                             break;
                         }
                     }
@@ -167,7 +253,7 @@ impl PrefetchIter {
                     None => body(),
                 }
             })
-            .map_err(|e| Error::io("<thread>", e))?;
+            .map_err(|e| Error::thread(format!("prefetch({})", self.depth), e))?;
         self.running = Some(Running {
             rx,
             stop,
@@ -195,7 +281,8 @@ impl DatasetIter for PrefetchIter {
         }
         let (r, state) = loop {
             match running.rx.recv_timeout(interrupt::TICK) {
-                Ok(msg) => break msg,
+                // The element leaves the buffer: its bytes are the consumer's now.
+                Ok((r, state, _held)) => break (r, state),
                 Err(RecvTimeoutError::Timeout) => interrupt::check()?,
                 Err(RecvTimeoutError::Disconnected) => {
                     return Err(Error::Panic {

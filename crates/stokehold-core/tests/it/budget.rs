@@ -72,3 +72,41 @@ fn isolated_peak_rss_stays_under_budget_plus_overhead() {
         exec.budget().peak()
     );
 }
+
+/// The prefetch buffer counts its elements' bytes in the pipeline's memory budget: `prefetch(16)`
+/// of 8 MiB elements under a 32 MiB budget holds at most 32 MiB (not 16 x 8 MiB), and yields
+/// the same elements as without prefetch.
+#[test]
+fn prefetch_buffer_obeys_the_memory_budget() {
+    let big = map_fn(|e: Example, _| {
+        let i = e.tensor("t", "x")?.data()[0];
+        let mut out = Example::new();
+        out.insert(
+            "b",
+            stokehold_core::Value::Tensor(Tensor::from_vec(vec![8 * MIB], vec![i; 8 * MIB])?),
+        );
+        Ok(out)
+    });
+    let base = Dataset::range(40).map("big", big);
+    let opts = stokehold_core::ExecOptions {
+        memory_budget: 32 * MIB,
+        ..Default::default()
+    };
+    let ds = base.prefetch(16).unwrap().with_options(opts);
+    let mut it = ds.iter(0).unwrap();
+    let mut firsts = Vec::new();
+    while let Some(e) = it.next().unwrap() {
+        // A slow consumer: the thread runs as far ahead as the budget lets it.
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        firsts.push(e.tensor("t", "b").unwrap().data()[0]);
+    }
+    assert_eq!(firsts, (0..40u8).collect::<Vec<_>>());
+    let exec = stokehold_core::exec::executor_of(&ds).expect("with_options' executor");
+    let peak = exec.budget().peak();
+    assert!(
+        (16 * MIB..=32 * MIB).contains(&peak),
+        "peak {} MiB",
+        peak / MIB
+    );
+    assert_eq!(exec.budget().used(), 0, "every element's bytes released");
+}
