@@ -12,11 +12,13 @@
 
 use std::sync::Arc;
 
+use stokehold_core::exec::ExecOptions;
 use stokehold_core::ops::element::{cast_feature, pad_or_trim};
+use stokehold_core::ops::gather::InMemoryTable;
 use stokehold_core::rng::Rng;
 use stokehold_core::{
     filter_fn, generator_fn, key_fn, map_fn, stack, stack_examples, BatchOptions, DType, Dataset,
-    DatasetIter, Example, ExampleIter, PadSpec, PipelineIter, Tensor,
+    DatasetIter, Example, ExampleIter, PadSpec, Parallelism, PipelineIter, ShardPolicy, Tensor,
 };
 
 type Build = fn(&Dataset) -> Dataset;
@@ -136,6 +138,51 @@ fn pipelines() -> Vec<(&'static str, Build)> {
                 false,
             )
             .unwrap()
+        }),
+        ("shard", |d| d.shard(3, 1, ShardPolicy::Even).unwrap()),
+        ("shard_drop", |d| {
+            d.shuffle(4).shard(4, 3, ShardPolicy::Drop).unwrap()
+        }),
+        ("shard_pad", |d| d.shard(5, 2, ShardPolicy::Pad).unwrap()),
+        ("elastic_shard", |d| {
+            d.elastic_shard(3, 2, ShardPolicy::Even).unwrap()
+        }),
+        ("worker_split", |d| {
+            d.shard(2, 1, ShardPolicy::Even)
+                .unwrap()
+                .worker_split(2, 0)
+                .unwrap()
+        }),
+        ("window_shuffle", |d| d.window_shuffle(4, 8).unwrap()),
+        ("slice", |d| d.slice(2, 9)),
+        ("cache", |d| d.cache().unwrap()),
+        ("cache_then_shuffle", |d| d.cache().unwrap().shuffle(6)),
+        ("gather", |d| {
+            // Rows of a 10 x 2 table at id % 10.
+            let rows = Tensor::from_vec(vec![10, 2], (0..20).map(|v| v as f32).collect()).unwrap();
+            let table = Arc::new(InMemoryTable::new(rows).unwrap());
+            d.map(
+                "id_mod_10",
+                map_fn(|mut e, _| {
+                    let k = id(&e) % 10;
+                    e.insert("row", Tensor::scalar(k));
+                    Ok(e)
+                }),
+            )
+            .gather(table, "row", "features")
+        }),
+        ("with_options", |d| {
+            d.map_parallel(
+                "id",
+                map_fn(|e, _| Ok(e)),
+                stokehold_core::Parallelism::Fixed(2),
+                true,
+            )
+            .with_options(ExecOptions {
+                memory_budget: 1 << 20,
+                cores: 2,
+                trace_events: 16,
+            })
         }),
         ("unbatch", |d| d.batch(3, false).unwrap().unbatch()),
         ("unbatch_random_access", |d| {
@@ -291,6 +338,29 @@ fn check_len_and_get(name: &str, ds: &Dataset) {
     }
 }
 
+/// The batch path (`get_batch`, through each op's forwarding) equals stacking the elements read
+/// one by one, for a shuffled set of indices with repeats.
+fn check_batch_path(name: &str, ds: &Dataset) {
+    let Some(n) = ds.len().filter(|&n| n > 0 && ds.is_random_access()) else {
+        return;
+    };
+    let mut rng = Rng::keyed(7, &[n]);
+    let idx: Vec<u64> = (0..8).map(|_| rng.below(n)).collect();
+    let one_by_one: Vec<Example> = idx.iter().map(|&i| ds.get(i).unwrap()).collect();
+    match stack_examples("check", &one_by_one) {
+        Ok(want) => assert_eq!(
+            ds.get_batch(&idx).unwrap(),
+            want,
+            "{name}: get_batch({idx:?})"
+        ),
+        // Elements that do not stack (differing ranks) must not stack through get_batch either.
+        Err(_) => assert!(
+            ds.get_batch(&idx).is_err(),
+            "{name}: get_batch of unstackable elements"
+        ),
+    }
+}
+
 fn check_resume(name: &str, ds: &Dataset, cuts: usize) {
     let full = {
         let mut it = PipelineIter::new(ds.clone(), 0).unwrap();
@@ -332,6 +402,19 @@ fn every_op_len_get_and_empty_inputs() {
         for (name, build) in pipelines() {
             let ds = build(&ragged_input(n));
             check_len_and_get(&format!("{name}/n={n}"), &ds);
+            check_batch_path(&format!("{name}/n={n}"), &ds);
+        }
+    }
+}
+
+#[test]
+fn every_op_gives_the_same_output_on_1_and_4_threads() {
+    for (name, build) in pipelines() {
+        let ds = build(&ragged_input(23));
+        let want = run(&ds, 1);
+        for par in [1, 4] {
+            let on = ds.parallelize(Parallelism::Fixed(par), true);
+            assert_eq!(run(&on, 1), want, "{name}: parallelize({par})");
         }
     }
 }
