@@ -16,7 +16,7 @@ DEMO_ARGS ?=
 PY_TEST_DEPS := "maturin>=1.16,<2" "pytest>=8" "pytest-timeout>=2.3" "numpy>=1.26" \
 	"mypy>=1.18" "ruff>=0.14" "jax>=0.4.30" "keras>=3.5"
 
-.PHONY: demo test test-rust test-python check check-rust check-python bench bench-quick
+.PHONY: demo test test-rust test-python check check-rust check-python wheel check-wheel bench bench-quick
 
 demo:
 	$(CARGO) build --release -p stokehold-cli
@@ -70,6 +70,24 @@ check-python: $(VENV)/.deps
 	rm -rf $(DOC_BLOCKS)
 	$(VENV)/bin/python python/tests/doc_blocks.py $(DOC_BLOCKS)
 	$(VENV)/bin/python -m mypy --config-file pyproject.toml $(DOC_BLOCKS)
+
+# wheel: the release wheel, manylinux_2_28 (glibc >= 2.28) through zig (PyPI's ziglang) so it
+# installs on older distributions than this machine's glibc 2.36; into dist/.
+# check-wheel: installs that wheel into a fresh venv and runs a pipeline with it (.ci/run).
+wheel: $(VENV)/.deps
+	$(VENV)/bin/python -m pip install --quiet "ziglang>=0.13"
+	PATH="$(abspath $(VENV))/bin:$$PATH" $(VENV)/bin/maturin build --release --zig \
+		--compatibility manylinux_2_28 --out dist
+
+WHEEL_VENV := $(TARGET_DIR)/wheel-venv
+check-wheel: wheel
+	rm -rf $(WHEEL_VENV)
+	$(PYTHON) -m venv $(WHEEL_VENV)
+	$(WHEEL_VENV)/bin/python -m pip install --quiet dist/stokehold-*-manylinux_2_28_x86_64.whl
+	cd $(WHEEL_VENV) && bin/python -c 'import numpy as np, stokehold as sh; \
+		ds = sh.from_arrays({"x": np.arange(10)}).shuffle(seed=1).batch(4); \
+		assert sorted(int(v) for b in ds for v in b["x"]) == list(range(10)); \
+		print("wheel ok:", sh.__file__)'
 
 # bench: side-by-side benchmarks (bench/README.md); never part of the test command.
 bench:
