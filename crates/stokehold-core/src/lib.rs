@@ -24,6 +24,7 @@ pub mod ops;
 pub mod rng;
 pub mod state;
 pub mod tensor;
+pub mod testing;
 
 pub use dataset::{Dataset, DatasetIter, Hint, IterDataset, MapDataset, MapIter, INFINITE};
 pub use dtype::{DType, Scalar};

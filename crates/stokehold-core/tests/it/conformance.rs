@@ -8,17 +8,18 @@
 //!   >= 200 cut points spread over 3 epochs, and again after a chained second resume;
 //! * a state is refused by another pipeline.
 //!
-//! An op added to the engine gets a line in `pipelines()`.
+//! The checks are `stokehold_core::testing`'s (io runs them on its datasets too). An op added to
+//! the engine gets a line in `pipelines()`.
 
 use std::sync::Arc;
 
 use stokehold_core::exec::ExecOptions;
 use stokehold_core::ops::element::{cast_feature, pad_or_trim};
 use stokehold_core::ops::gather::InMemoryTable;
-use stokehold_core::rng::Rng;
+use stokehold_core::testing::run;
 use stokehold_core::{
-    filter_fn, generator_fn, key_fn, map_fn, stack, stack_examples, BatchOptions, DType, Dataset,
-    DatasetIter, Example, ExampleIter, PadSpec, Parallelism, PipelineIter, ShardPolicy, Tensor,
+    filter_fn, generator_fn, key_fn, map_fn, stack, stack_examples, testing, BatchOptions, DType,
+    Dataset, DatasetIter, Example, ExampleIter, PadSpec, PipelineIter, ShardPolicy, Tensor,
 };
 
 type Build = fn(&Dataset) -> Dataset;
@@ -305,95 +306,9 @@ fn ragged_input(n: usize) -> Dataset {
     Dataset::from_columns(cols).unwrap()
 }
 
-fn run(ds: &Dataset, epoch: u64) -> Vec<Example> {
-    ds.iter(epoch).unwrap().collect_all().unwrap()
-}
-
 /// Three epochs, as a pipeline that repeats (so iterator state crosses epoch boundaries).
 fn three_epochs(ds: &Dataset) -> Dataset {
     ds.repeat(Some(3))
-}
-
-fn drain(it: &mut PipelineIter) -> Vec<Example> {
-    let mut v = Vec::new();
-    while let Some(e) = it.next().unwrap() {
-        v.push(e);
-    }
-    v
-}
-
-fn check_len_and_get(name: &str, ds: &Dataset) {
-    let items = run(ds, 0);
-    if let Some(n) = ds.len() {
-        assert_eq!(n as usize, items.len(), "{name}: len vs iterated count");
-    }
-    if ds.is_random_access() {
-        for (i, e) in items.iter().enumerate() {
-            assert_eq!(&ds.get(i as u64).unwrap(), e, "{name}: get({i})");
-        }
-        assert!(
-            ds.get(items.len() as u64).is_err(),
-            "{name}: get past the end"
-        );
-    }
-}
-
-/// The batch path (`get_batch`, through each op's forwarding) equals stacking the elements read
-/// one by one, for a shuffled set of indices with repeats.
-fn check_batch_path(name: &str, ds: &Dataset) {
-    let Some(n) = ds.len().filter(|&n| n > 0 && ds.is_random_access()) else {
-        return;
-    };
-    let mut rng = Rng::keyed(7, &[n]);
-    let idx: Vec<u64> = (0..8).map(|_| rng.below(n)).collect();
-    let one_by_one: Vec<Example> = idx.iter().map(|&i| ds.get(i).unwrap()).collect();
-    match stack_examples("check", &one_by_one) {
-        Ok(want) => assert_eq!(
-            ds.get_batch(&idx).unwrap(),
-            want,
-            "{name}: get_batch({idx:?})"
-        ),
-        // Elements that do not stack (differing ranks) must not stack through get_batch either.
-        Err(_) => assert!(
-            ds.get_batch(&idx).is_err(),
-            "{name}: get_batch of unstackable elements"
-        ),
-    }
-}
-
-fn check_resume(name: &str, ds: &Dataset, cuts: usize) {
-    let full = {
-        let mut it = PipelineIter::new(ds.clone(), 0).unwrap();
-        drain(&mut it)
-    };
-    let mut rng = Rng::keyed(99, &[name.len() as u64]);
-    for c in 0..cuts {
-        let k = rng.below(full.len() as u64 + 1) as usize;
-        let mut it = PipelineIter::new(ds.clone(), 0).unwrap();
-        for _ in 0..k {
-            it.next().unwrap();
-        }
-        let state = it.state();
-        // Round-trip through text: states must be JSON-serialisable.
-        let state: serde_json::Value = serde_json::from_str(&state.to_string()).unwrap();
-        let mut resumed = PipelineIter::new(ds.clone(), 0).unwrap();
-        resumed.set_state(&state).unwrap();
-        if c % 2 == 0 {
-            assert_eq!(drain(&mut resumed), full[k..], "{name}: resume at {k}");
-        } else {
-            // Chained: continue a little, save again, resume again.
-            let k2 = k + rng.below((full.len() - k) as u64 + 1) as usize;
-            let mut head = Vec::new();
-            for _ in k..k2 {
-                head.push(resumed.next().unwrap().unwrap());
-            }
-            let s2 = resumed.state();
-            let mut again = PipelineIter::new(ds.clone(), 0).unwrap();
-            again.set_state(&s2).unwrap();
-            head.extend(drain(&mut again));
-            assert_eq!(head, full[k..], "{name}: chained resume at {k} then {k2}");
-        }
-    }
 }
 
 #[test]
@@ -401,8 +316,9 @@ fn every_op_len_get_and_empty_inputs() {
     for n in [0usize, 1, 23] {
         for (name, build) in pipelines() {
             let ds = build(&ragged_input(n));
-            check_len_and_get(&format!("{name}/n={n}"), &ds);
-            check_batch_path(&format!("{name}/n={n}"), &ds);
+            testing::check_len_and_get(&format!("{name}/n={n}"), &ds);
+            testing::check_batch_path(&format!("{name}/n={n}"), &ds);
+            testing::check_hints(&format!("{name}/n={n}"), &ds);
         }
     }
 }
@@ -410,23 +326,14 @@ fn every_op_len_get_and_empty_inputs() {
 #[test]
 fn every_op_gives_the_same_output_on_1_and_4_threads() {
     for (name, build) in pipelines() {
-        let ds = build(&ragged_input(23));
-        let want = run(&ds, 1);
-        for par in [1, 4] {
-            let on = ds.parallelize(Parallelism::Fixed(par), true);
-            assert_eq!(run(&on, 1), want, "{name}: parallelize({par})");
-        }
+        testing::check_threads(name, &build(&ragged_input(23)));
     }
 }
 
 #[test]
 fn every_op_is_deterministic_across_runs_and_prefetch_depths() {
     for (name, build) in pipelines() {
-        let ds = build(&ragged_input(23));
-        let a = run(&ds, 1);
-        assert_eq!(a, run(&ds, 1), "{name}: two runs");
-        assert_eq!(a, run(&ds.prefetch(1).unwrap(), 1), "{name}: prefetch(1)");
-        assert_eq!(a, run(&ds.prefetch(8).unwrap(), 1), "{name}: prefetch(8)");
+        testing::check_deterministic(name, &build(&ragged_input(23)));
     }
 }
 
@@ -434,7 +341,7 @@ fn every_op_is_deterministic_across_runs_and_prefetch_depths() {
 fn every_op_resumes_exactly_over_three_epochs() {
     for (name, build) in pipelines() {
         let ds = three_epochs(&build(&ragged_input(23)));
-        check_resume(name, &ds, 200);
+        testing::check_resume(name, &ds, 200);
     }
 }
 

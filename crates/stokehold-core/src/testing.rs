@@ -1,0 +1,168 @@
+//! The conformance suite, exported: the checks every dataset must pass, whatever op or format
+//! made it. Core's op suite (`tests/it/conformance.rs`, one line per op) and io's datasets (shard
+//! folders, indexed TFRecords, the disk cache, tables: `io/tests/it/conformance_io.rs`) both run
+//! [`check`]; a new op or format adds its line there.
+//!
+//! ```
+//! use stokehold_core::{testing, Dataset};
+//! testing::check("range.shuffle", &Dataset::range(20).shuffle(3), 40);
+//! ```
+//!
+//! The checks panic with the dataset's name and what differed (they are for tests).
+
+use std::sync::Arc;
+
+use crate::dataset::{Dataset, DatasetIter, Hint, MapDataset};
+use crate::example::{stack_examples, Example};
+use crate::exec::Parallelism;
+use crate::rng::Rng;
+use crate::state::PipelineIter;
+use crate::Result;
+
+/// Every check below, with `cuts` random save/restore points over three epochs.
+pub fn check(name: &str, ds: &Dataset, cuts: usize) {
+    check_len_and_get(name, ds);
+    check_batch_path(name, ds);
+    check_hints(name, ds);
+    check_deterministic(name, ds);
+    check_threads(name, ds);
+    check_resume(name, &ds.repeat(Some(3)), cuts);
+}
+
+/// The elements of epoch `epoch`.
+pub fn run(ds: &Dataset, epoch: u64) -> Vec<Example> {
+    ds.iter(epoch)
+        .and_then(|mut it| it.collect_all())
+        .unwrap_or_else(|e| panic!("iterating {}: {e}", ds.describe()))
+}
+
+/// `len` (where known) equals the number of elements iterated; `get(i)` (where random access
+/// holds) equals the i-th element iterated; `get(len)` is an error.
+pub fn check_len_and_get(name: &str, ds: &Dataset) {
+    let items = run(ds, 0);
+    if let Some(n) = ds.len() {
+        assert_eq!(n as usize, items.len(), "{name}: len vs iterated count");
+    }
+    if ds.is_random_access() {
+        for (i, e) in items.iter().enumerate() {
+            assert_eq!(&ds.get(i as u64).unwrap(), e, "{name}: get({i})");
+        }
+        assert!(
+            ds.get(items.len() as u64).is_err(),
+            "{name}: get past the end"
+        );
+    }
+}
+
+/// The batch path (`get_batch`, through each op's forwarding to its input) equals stacking the
+/// elements read one by one, for a random set of indices with repeats.
+pub fn check_batch_path(name: &str, ds: &Dataset) {
+    let Some(n) = ds.len().filter(|&n| n > 0 && ds.is_random_access()) else {
+        return;
+    };
+    let mut rng = Rng::keyed(7, &[n]);
+    let idx: Vec<u64> = (0..8).map(|_| rng.below(n)).collect();
+    let one_by_one: Vec<Example> = idx.iter().map(|&i| ds.get(i).unwrap()).collect();
+    match stack_examples("check", &one_by_one) {
+        Ok(want) => assert_eq!(
+            ds.get_batch(&idx).unwrap(),
+            want,
+            "{name}: get_batch({idx:?})"
+        ),
+        // Elements that do not stack must not stack through get_batch either.
+        Err(_) => assert!(
+            ds.get_batch(&idx).is_err(),
+            "{name}: get_batch of elements that do not stack"
+        ),
+    }
+}
+
+/// Prefetch hints change speed, never results: the dataset read with its hints and through a
+/// wrapper that drops them gives the same elements.
+pub fn check_hints(name: &str, ds: &Dataset) {
+    let Some(m) = ds.as_map() else { return };
+    let plain = Dataset::from_map(NoHints(m.clone()));
+    assert_eq!(run(&plain, 1), run(ds, 1), "{name}: with and without hints");
+}
+
+/// Two runs agree, and neither a prefetch of depth 1 or 8 nor a thread changes the output.
+pub fn check_deterministic(name: &str, ds: &Dataset) {
+    let a = run(ds, 1);
+    assert_eq!(a, run(ds, 1), "{name}: two runs");
+    assert_eq!(a, run(&ds.prefetch(1).unwrap(), 1), "{name}: prefetch(1)");
+    assert_eq!(a, run(&ds.prefetch(8).unwrap(), 1), "{name}: prefetch(8)");
+}
+
+/// The same output on 1 and 4 worker threads (`parallelize`, deterministic).
+pub fn check_threads(name: &str, ds: &Dataset) {
+    let want = run(ds, 1);
+    for par in [1, 4] {
+        let on = ds.parallelize(Parallelism::Fixed(par), true);
+        assert_eq!(run(&on, 1), want, "{name}: parallelize({par})");
+    }
+}
+
+fn drain(it: &mut PipelineIter) -> Vec<Example> {
+    let mut v = Vec::new();
+    while let Some(e) = it.next().unwrap() {
+        v.push(e);
+    }
+    v
+}
+
+/// Save at `cuts` random points -> restore into a fresh iterator -> continue equals the
+/// uninterrupted run; every other cut also resumes twice in a chain. States round-trip as text.
+pub fn check_resume(name: &str, ds: &Dataset, cuts: usize) {
+    let full = drain(&mut PipelineIter::new(ds.clone(), 0).unwrap());
+    let mut rng = Rng::keyed(99, &[name.len() as u64]);
+    for c in 0..cuts {
+        let k = rng.below(full.len() as u64 + 1) as usize;
+        let mut it = PipelineIter::new(ds.clone(), 0).unwrap();
+        for _ in 0..k {
+            it.next().unwrap();
+        }
+        let state: serde_json::Value = serde_json::from_str(&it.state().to_string()).unwrap();
+        let mut resumed = PipelineIter::new(ds.clone(), 0).unwrap();
+        resumed.set_state(&state).unwrap();
+        if c % 2 == 0 {
+            assert_eq!(drain(&mut resumed), full[k..], "{name}: resume at {k}");
+        } else {
+            let k2 = k + rng.below((full.len() - k) as u64 + 1) as usize;
+            let mut head = Vec::new();
+            for _ in k..k2 {
+                head.push(resumed.next().unwrap().unwrap());
+            }
+            let mut again = PipelineIter::new(ds.clone(), 0).unwrap();
+            again.set_state(&resumed.state()).unwrap();
+            head.extend(drain(&mut again));
+            assert_eq!(head, full[k..], "{name}: chained resume at {k} then {k2}");
+        }
+    }
+}
+
+/// A random-access dataset with its prefetch hints dropped (for [`check_hints`]).
+struct NoHints(Arc<dyn MapDataset>);
+
+impl MapDataset for NoHints {
+    fn len(&self) -> u64 {
+        self.0.len()
+    }
+
+    fn get(&self, index: u64) -> Result<Example> {
+        self.0.get(index)
+    }
+
+    fn name(&self) -> String {
+        format!("{} (no hints)", self.0.name())
+    }
+
+    fn get_batch(&self, indices: &[u64]) -> Result<Option<Example>> {
+        self.0.get_batch(indices)
+    }
+
+    fn prefetch_useful(&self) -> bool {
+        false
+    }
+
+    fn prefetch(&self, _index: u64, _hint: Hint) {}
+}
