@@ -117,7 +117,9 @@ pub fn parse_header(buf: &[u8], path: &std::path::Path) -> Result<NpyHeader> {
 /// Maps a numpy type string (`'<f4'`, `'|u1'`, ...) to a dtype; big-endian, object, string,
 /// structured and other types are refused with the reason.
 fn parse_descr(d: &str) -> std::result::Result<DType, String> {
-    let (order, code) = d.split_at(d.len().min(1));
+    // At the first char's end, not byte 1: a descr may start with any UTF-8 char (fuzzing found
+    // a panic here on 'đ8').
+    let (order, code) = d.split_at(d.chars().next().map_or(0, char::len_utf8));
     if !matches!(order, "<" | "|" | "=") {
         if order == ">" {
             return Err(format!(
@@ -335,6 +337,20 @@ mod tests {
             );
         }
         assert_eq!(encode_header(DType::F32, &[1], 200).unwrap().len(), 256);
+    }
+
+    /// Found by the `npy_header` fuzz target: a descr starting with a multi-byte char panicked
+    /// (a string split inside a char) instead of being refused.
+    #[test]
+    fn a_descr_starting_with_a_multibyte_char_is_refused_not_a_panic() {
+        let dict = "{'descr': '\u{111}8', 'fortran_order': False, 'shape': (3,), }";
+        let mut h = MAGIC.to_vec();
+        h.extend([1, 0]);
+        let body = format!("{dict:<117}\n");
+        h.extend((body.len() as u16).to_le_bytes());
+        h.extend(body.as_bytes());
+        let err = parse(&h).unwrap_err().to_string();
+        assert!(err.contains("dtype"), "{err}");
     }
 
     #[test]
