@@ -280,6 +280,18 @@ pub fn u32_at(b: &[u8], at: usize) -> u32 {
     u32::from_le_bytes(b[at..at + 4].try_into().expect("4 bytes"))
 }
 
+/// The largest expansion a compressed record may declare (raw / stored bytes, plus
+/// [`RATIO_SLACK`]); the writer stores a record raw rather than pass it, so no file it wrote is
+/// refused. Beyond it a record is taken for corrupt before anything is allocated.
+pub const MAX_RATIO: u64 = 1024;
+/// Bytes a tiny record may expand to whatever its ratio.
+pub const RATIO_SLACK: u64 = 64 << 10;
+
+/// Whether `raw_len` bytes may come out of `stored_len` compressed bytes ([`MAX_RATIO`]).
+pub fn ratio_ok(stored_len: u32, raw_len: u32) -> bool {
+    raw_len as u64 <= (stored_len as u64) * MAX_RATIO + RATIO_SLACK
+}
+
 /// True for a shard file name a manifest may list: a plain name inside the folder.
 pub fn is_plain_name(name: &str) -> bool {
     !name.is_empty()
@@ -287,6 +299,8 @@ pub fn is_plain_name(name: &str) -> bool {
         && name != ".."
         && !name.contains(['/', '\\', '\0', ':'])
         && !name.ends_with(TMP_SUFFIX)
+        && crate::atomic::is_temp_name(name).is_none()
+        && name != crate::atomic::LOCK_NAME
         && name != MANIFEST_NAME
 }
 

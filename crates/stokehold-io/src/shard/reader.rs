@@ -155,6 +155,16 @@ impl ShardDataset {
             ));
         }
         let raw_len = e.raw_len as usize;
+        // Checked before allocating: a crafted entry could declare 4 GiB for a few bytes.
+        if e.codec != Compression::None.code() && !ratio_ok(e.stored_len, e.raw_len) {
+            return Err(bad(
+                at as u64,
+                format!(
+                    "declares {raw_len} bytes from {} compressed (over the {MAX_RATIO}x limit)",
+                    e.stored_len
+                ),
+            ));
+        }
         let raw = match Compression::from_code(e.codec) {
             Some(Compression::None) => return Ok(Cow::Borrowed(stored)),
             Some(Compression::Lz4) => {
@@ -355,7 +365,11 @@ pub fn read_manifest(dir: &Path) -> Result<Manifest> {
             let tmp = std::fs::read_dir(dir)
                 .map(|d| {
                     d.filter_map(|e| e.ok())
-                        .filter(|e| e.file_name().to_string_lossy().ends_with(TMP_SUFFIX))
+                        .filter(|e| {
+                            // The crate's one convention, and the `.tmp` names older writers used.
+                            let n = e.file_name().to_string_lossy().into_owned();
+                            crate::atomic::is_temp_name(&n).is_some() || n.ends_with(TMP_SUFFIX)
+                        })
                         .count()
                 })
                 .map_err(|e| Error::io(dir, e))?;
@@ -410,6 +424,19 @@ pub fn read_manifest(dir: &Path) -> Result<Manifest> {
 
 fn open_shard(dir: &Path, entry: &ShardEntry) -> Result<ShardFile> {
     let path = dir.join(&entry.file);
+    // Checked before opening: opening a FIFO for reading blocks until a writer appears, and a
+    // device or socket is no shard either.
+    let kind = std::fs::metadata(&path).map_err(|e| Error::io(&path, e))?;
+    if !kind.is_file() {
+        return Err(Error::corrupt(
+            &path,
+            0,
+            format!(
+                "not a regular file ({:?}); a shard must be a plain file",
+                kind.file_type()
+            ),
+        ));
+    }
     let file = File::open(&path).map_err(|e| Error::io(&path, e))?;
     let size = file.metadata().map_err(|e| Error::io(&path, e))?.len();
     if size != entry.bytes {

@@ -16,14 +16,12 @@
 //! Records are in file order. An index built in skip mode lists only the good records, so random
 //! access then never meets the corrupt ones. 16 bytes per record: 8 MB for 500k records.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use stokehold_core::{Error, Result};
 
 use super::crc::masked_crc;
 use super::reader::{ReadOptions, RecordReader};
-use super::writer::temp_name;
 
 /// Magic bytes and version of the index format.
 pub const MAGIC: &[u8; 8] = b"STKTFIX1";
@@ -68,18 +66,7 @@ impl IndexWriter {
     /// Writes the index for a TFRecord file of `file_size` bytes (temporary name, then rename).
     pub fn finish(self, file_size: u64) -> Result<PathBuf> {
         let bytes = encode(&self.entries, file_size);
-        let tmp = temp_name(&self.path);
-        let write = || -> std::io::Result<()> {
-            let mut f = std::fs::File::create(&tmp)?;
-            f.write_all(&bytes)?;
-            f.sync_all()
-        };
-        write().map_err(|e| {
-            let _ = std::fs::remove_file(&tmp);
-            Error::io(&tmp, e)
-        })?;
-        std::fs::rename(&tmp, &self.path).map_err(|e| Error::io(&self.path, e))?;
-        Ok(self.path)
+        crate::atomic::write_atomic(&self.path, &bytes)
     }
 }
 

@@ -1,5 +1,6 @@
 //! Integration tests of stokehold-io (one binary; one module per area).
 
+mod adversarial;
 mod shard_bad;
 mod shard_crash;
 mod shard_format;

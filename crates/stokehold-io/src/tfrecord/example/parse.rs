@@ -280,8 +280,12 @@ impl Sink {
                 if n == per {
                     return Ok(());
                 }
-                let Some(d) = default.as_ref().filter(|_| n == 0) else {
-                    let what = if slot.present {
+                // A default fills in only for a missing feature: a present but empty one is an
+                // error, as in TensorFlow.
+                let Some(d) = default.as_ref().filter(|_| n == 0 && !slot.present) else {
+                    let what = if slot.present && n == 0 {
+                        "is present but empty (a default fills in only a missing feature)".into()
+                    } else if slot.present {
                         format!("has {n} values")
                     } else {
                         "is missing".into()

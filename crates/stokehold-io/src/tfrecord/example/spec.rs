@@ -86,6 +86,19 @@ impl ParseSpec {
                 "feature {name:?}: tf.train.Example holds int64, float32 or bytes, not {dtype}"
             )));
         }
+        if let FeatureSpec::FixedLen { shape, .. } = &spec {
+            // Refused here so that no later size (values per record, bytes per batch) wraps.
+            let bytes = shape
+                .iter()
+                .try_fold(1usize, |acc, &d| acc.checked_mul(d))
+                .and_then(|n| n.checked_mul(8));
+            if bytes.is_none_or(|b| b > isize::MAX as usize) {
+                return Err(Error::invalid(format!(
+                    "feature {name:?}: FixedLen{shape:?} holds more values than fit in memory \
+                     (the shape's product overflows)"
+                )));
+            }
+        }
         if self.features.iter().any(|(n, _)| n == name) {
             return Err(Error::invalid(format!(
                 "feature {name:?} is in the spec twice"
