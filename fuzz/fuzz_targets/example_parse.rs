@@ -5,7 +5,7 @@
 use libfuzzer_sys::fuzz_target;
 use stokehold_core::{DType, Value};
 use stokehold_io::tfrecord::example::convert::{decode_proto, feature_summary, feature_tensor};
-use stokehold_io::tfrecord::{FeatureSpec, ParseSpec, Parser};
+use stokehold_io::tfrecord::{ParseFeature as FeatureSpec, ParseSpec, Parser};
 
 fuzz_target!(|data: &[u8]| {
     // A fixed spec of every kind: must not panic whatever the bytes.

@@ -92,7 +92,7 @@ pub enum Kind {
 
 /// One feature of the schema: name, dtype, kind and shape (`null` where a dimension varies).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct FeatureSpec {
+pub struct ShardFeature {
     /// Feature name.
     pub name: String,
     /// Element type (numpy name in the manifest: `"float32"`, `"bytes"`, ...).
@@ -143,7 +143,7 @@ pub struct Manifest {
     /// Total records (sum over shards).
     pub num_records: u64,
     /// Features of every record, in record order.
-    pub schema: Vec<FeatureSpec>,
+    pub schema: Vec<ShardFeature>,
     /// Compression the writer asked for (records that do not shrink are stored raw).
     pub compression: Compression,
     /// The shards in record order.

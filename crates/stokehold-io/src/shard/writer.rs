@@ -77,7 +77,7 @@ pub struct Encoded {
 /// Encodes and compresses one example (pure: safe to run on any thread).
 pub fn encode_record(
     e: &Example,
-    schema: &[FeatureSpec],
+    schema: &[ShardFeature],
     compression: Compression,
     level: i32,
 ) -> std::result::Result<Encoded, String> {
@@ -106,7 +106,7 @@ pub fn encode_record(
 }
 
 /// The schema an example implies (shapes fixed to its own).
-pub fn schema_of(e: &Example) -> Vec<FeatureSpec> {
+pub fn schema_of(e: &Example) -> Vec<ShardFeature> {
     e.iter()
         .map(|(name, v)| {
             let (kind, shape) = match v {
@@ -114,7 +114,7 @@ pub fn schema_of(e: &Example) -> Vec<FeatureSpec> {
                 Value::Ragged(r) => (Kind::Ragged, r.values().shape()),
             };
             let shape = Some(shape.iter().map(|d| Some(*d as u64)).collect());
-            FeatureSpec {
+            ShardFeature {
                 name: name.to_string(),
                 dtype: v.dtype(),
                 kind,
@@ -125,7 +125,7 @@ pub fn schema_of(e: &Example) -> Vec<FeatureSpec> {
 }
 
 /// Widens `schema`'s shapes so that `e` fits (a differing dimension becomes `None`).
-fn merge_shapes(schema: &mut [FeatureSpec], e: &Example) {
+fn merge_shapes(schema: &mut [ShardFeature], e: &Example) {
     for (spec, (_, v)) in schema.iter_mut().zip(e.iter()) {
         let shape = match v {
             Value::Tensor(t) => t.shape(),
@@ -208,7 +208,7 @@ impl OpenShard {
 pub struct ShardWriter {
     dir: PathBuf,
     opts: WriteOptions,
-    schema: Option<Vec<FeatureSpec>>,
+    schema: Option<Vec<ShardFeature>>,
     shards: Vec<ShardEntry>,
     cur: Option<OpenShard>,
     records: u64,
@@ -274,7 +274,7 @@ impl ShardWriter {
 
     /// Checks `e` against the schema (setting it from the first example) and widens shapes;
     /// returns the schema to encode with.
-    pub fn observe(&mut self, e: &Example) -> Result<Vec<FeatureSpec>> {
+    pub fn observe(&mut self, e: &Example) -> Result<Vec<ShardFeature>> {
         match &mut self.schema {
             None => self.schema = Some(schema_of(e)),
             Some(s) => merge_shapes(s, e),

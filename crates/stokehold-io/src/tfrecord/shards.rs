@@ -57,7 +57,7 @@ impl Default for ShardOptions {
     }
 }
 
-/// Progress of [`write_shards`], passed to the callback after every record.
+/// Progress of [`write_tfrecord_shards`], passed to the callback after every record.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct WriteProgress {
     /// Records written.
@@ -81,7 +81,7 @@ pub fn element_record(e: &Example) -> Result<bytes::Bytes> {
 }
 
 /// Writes `ds` (one epoch) to shards in `dir`; returns the final paths in order.
-pub fn write_shards(
+pub fn write_tfrecord_shards(
     ds: &Dataset,
     dir: &Path,
     opts: &ShardOptions,

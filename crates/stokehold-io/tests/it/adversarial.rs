@@ -20,7 +20,7 @@ use stokehold_core::{DType, Dataset, Error, Example, MapDataset, Tensor};
 use stokehold_io::shard::format::crc32c;
 use stokehold_io::shard::{write_shards, Compression, ShardDataset, ShardWriter, WriteOptions};
 use stokehold_io::table::npy::parse_header;
-use stokehold_io::tfrecord::{self, FeatureSpec, OnCorrupt, ParseSpec, Parser, ReadOptions};
+use stokehold_io::tfrecord::{self, OnCorrupt, ParseFeature, ParseSpec, Parser, ReadOptions};
 
 use super::shard_format::{opts, sample};
 
@@ -28,13 +28,13 @@ use super::shard_format::{opts, sample};
 fn fixed_len_shape_product_that_overflows_is_refused() {
     let big = 1usize << 32;
     let e = ParseSpec::new()
-        .with("x", FeatureSpec::fixed(vec![big, big], DType::I64))
+        .with("x", ParseFeature::fixed(vec![big, big], DType::I64))
         .unwrap_err()
         .to_string();
     assert!(e.contains("\"x\"") && e.contains("overflow"), "{e}");
     // Products that fit are still fine.
     ParseSpec::new()
-        .with("x", FeatureSpec::fixed(vec![1 << 20, 4], DType::F32))
+        .with("x", ParseFeature::fixed(vec![1 << 20, 4], DType::F32))
         .unwrap();
 }
 
@@ -43,7 +43,7 @@ fn present_but_empty_fixed_len_is_an_error_missing_takes_default() {
     let spec = ParseSpec::new()
         .with(
             "x",
-            FeatureSpec::FixedLen {
+            ParseFeature::FixedLen {
                 shape: vec![2],
                 dtype: DType::I64,
                 default: Some(Tensor::from_vec(vec![1], vec![7i64]).unwrap()),
@@ -268,7 +268,7 @@ fn second_writer_on_a_folder_is_refused_with_the_holders_pid() {
         "{e}"
     );
     // The TFRecord writer of a folder takes the same lock.
-    let e = tfrecord::shards::write_shards(
+    let e = tfrecord::shards::write_tfrecord_shards(
         &Dataset::range(3),
         dir.path(),
         &Default::default(),
@@ -325,7 +325,7 @@ fn killed_runs_temp_files_are_cleaned_by_the_next_write() {
         .join(format!(".data-00000.tfrecord.tmp-{dead}-0.idx"));
     fs::write(&rec_tmp, b"half").unwrap();
     fs::write(&idx_tmp, b"half").unwrap();
-    let out = tfrecord::shards::write_shards(
+    let out = tfrecord::shards::write_tfrecord_shards(
         &Dataset::range(4),
         tdir.path(),
         &Default::default(),
