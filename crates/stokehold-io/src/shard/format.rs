@@ -131,6 +131,16 @@ pub struct ShardEntry {
     pub bytes: u64,
     /// CRC32C of the whole file, as 8 hex digits.
     pub crc32c: String,
+    /// Content fingerprint, checked when the folder is opened without reading the records: the
+    /// dataset record this shard starts at (catches a reordered manifest) ...
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_record: Option<u64>,
+    /// ... and the CRC32C of the shard's index, 8 hex digits, as its footer holds it (catches a
+    /// shard swapped in from another dataset: the index holds every record's offset, sizes and
+    /// checksum). Absent in manifests written before these fields: those folders still open,
+    /// with names and counts checked only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub index_crc32c: Option<String>,
 }
 
 /// The manifest: the last file written, so a folder with a manifest is complete.

@@ -31,6 +31,7 @@ struct ShardFile {
     data: Bytes,
     index_offset: usize,
     records: u64,
+    index_crc: u32,
 }
 
 /// A shard folder opened for reading: a [`MapDataset`] whose tensors are zero-copy views of the
@@ -57,13 +58,25 @@ impl ShardDataset {
         let mut shards = Vec::with_capacity(manifest.shards.len());
         let mut starts = Vec::with_capacity(manifest.shards.len());
         let mut total = 0u64;
-        for entry in &manifest.shards {
+        let mpath = dir.join(MANIFEST_NAME);
+        let mut seen: std::collections::HashMap<&str, usize> = Default::default();
+        for (k, entry) in manifest.shards.iter().enumerate() {
+            if let Some(j) = seen.insert(entry.file.as_str(), k) {
+                return Err(Error::corrupt(
+                    &mpath,
+                    0,
+                    format!(
+                        "shard {:?} is listed twice (entries {j} and {k}); refused",
+                        entry.file
+                    ),
+                ));
+            }
             starts.push(total);
             let s = open_shard(&dir, entry)?;
+            check_fingerprint(&s, entry, total)?;
             total += s.records;
             shards.push(s);
         }
-        let mpath = dir.join(MANIFEST_NAME);
         if total != manifest.num_records {
             return Err(Error::corrupt(
                 mpath,
@@ -491,8 +504,40 @@ fn open_shard(dir: &Path, entry: &ShardEntry) -> Result<ShardFile> {
         path,
         index_offset: footer.index_offset as usize,
         records: footer.records,
+        index_crc: footer.index_crc,
         data,
     })
+}
+
+/// Checks a shard against its manifest fingerprint (when the manifest has one): where it starts
+/// in the dataset, and its index checksum. Costs nothing: the footer is read already.
+fn check_fingerprint(s: &ShardFile, entry: &ShardEntry, start: u64) -> Result<()> {
+    if let Some(first) = entry.first_record {
+        if first != start {
+            return Err(Error::corrupt(
+                &s.path,
+                0,
+                format!(
+                    "listed out of order: the manifest lists it at dataset record {start}, but it \
+                     was written to start at record {first}"
+                ),
+            ));
+        }
+    }
+    if let Some(want) = &entry.index_crc32c {
+        let got = format!("{:08x}", s.index_crc);
+        if &got != want {
+            return Err(Error::corrupt(
+                &s.path,
+                0,
+                format!(
+                    "index checksum {got}, manifest says {want}: the shard is not the one this \
+                     dataset was written with (swapped in from another dataset, or replaced)"
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Asks for the map to be backed by 2 MiB pages where the page cache can give them: pages read in

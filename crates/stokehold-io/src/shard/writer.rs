@@ -349,7 +349,10 @@ impl ShardWriter {
             .map_err(|e| Error::io(&tmp, e))?;
         let file = s.out.into_inner().map_err(|e| Error::io(&tmp, e))?;
         s.tmp.commit(Some(file))?;
+        let first: u64 = self.shards.iter().map(|e| e.records).sum();
         self.shards.push(ShardEntry {
+            first_record: Some(first),
+            index_crc32c: Some(format!("{:08x}", footer.index_crc)),
             file: s.name,
             records: s.entries.len() as u64,
             bytes: s.pos,

@@ -6,6 +6,7 @@
 //! | C1 `FixedLen([2**32, 2**32])` | accepted (the product wraps to 0) | refused naming the feature | `fixed_len_shape_product_that_overflows_is_refused` |
 //! | C2 `FixedLen` present but empty | silently filled with the default | `Schema` error naming feature and record; a missing feature still takes the default | `present_but_empty_fixed_len_is_an_error_missing_takes_default` |
 //! | C3 shard record declaring 4 GiB from a few bytes | buffer of the declared size allocated, then a codec error | refused before allocating (1024x ratio limit), naming file and record | `shard_record_declaring_a_huge_expansion_is_refused_before_allocating` |
+//! | C5 shard listed twice, reordered, or swapped in from another dataset (same size and count) | opened and read without complaint | refused at open naming the file (manifest fingerprint: first record + index CRC; old manifests without it still open) | `shard_listed_twice_reordered_or_swapped_in_is_refused_at_open` |
 //! | C6 truncated GZIP / ZLIB TFRecord | `Io` error, skip mode does not apply | `Corrupt` naming the file and offset; skip counts it and keeps the records before | `truncated_gzip_and_zlib_are_corruption_and_skip_applies` |
 //! | C8 FIFO named as a shard | `open_shards` blocks forever | refused: not a regular file | `fifo_named_as_a_shard_is_refused_not_waited_on` |
 //! | C9 `.npy` headers numpy refuses | accepted (minor version, extra keys, `(2)` shape, text after the dict, misaligned) | refused, saying why | `npy_headers_numpy_refuses_are_refused` |
@@ -99,6 +100,10 @@ fn shard_record_declaring_a_huge_expansion_is_refused_before_allocating() {
         let crc = crc32c(&b[index_offset..foot]);
         b[foot + 16..foot + 20].copy_from_slice(&crc.to_le_bytes());
         fs::write(&path, &b).unwrap();
+        // ... and the manifest's fingerprint made to match: a crafted, consistent folder.
+        edit_manifest(dir.path(), |m| {
+            m["shards"][0]["index_crc32c"] = format!("{crc:08x}").into();
+        });
         let ds = ShardDataset::open(dir.path()).unwrap();
         assert!(ds.get(0).is_ok());
         let e = ds.get(1).unwrap_err().to_string();
@@ -346,4 +351,90 @@ fn killed_runs_temp_files_are_cleaned_by_the_next_write() {
         ]
     );
     assert_eq!(out.len(), 1);
+}
+
+fn edit_manifest(dir: &Path, f: impl FnOnce(&mut serde_json::Value)) {
+    let p = dir.join("manifest.json");
+    let mut m: serde_json::Value = serde_json::from_slice(&fs::read(&p).unwrap()).unwrap();
+    f(&mut m);
+    fs::write(&p, serde_json::to_vec(&m).unwrap()).unwrap();
+}
+
+fn open_err(dir: &Path) -> String {
+    match ShardDataset::open(dir) {
+        Ok(_) => panic!("{} opened", dir.display()),
+        Err(e) => e.to_string(),
+    }
+}
+
+/// A folder of 4 shards of 25 records each, equal in size.
+fn four_shards() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let ds = Dataset::range(100);
+    write_shards(&ds, dir.path(), opts(32 + 25 * 32, Compression::None), None).unwrap();
+    let m = ShardDataset::open(dir.path()).unwrap();
+    assert_eq!(m.manifest().shards.len(), 4);
+    dir
+}
+
+#[test]
+fn shard_listed_twice_reordered_or_swapped_in_is_refused_at_open() {
+    // Listed twice (the count kept consistent by dropping another shard).
+    let dir = four_shards();
+    edit_manifest(dir.path(), |m| {
+        m["shards"][2] = m["shards"][1].clone();
+    });
+    let e = open_err(dir.path());
+    assert!(e.contains("shard-00001.stk") && e.contains("twice"), "{e}");
+
+    // Reordered: all shards have the same size and count, so only the fingerprint tells.
+    let dir = four_shards();
+    edit_manifest(dir.path(), |m| {
+        let s = m["shards"].as_array_mut().unwrap();
+        s.swap(1, 2);
+    });
+    let e = open_err(dir.path());
+    assert!(
+        e.contains("shard-00002.stk") && e.contains("out of order"),
+        "{e}"
+    );
+
+    // Swapped in from another dataset of the same shape: same size, same count.
+    let dir = four_shards();
+    let other = tempfile::tempdir().unwrap();
+    let ds = Dataset::range(100).map(
+        "plus",
+        stokehold_core::map_fn(|e, _| {
+            let x = e.tensor("t", "x")?.to_vec::<i64>()?[0];
+            Ok(Example::new().with("x", Tensor::scalar(x + 1000)))
+        }),
+    );
+    write_shards(
+        &ds,
+        other.path(),
+        opts(32 + 25 * 32, Compression::None),
+        None,
+    )
+    .unwrap();
+    fs::copy(
+        other.path().join("shard-00003.stk"),
+        dir.path().join("shard-00003.stk"),
+    )
+    .unwrap();
+    let e = open_err(dir.path());
+    assert!(
+        e.contains("shard-00003.stk") && e.contains("another dataset"),
+        "{e}"
+    );
+
+    // A manifest written before the fingerprints (fields absent) still opens.
+    let dir = four_shards();
+    edit_manifest(dir.path(), |m| {
+        for s in m["shards"].as_array_mut().unwrap() {
+            let s = s.as_object_mut().unwrap();
+            s.remove("first_record");
+            s.remove("index_crc32c");
+        }
+    });
+    assert_eq!(ShardDataset::open(dir.path()).unwrap().len(), 100);
 }
