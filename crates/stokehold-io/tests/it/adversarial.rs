@@ -7,6 +7,7 @@
 //! | C2 `FixedLen` present but empty | silently filled with the default | `Schema` error naming feature and record; a missing feature still takes the default | `present_but_empty_fixed_len_is_an_error_missing_takes_default` |
 //! | C3 shard record declaring 4 GiB from a few bytes | buffer of the declared size allocated, then a codec error | refused before allocating (1024x ratio limit), naming file and record | `shard_record_declaring_a_huge_expansion_is_refused_before_allocating` |
 //! | C5 shard listed twice, reordered, or swapped in from another dataset (same size and count) | opened and read without complaint | refused at open naming the file (manifest fingerprint: first record + index CRC; old manifests without it still open) | `shard_listed_twice_reordered_or_swapped_in_is_refused_at_open` |
+//! | C11 shard folder with a record whose CRC fails, `on_corrupt=skip` | no skip policy: every read of it raises | `open_shards_with(.., ShardReadOptions { on_corrupt: Skip })` iterates past it and counts it (`CorruptLog`); `get(i)` on it still raises | `shard_skip_mode_skips_and_counts_corrupt_records_get_still_raises` |
 //! | C6 truncated GZIP / ZLIB TFRecord | `Io` error, skip mode does not apply | `Corrupt` naming the file and offset; skip counts it and keeps the records before | `truncated_gzip_and_zlib_are_corruption_and_skip_applies` |
 //! | C8 FIFO named as a shard | `open_shards` blocks forever | refused: not a regular file | `fifo_named_as_a_shard_is_refused_not_waited_on` |
 //! | C9 `.npy` headers numpy refuses | accepted (minor version, extra keys, `(2)` shape, text after the dict, misaligned) | refused, saying why | `npy_headers_numpy_refuses_are_refused` |
@@ -437,4 +438,55 @@ fn shard_listed_twice_reordered_or_swapped_in_is_refused_at_open() {
         }
     });
     assert_eq!(ShardDataset::open(dir.path()).unwrap().len(), 100);
+}
+
+#[test]
+fn shard_skip_mode_skips_and_counts_corrupt_records_get_still_raises() {
+    use stokehold_io::shard::{open_shards_with, ShardReadOptions};
+    let dir = tempfile::tempdir().unwrap();
+    write_shards(
+        &Dataset::range(10),
+        dir.path(),
+        opts(1 << 20, Compression::None),
+        None,
+    )
+    .unwrap();
+    let path = dir.path().join("shard-00000.stk");
+    let mut b = fs::read(&path).unwrap();
+    let foot = b.len() - 32;
+    let index_offset = u64::from_le_bytes(b[foot..foot + 8].try_into().unwrap()) as usize;
+    let at = index_offset + 3 * 24;
+    let rec3 = u64::from_le_bytes(b[at..at + 8].try_into().unwrap()) as usize;
+    b[rec3 + 20] ^= 0x40; // inside record 3's data: its CRC fails
+    fs::write(&path, &b).unwrap();
+
+    let read = |on_corrupt| {
+        let (ds, log) = open_shards_with(
+            dir.path(),
+            ShardReadOptions {
+                on_corrupt,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        (ds.iter(0).unwrap().collect_all(), log)
+    };
+    let (got, _) = read(OnCorrupt::Raise);
+    let e = got.unwrap_err().to_string();
+    assert!(
+        e.contains("shard-00000.stk") && e.contains("record 3"),
+        "{e}"
+    );
+    let (got, log) = read(OnCorrupt::Skip);
+    let ids: Vec<i64> = got
+        .unwrap()
+        .iter()
+        .map(|e| e.tensor("t", "x").unwrap().to_vec::<i64>().unwrap()[0])
+        .collect();
+    assert_eq!(ids, [0, 1, 2, 4, 5, 6, 7, 8, 9]);
+    assert_eq!(log.count(), 1);
+    assert_eq!(log.first()[0].path, path);
+    assert!(log.first()[0].reason.contains("checksum"));
+    let e = ShardDataset::open(dir.path()).unwrap().get(3).unwrap_err();
+    assert!(matches!(e, Error::Corrupt { .. }), "{e}");
 }
