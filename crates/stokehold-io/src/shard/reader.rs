@@ -28,6 +28,8 @@ const PREFETCH_BYTES: usize = 128;
 
 struct ShardFile {
     path: PathBuf,
+    /// Kept open to `fstat` before reads (see [`ShardDataset::check_len`]).
+    file: Arc<File>,
     data: Bytes,
     index_offset: usize,
     records: u64,
@@ -142,6 +144,38 @@ impl ShardDataset {
     /// record is stored uncompressed. The batch path uses it, since readers on several threads
     /// all counting references on one map make its counter's cache line bounce between cores.
     fn record(&self, i: u64) -> Result<Cow<'_, [u8]>> {
+        self.check_len(self.locate(i).0)?;
+        self.record_mapped(i)
+    }
+
+    /// Refuses to read shard `s` when its file is now shorter than its map: touching a mapped page
+    /// past the end of the file raises SIGBUS, which kills the process. One `fstat` per record
+    /// read (`get`), per shard per batch (`get_batch`); it closes the common case (a file
+    /// truncated or rewritten in place between reads), not a truncation during the copy of a
+    /// record itself. Cost: docs/FORMAT.md, "Files changed underneath".
+    fn check_len(&self, s: usize) -> Result<()> {
+        let sh = &self.shards[s];
+        let len = sh
+            .file
+            .metadata()
+            .map_err(|e| Error::io(&sh.path, e))?
+            .len();
+        if len < sh.data.len() as u64 {
+            return Err(Error::corrupt(
+                &sh.path,
+                len,
+                format!(
+                    "file shrank to {len} bytes while mapped ({} mapped): changed underneath \
+                     the reader; refused rather than crash on the missing pages",
+                    sh.data.len()
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// [`ShardDataset::record`] without the length check (done by the caller).
+    fn record_mapped(&self, i: u64) -> Result<Cow<'_, [u8]>> {
         let (s, local) = self.locate(i);
         let sh = &self.shards[s];
         let at = sh.index_offset + local as usize * ENTRY_LEN;
@@ -211,6 +245,15 @@ impl ShardDataset {
 
     /// Prefetches up to `bytes` of record `i` (< len), reading its (by now cached) index entry.
     fn prefetch_record(&self, i: u64, bytes: usize) {
+        // Decoding the entry reads the map: checked like a read (a hint never fails, so a file
+        // that shrank is left for the read to report).
+        if self.check_len(self.locate(i).0).is_ok() {
+            self.prefetch_mapped(i, bytes);
+        }
+    }
+
+    /// [`ShardDataset::prefetch_record`] without the length check (done by the caller).
+    fn prefetch_mapped(&self, i: u64, bytes: usize) {
         let Some((data, entry)) = self.entry_bytes(i) else {
             return;
         };
@@ -263,6 +306,7 @@ impl ShardDataset {
                 .iter()
                 .map(|s| ShardFile {
                     path: s.path.clone(),
+                    file: s.file.clone(),
                     data: s.data.clone(),
                     ..*s
                 })
@@ -295,7 +339,7 @@ impl MapDataset for ShardDataset {
 
     /// A batch in three passes over its records, so that their cache misses overlap instead of
     /// queueing one record after another: prefetch every index entry; read the entries and
-    /// prefetch the records (`hint_batch`); then read the records (checksums checked) and copy their tensors
+    /// prefetch the records (as `hint_batch` does); then read the records (checksums checked) and copy their tensors
     /// straight into the batch ([`codec::gather`]). Ragged or string features, or shapes that
     /// differ, go through decoded examples and `stack`; `None` (the element path, which reports
     /// the precise error) when those do not stack.
@@ -305,10 +349,28 @@ impl MapDataset for ShardDataset {
             return Ok(None);
         }
         let rows: Vec<u64> = indices.iter().map(|&i| i % n).collect();
-        stokehold_core::dataset::hint_batch(self, &rows);
+        // One length check per shard the batch touches (usually one or two), before the hints:
+        // they read index entries too.
+        let mut checked: Vec<usize> = Vec::new();
+        for &i in &rows {
+            let s = self.locate(i).0;
+            if !checked.contains(&s) {
+                self.check_len(s)?;
+                checked.push(s);
+            }
+        }
+        // `hint_batch`'s two passes, without a length check per record (done above).
+        for &i in &rows {
+            if let Some((_, entry)) = self.entry_bytes(i) {
+                prefetch_memory(entry.as_ptr())
+            }
+        }
+        for &i in &rows {
+            self.prefetch_mapped(i, 4096);
+        }
         let records = rows
             .iter()
-            .map(|&i| self.record(i))
+            .map(|&i| self.record_mapped(i))
             .collect::<Result<Vec<_>>>()?;
         match codec::gather(&records, &self.names) {
             Ok(Some(batch)) => Ok(Some(batch)),
@@ -502,6 +564,7 @@ fn open_shard(dir: &Path, entry: &ShardEntry) -> Result<ShardFile> {
     }
     Ok(ShardFile {
         path,
+        file: Arc::new(file),
         index_offset: footer.index_offset as usize,
         records: footer.records,
         index_crc: footer.index_crc,

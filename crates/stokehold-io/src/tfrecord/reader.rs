@@ -139,6 +139,8 @@ pub struct RecordReader {
     opts: ReadOptions,
     records: u64,
     skipped: u64,
+    /// Offsets of the records skipped (8 bytes each: an index built in skip mode lists them).
+    skipped_at: Vec<u64>,
     log: Option<Arc<CorruptLog>>,
 }
 
@@ -184,6 +186,7 @@ impl RecordReader {
             opts,
             records: 0,
             skipped: 0,
+            skipped_at: Vec::new(),
             log: None,
         }
     }
@@ -282,6 +285,7 @@ impl RecordReader {
             return Err(Error::corrupt(&self.path, offset, reason));
         }
         self.skipped += 1;
+        self.skipped_at.push(offset);
         if let Some(log) = &self.log {
             log.push(CorruptRecord {
                 path: self.path.clone(),
@@ -290,6 +294,11 @@ impl RecordReader {
             });
         }
         Ok(())
+    }
+
+    /// Offsets of the corrupt records skipped so far.
+    pub fn skipped_offsets(&self) -> &[u64] {
+        &self.skipped_at
     }
 
     /// Moves the cursor past a bad header to the next plausible record start (or the end).

@@ -6,9 +6,11 @@
 //! | C1 `FixedLen([2**32, 2**32])` | accepted (the product wraps to 0) | refused naming the feature | `fixed_len_shape_product_that_overflows_is_refused` |
 //! | C2 `FixedLen` present but empty | silently filled with the default | `Schema` error naming feature and record; a missing feature still takes the default | `present_but_empty_fixed_len_is_an_error_missing_takes_default` |
 //! | C3 shard record declaring 4 GiB from a few bytes | buffer of the declared size allocated, then a codec error | refused before allocating (1024x ratio limit), naming file and record | `shard_record_declaring_a_huge_expansion_is_refused_before_allocating` |
+//! | C4 `.idx` built in skip mode | the corrupt record left out silently: 9 of 10 records, corrupt count 0, even with `raise` | the index (version 2) lists skipped offsets: `raise` refuses naming file and offset, `skip` counts them | `index_built_in_skip_mode_is_not_silent` |
 //! | C5 shard listed twice, reordered, or swapped in from another dataset (same size and count) | opened and read without complaint | refused at open naming the file (manifest fingerprint: first record + index CRC; old manifests without it still open) | `shard_listed_twice_reordered_or_swapped_in_is_refused_at_open` |
 //! | C11 shard folder with a record whose CRC fails, `on_corrupt=skip` | no skip policy: every read of it raises | `open_shards_with(.., ShardReadOptions { on_corrupt: Skip })` iterates past it and counts it (`CorruptLog`); `get(i)` on it still raises | `shard_skip_mode_skips_and_counts_corrupt_records_get_still_raises` |
 //! | C6 truncated GZIP / ZLIB TFRecord | `Io` error, skip mode does not apply | `Corrupt` naming the file and offset; skip counts it and keeps the records before | `truncated_gzip_and_zlib_are_corruption_and_skip_applies` |
+//! | C7 shard truncated in place while mapped | the next read of a lost page kills the process (SIGBUS) | `fstat` before each `get` and once per shard per `get_batch`: an error naming the file | `shard_truncated_while_mapped_is_an_error_not_sigbus` |
 //! | C8 FIFO named as a shard | `open_shards` blocks forever | refused: not a regular file | `fifo_named_as_a_shard_is_refused_not_waited_on` |
 //! | C9 `.npy` headers numpy refuses | accepted (minor version, extra keys, `(2)` shape, text after the dict, misaligned) | refused, saying why | `npy_headers_numpy_refuses_are_refused` |
 //! | C10 two writers on one folder | both write, the folder is a mix | the second is refused naming the folder and the holder's pid; the lock goes with the first | `second_writer_on_a_folder_is_refused_with_the_holders_pid` |
@@ -489,4 +491,65 @@ fn shard_skip_mode_skips_and_counts_corrupt_records_get_still_raises() {
     assert!(log.first()[0].reason.contains("checksum"));
     let e = ShardDataset::open(dir.path()).unwrap().get(3).unwrap_err();
     assert!(matches!(e, Error::Corrupt { .. }), "{e}");
+}
+
+#[test]
+fn index_built_in_skip_mode_is_not_silent() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("a.tfrecord");
+    let mut w = tfrecord::RecordWriter::create(&path, tfrecord::Compression::None).unwrap();
+    let mut offsets = Vec::new();
+    for i in 0..10u8 {
+        offsets.push(w.bytes());
+        w.write(&[i; 40]).unwrap();
+    }
+    w.finish().unwrap();
+    let mut b = fs::read(&path).unwrap();
+    b[offsets[6] as usize + 12 + 5] ^= 1; // record 6's data: bad data CRC
+    fs::write(&path, &b).unwrap();
+    let skip = ReadOptions {
+        on_corrupt: OnCorrupt::Skip,
+        ..ReadOptions::default()
+    };
+    let s = tfrecord::build_index(&path, skip).unwrap();
+    assert_eq!((s.records, s.skipped), (9, 1));
+    match tfrecord::tfrecord_dataset([&path], ReadOptions::default()) {
+        Err(Error::Corrupt {
+            path: p, offset, ..
+        }) => {
+            assert_eq!((p, offset), (path.clone(), offsets[6]));
+        }
+        Err(e) => panic!("{e}"),
+        Ok((ds, log)) => panic!("raise read {:?} records, {} corrupt", ds.len(), log.count()),
+    }
+    let (ds, log) = tfrecord::tfrecord_dataset([&path], skip).unwrap();
+    assert_eq!((ds.len(), log.count()), (Some(9), 1));
+    assert_eq!(log.first()[0].offset, offsets[6]);
+}
+
+#[test]
+fn shard_truncated_while_mapped_is_an_error_not_sigbus() {
+    let dir = tempfile::tempdir().unwrap();
+    write_shards(
+        &zeros(64),
+        dir.path(),
+        opts(1 << 30, Compression::None),
+        None,
+    )
+    .unwrap();
+    let ds = ShardDataset::open(dir.path()).unwrap();
+    assert!(ds.get(63).is_ok());
+    // Truncated in place (not replaced by rename): the map's later pages have no file behind.
+    let f = fs::OpenOptions::new()
+        .write(true)
+        .open(dir.path().join("shard-00000.stk"))
+        .unwrap();
+    f.set_len(4096).unwrap();
+    for e in [
+        ds.get(63).unwrap_err(),
+        ds.get_batch(&[1, 2, 60]).unwrap_err(),
+    ] {
+        let m = e.to_string();
+        assert!(m.contains("shard-00000.stk") && m.contains("shrank"), "{m}");
+    }
 }
