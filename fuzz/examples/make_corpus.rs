@@ -1,15 +1,17 @@
 //! Writes the seed corpus of every fuzz target into `fuzz/corpus/<target>/`: a few valid inputs
 //! made by stokehold's own encoders, and broken variants of them (truncated, a byte flipped, a
 //! length field blown up), so every target starts deep in its parser. Run from the repository
-//! root: `cargo run --manifest-path fuzz/Cargo.toml --example make_corpus`. The output is
-//! deterministic; the files are committed.
+//! root: `cargo run --manifest-path fuzz/Cargo.toml --example make_corpus`. The files are
+//! committed; a rerun gives the same seeds up to the order of an Example's features (a protobuf
+//! map, serialised in hash order). Seeds named `crash-*` are inputs that once crashed a target,
+//! kept as regression seeds; a rerun leaves them.
 
 use std::collections::HashMap;
 use std::path::Path;
 
 use prost::Message;
 use stokehold_core::{Dataset, DatasetIter, Example, Ragged, Tensor, Value};
-use stokehold_io::shard::format::{Compression, FeatureSpec, Kind};
+use stokehold_io::shard::format::{Compression, Kind, ShardFeature};
 use stokehold_io::shard::{codec, ShardDataset, WriteOptions};
 use stokehold_io::table::npy;
 use stokehold_io::tfrecord::example::convert::{encode_example, to_proto};
@@ -46,8 +48,14 @@ fn broken(valid: &[u8]) -> Vec<Vec<u8>> {
 
 fn write(target: &str, seeds: Vec<Vec<u8>>) {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("corpus").join(target);
-    let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("corpus folder");
+    // Inputs that once crashed a target (`crash-*`, kept as regression seeds) stay.
+    for entry in std::fs::read_dir(&dir).expect("corpus folder") {
+        let p = entry.expect("entry").path();
+        if p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("seed-")) {
+            std::fs::remove_file(p).expect("remove an old seed");
+        }
+    }
     for (i, s) in seeds.iter().enumerate() {
         std::fs::write(dir.join(format!("seed-{i:02}")), s).expect("write seed");
     }
@@ -86,9 +94,9 @@ fn main() {
     write("sequence_example", with_broken(vec![seq.encode_to_vec(), examples[1].clone()]));
 
     // Shard records: the first byte is the number of names (3: x, v, s).
-    let schema: Vec<FeatureSpec> = [("x", DType::I64), ("v", DType::F32), ("s", DType::Bytes)]
+    let schema: Vec<ShardFeature> = [("x", DType::I64), ("v", DType::F32), ("s", DType::Bytes)]
         .iter()
-        .map(|&(name, dtype)| FeatureSpec { name: name.into(), dtype, kind: Kind::Tensor, shape: None })
+        .map(|&(name, dtype)| ShardFeature { name: name.into(), dtype, kind: Kind::Tensor, shape: None })
         .collect();
     let records: Vec<Vec<u8>> = (0..3)
         .map(|i| {

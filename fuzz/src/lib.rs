@@ -10,7 +10,7 @@ use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
 use stokehold_core::{DType, Dataset, Example, Ragged, Tensor, Value};
-use stokehold_io::shard::format::{self, Compression, FeatureSpec, Kind, Manifest, ShardEntry};
+use stokehold_io::shard::format::{self, Compression, Kind, Manifest, ShardEntry, ShardFeature};
 use stokehold_io::shard::{codec, ShardDataset, WriteOptions};
 use stokehold_io::table::npy;
 use stokehold_io::tfrecord::example::convert::{decode_example, decode_sequence_example, encode_example};
@@ -84,7 +84,7 @@ pub fn example_parse(data: &[u8]) {
 
 fn example_parse_checks(data: &[u8]) {
     use stokehold_io::tfrecord::example::convert::{decode_proto, feature_summary, feature_tensor};
-    use stokehold_io::tfrecord::{FeatureSpec as Spec, ParseSpec, Parser};
+    use stokehold_io::tfrecord::{ParseFeature as Spec, ParseSpec, Parser};
     let fixed = ParseSpec::new()
         .with("a", Spec::fixed(vec![2], DType::I64))
         .and_then(|s| s.with("b", Spec::fixed(vec![], DType::Bytes)))
@@ -145,14 +145,14 @@ pub fn shard_record(data: &[u8]) {
     }
 }
 
-fn schema_of(e: &Example) -> Result<Vec<FeatureSpec>, ()> {
+fn schema_of(e: &Example) -> Result<Vec<ShardFeature>, ()> {
     e.iter()
         .map(|(name, v)| {
             let (dtype, kind) = match v {
                 Value::Tensor(t) => (t.dtype(), Kind::Tensor),
                 Value::Ragged(r) => (r.values().dtype(), Kind::Ragged),
             };
-            Ok(FeatureSpec { name: name.to_string(), dtype, kind, shape: None })
+            Ok(ShardFeature { name: name.to_string(), dtype, kind, shape: None })
         })
         .collect()
 }
@@ -222,11 +222,11 @@ pub fn shard_file(data: &[u8]) {
     let dir = scratch("file");
     let file = format::shard_name(0);
     std::fs::write(dir.join(&file), data).expect("write shard");
-    let records = data
+    let footer = data
         .len()
         .checked_sub(format::FOOTER_LEN)
-        .and_then(|at| format::Footer::decode(&data[at..], Path::new(&file), 0).ok())
-        .map_or(0, |f| f.records);
+        .and_then(|at| format::Footer::decode(&data[at..], Path::new(&file), 0).ok());
+    let records = footer.map_or(0, |f| f.records);
     let valid = ShardDataset::open(valid_folder()).expect("the valid folder opens");
     let manifest = Manifest {
         num_records: records,
@@ -235,6 +235,8 @@ pub fn shard_file(data: &[u8]) {
             records,
             bytes: data.len() as u64,
             crc32c: format!("{:08x}", format::crc32c(data)),
+            first_record: Some(0),
+            index_crc32c: footer.map(|f| format!("{:08x}", f.index_crc)),
         }],
         ..valid.manifest().clone()
     };

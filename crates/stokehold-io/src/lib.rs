@@ -4,6 +4,7 @@
 //! dataset model of `stokehold-core`.
 #![deny(missing_docs)]
 
+pub mod atomic;
 pub mod files;
 pub mod shard;
 pub mod table;

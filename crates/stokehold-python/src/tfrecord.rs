@@ -13,8 +13,9 @@ use stokehold_io::tfrecord::example::convert::{
     decode_example as decode, encode_example as encode,
 };
 use stokehold_io::tfrecord::{
-    build_index as build, tfrecord_dataset as open_ds, Compression, CorruptLog, FeatureSpec,
-    OnCorrupt, ParseSpec, Parser, ReadOptions, ShardOptions, TFRecordDataset, RECORD,
+    build_index as build, tfrecord_dataset as open_ds, Compression, CorruptLog, OnCorrupt,
+    ParseFeature as FeatureSpec, ParseSpec, Parser, ReadOptions, ShardOptions, TFRecordDataset,
+    RECORD,
 };
 
 use crate::convert::{dict_to_example, example_to_dict};
@@ -255,7 +256,7 @@ impl PyDataset {
             let mut last = Instant::now();
             let mut cb_err: Option<PyErr> = None;
             let r = py.detach(|| {
-                stokehold_io::tfrecord::write_shards(&data, &directory, &opts, &mut |p| {
+                stokehold_io::tfrecord::write_tfrecord_shards(&data, &directory, &opts, &mut |p| {
                     let done = p.total == Some(p.records);
                     if progress.is_none() || cb_err.is_some() {
                         return;

@@ -167,9 +167,10 @@ pub fn run_convert(args: ConvertArgs) -> anyhow::Result<()> {
             ..Default::default()
         };
         let bar = stokehold_cli::progress::bar(n, "convert", !args.shard.no_progress);
-        let paths = tfrecord::write_shards(&Dataset::from_map(ds), &args.out, &opts, &mut |p| {
-            bar.set_position(p.records)
-        })?;
+        let paths =
+            tfrecord::write_tfrecord_shards(&Dataset::from_map(ds), &args.out, &opts, &mut |p| {
+                bar.set_position(p.records)
+            })?;
         bar.finish_and_clear();
         println!(
             "wrote {n} records in {} TFRecord files to {}",

@@ -17,10 +17,10 @@ use std::sync::Arc;
 use bytes::Bytes;
 use stokehold_core::{DType, Example, Ragged, Tensor, Value};
 
-use super::format::{u32_at, u64_at, FeatureSpec, Kind};
+use super::format::{u32_at, u64_at, Kind, ShardFeature};
 
 /// Appends the encoding of `e` to `out`; features must follow `schema` (names, kinds, dtypes).
-pub fn encode(e: &Example, schema: &[FeatureSpec], out: &mut Vec<u8>) -> Result<(), String> {
+pub fn encode(e: &Example, schema: &[ShardFeature], out: &mut Vec<u8>) -> Result<(), String> {
     if e.len() != schema.len() {
         return Err(format!(
             "has features {:?}, the schema has {:?}",
@@ -79,7 +79,7 @@ fn put_u64s(out: &mut Vec<u8>, it: impl Iterator<Item = u64>) {
     }
 }
 
-fn names(schema: &[FeatureSpec]) -> Vec<&str> {
+fn names(schema: &[ShardFeature]) -> Vec<&str> {
     schema.iter().map(|s| s.name.as_str()).collect()
 }
 
@@ -304,11 +304,11 @@ pub fn gather(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::shard::format::FeatureSpec;
+    use crate::shard::format::ShardFeature;
 
-    fn spec_of(e: &Example) -> Vec<FeatureSpec> {
+    fn spec_of(e: &Example) -> Vec<ShardFeature> {
         e.iter()
-            .map(|(n, v)| FeatureSpec {
+            .map(|(n, v)| ShardFeature {
                 name: n.into(),
                 dtype: v.dtype(),
                 kind: if matches!(v, Value::Ragged(_)) {

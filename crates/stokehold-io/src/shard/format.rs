@@ -92,7 +92,7 @@ pub enum Kind {
 
 /// One feature of the schema: name, dtype, kind and shape (`null` where a dimension varies).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct FeatureSpec {
+pub struct ShardFeature {
     /// Feature name.
     pub name: String,
     /// Element type (numpy name in the manifest: `"float32"`, `"bytes"`, ...).
@@ -131,6 +131,16 @@ pub struct ShardEntry {
     pub bytes: u64,
     /// CRC32C of the whole file, as 8 hex digits.
     pub crc32c: String,
+    /// Content fingerprint, checked when the folder is opened without reading the records: the
+    /// dataset record this shard starts at (catches a reordered manifest) ...
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_record: Option<u64>,
+    /// ... and the CRC32C of the shard's index, 8 hex digits, as its footer holds it (catches a
+    /// shard swapped in from another dataset: the index holds every record's offset, sizes and
+    /// checksum). Absent in manifests written before these fields: those folders still open,
+    /// with names and counts checked only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub index_crc32c: Option<String>,
 }
 
 /// The manifest: the last file written, so a folder with a manifest is complete.
@@ -143,7 +153,7 @@ pub struct Manifest {
     /// Total records (sum over shards).
     pub num_records: u64,
     /// Features of every record, in record order.
-    pub schema: Vec<FeatureSpec>,
+    pub schema: Vec<ShardFeature>,
     /// Compression the writer asked for (records that do not shrink are stored raw).
     pub compression: Compression,
     /// The shards in record order.
@@ -280,6 +290,18 @@ pub fn u32_at(b: &[u8], at: usize) -> u32 {
     u32::from_le_bytes(b[at..at + 4].try_into().expect("4 bytes"))
 }
 
+/// The largest expansion a compressed record may declare (raw / stored bytes, plus
+/// [`RATIO_SLACK`]); the writer stores a record raw rather than pass it, so no file it wrote is
+/// refused. Beyond it a record is taken for corrupt before anything is allocated.
+pub const MAX_RATIO: u64 = 1024;
+/// Bytes a tiny record may expand to whatever its ratio.
+pub const RATIO_SLACK: u64 = 64 << 10;
+
+/// Whether `raw_len` bytes may come out of `stored_len` compressed bytes ([`MAX_RATIO`]).
+pub fn ratio_ok(stored_len: u32, raw_len: u32) -> bool {
+    raw_len as u64 <= (stored_len as u64) * MAX_RATIO + RATIO_SLACK
+}
+
 /// True for a shard file name a manifest may list: a plain name inside the folder.
 pub fn is_plain_name(name: &str) -> bool {
     !name.is_empty()
@@ -287,6 +309,8 @@ pub fn is_plain_name(name: &str) -> bool {
         && name != ".."
         && !name.contains(['/', '\\', '\0', ':'])
         && !name.ends_with(TMP_SUFFIX)
+        && crate::atomic::is_temp_name(name).is_none()
+        && name != crate::atomic::LOCK_NAME
         && name != MANIFEST_NAME
 }
 

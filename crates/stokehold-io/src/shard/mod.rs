@@ -20,13 +20,15 @@ pub mod cache;
 pub mod codec;
 pub mod format;
 pub mod reader;
-pub mod write;
+pub mod skip;
+pub mod write_dataset;
 pub mod writer;
 
 pub use cache::CacheExt;
-pub use format::{Compression, FeatureSpec, Kind, Manifest, ShardEntry, DEFAULT_SHARD_BYTES};
+pub use format::{Compression, Kind, Manifest, ShardEntry, ShardFeature, DEFAULT_SHARD_BYTES};
 pub use reader::ShardDataset;
-pub use write::{write_shards, ProgressFn};
+pub use skip::{open_shards_with, ShardReadOptions};
+pub use write_dataset::{write_shards, ProgressFn};
 pub use writer::{Progress, ShardWriter, WriteOptions};
 
 /// Opens a shard folder as a [`Dataset`](stokehold_core::Dataset).

@@ -28,9 +28,12 @@ const PREFETCH_BYTES: usize = 128;
 
 struct ShardFile {
     path: PathBuf,
+    /// Kept open to `fstat` before reads (see [`ShardDataset::check_len`]).
+    file: Arc<File>,
     data: Bytes,
     index_offset: usize,
     records: u64,
+    index_crc: u32,
 }
 
 /// A shard folder opened for reading: a [`MapDataset`] whose tensors are zero-copy views of the
@@ -57,13 +60,25 @@ impl ShardDataset {
         let mut shards = Vec::with_capacity(manifest.shards.len());
         let mut starts = Vec::with_capacity(manifest.shards.len());
         let mut total = 0u64;
-        for entry in &manifest.shards {
+        let mpath = dir.join(MANIFEST_NAME);
+        let mut seen: std::collections::HashMap<&str, usize> = Default::default();
+        for (k, entry) in manifest.shards.iter().enumerate() {
+            if let Some(j) = seen.insert(entry.file.as_str(), k) {
+                return Err(Error::corrupt(
+                    &mpath,
+                    0,
+                    format!(
+                        "shard {:?} is listed twice (entries {j} and {k}); refused",
+                        entry.file
+                    ),
+                ));
+            }
             starts.push(total);
             let s = open_shard(&dir, entry)?;
+            check_fingerprint(&s, entry, total)?;
             total += s.records;
             shards.push(s);
         }
-        let mpath = dir.join(MANIFEST_NAME);
         if total != manifest.num_records {
             return Err(Error::corrupt(
                 mpath,
@@ -129,6 +144,38 @@ impl ShardDataset {
     /// record is stored uncompressed. The batch path uses it, since readers on several threads
     /// all counting references on one map make its counter's cache line bounce between cores.
     fn record(&self, i: u64) -> Result<Cow<'_, [u8]>> {
+        self.check_len(self.locate(i).0)?;
+        self.record_mapped(i)
+    }
+
+    /// Refuses to read shard `s` when its file is now shorter than its map: touching a mapped page
+    /// past the end of the file raises SIGBUS, which kills the process. One `fstat` per record
+    /// read (`get`), per shard per batch (`get_batch`); it closes the common case (a file
+    /// truncated or rewritten in place between reads), not a truncation during the copy of a
+    /// record itself. Cost: docs/FORMAT.md, "Files changed underneath".
+    fn check_len(&self, s: usize) -> Result<()> {
+        let sh = &self.shards[s];
+        let len = sh
+            .file
+            .metadata()
+            .map_err(|e| Error::io(&sh.path, e))?
+            .len();
+        if len < sh.data.len() as u64 {
+            return Err(Error::corrupt(
+                &sh.path,
+                len,
+                format!(
+                    "file shrank to {len} bytes while mapped ({} mapped): changed underneath \
+                     the reader; refused rather than crash on the missing pages",
+                    sh.data.len()
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// [`ShardDataset::record`] without the length check (done by the caller).
+    fn record_mapped(&self, i: u64) -> Result<Cow<'_, [u8]>> {
         let (s, local) = self.locate(i);
         let sh = &self.shards[s];
         let at = sh.index_offset + local as usize * ENTRY_LEN;
@@ -155,6 +202,16 @@ impl ShardDataset {
             ));
         }
         let raw_len = e.raw_len as usize;
+        // Checked before allocating: a crafted entry could declare 4 GiB for a few bytes.
+        if e.codec != Compression::None.code() && !ratio_ok(e.stored_len, e.raw_len) {
+            return Err(bad(
+                at as u64,
+                format!(
+                    "declares {raw_len} bytes from {} compressed (over the {MAX_RATIO}x limit)",
+                    e.stored_len
+                ),
+            ));
+        }
         let raw = match Compression::from_code(e.codec) {
             Some(Compression::None) => return Ok(Cow::Borrowed(stored)),
             Some(Compression::Lz4) => {
@@ -188,6 +245,15 @@ impl ShardDataset {
 
     /// Prefetches up to `bytes` of record `i` (< len), reading its (by now cached) index entry.
     fn prefetch_record(&self, i: u64, bytes: usize) {
+        // Decoding the entry reads the map: checked like a read (a hint never fails, so a file
+        // that shrank is left for the read to report).
+        if self.check_len(self.locate(i).0).is_ok() {
+            self.prefetch_mapped(i, bytes);
+        }
+    }
+
+    /// [`ShardDataset::prefetch_record`] without the length check (done by the caller).
+    fn prefetch_mapped(&self, i: u64, bytes: usize) {
         let Some((data, entry)) = self.entry_bytes(i) else {
             return;
         };
@@ -240,6 +306,7 @@ impl ShardDataset {
                 .iter()
                 .map(|s| ShardFile {
                     path: s.path.clone(),
+                    file: s.file.clone(),
                     data: s.data.clone(),
                     ..*s
                 })
@@ -272,7 +339,7 @@ impl MapDataset for ShardDataset {
 
     /// A batch in three passes over its records, so that their cache misses overlap instead of
     /// queueing one record after another: prefetch every index entry; read the entries and
-    /// prefetch the records (`hint_batch`); then read the records (checksums checked) and copy their tensors
+    /// prefetch the records (as `hint_batch` does); then read the records (checksums checked) and copy their tensors
     /// straight into the batch ([`codec::gather`]). Ragged or string features, or shapes that
     /// differ, go through decoded examples and `stack`; `None` (the element path, which reports
     /// the precise error) when those do not stack.
@@ -282,10 +349,28 @@ impl MapDataset for ShardDataset {
             return Ok(None);
         }
         let rows: Vec<u64> = indices.iter().map(|&i| i % n).collect();
-        stokehold_core::dataset::hint_batch(self, &rows);
+        // One length check per shard the batch touches (usually one or two), before the hints:
+        // they read index entries too.
+        let mut checked: Vec<usize> = Vec::new();
+        for &i in &rows {
+            let s = self.locate(i).0;
+            if !checked.contains(&s) {
+                self.check_len(s)?;
+                checked.push(s);
+            }
+        }
+        // `hint_batch`'s two passes, without a length check per record (done above).
+        for &i in &rows {
+            if let Some((_, entry)) = self.entry_bytes(i) {
+                prefetch_memory(entry.as_ptr())
+            }
+        }
+        for &i in &rows {
+            self.prefetch_mapped(i, 4096);
+        }
         let records = rows
             .iter()
-            .map(|&i| self.record(i))
+            .map(|&i| self.record_mapped(i))
             .collect::<Result<Vec<_>>>()?;
         match codec::gather(&records, &self.names) {
             Ok(Some(batch)) => Ok(Some(batch)),
@@ -355,7 +440,11 @@ pub fn read_manifest(dir: &Path) -> Result<Manifest> {
             let tmp = std::fs::read_dir(dir)
                 .map(|d| {
                     d.filter_map(|e| e.ok())
-                        .filter(|e| e.file_name().to_string_lossy().ends_with(TMP_SUFFIX))
+                        .filter(|e| {
+                            // The crate's one convention, and the `.tmp` names older writers used.
+                            let n = e.file_name().to_string_lossy().into_owned();
+                            crate::atomic::is_temp_name(&n).is_some() || n.ends_with(TMP_SUFFIX)
+                        })
                         .count()
                 })
                 .map_err(|e| Error::io(dir, e))?;
@@ -410,6 +499,19 @@ pub fn read_manifest(dir: &Path) -> Result<Manifest> {
 
 fn open_shard(dir: &Path, entry: &ShardEntry) -> Result<ShardFile> {
     let path = dir.join(&entry.file);
+    // Checked before opening: opening a FIFO for reading blocks until a writer appears, and a
+    // device or socket is no shard either.
+    let kind = std::fs::metadata(&path).map_err(|e| Error::io(&path, e))?;
+    if !kind.is_file() {
+        return Err(Error::corrupt(
+            &path,
+            0,
+            format!(
+                "not a regular file ({:?}); a shard must be a plain file",
+                kind.file_type()
+            ),
+        ));
+    }
     let file = File::open(&path).map_err(|e| Error::io(&path, e))?;
     let size = file.metadata().map_err(|e| Error::io(&path, e))?.len();
     if size != entry.bytes {
@@ -462,10 +564,43 @@ fn open_shard(dir: &Path, entry: &ShardEntry) -> Result<ShardFile> {
     }
     Ok(ShardFile {
         path,
+        file: Arc::new(file),
         index_offset: footer.index_offset as usize,
         records: footer.records,
+        index_crc: footer.index_crc,
         data,
     })
+}
+
+/// Checks a shard against its manifest fingerprint (when the manifest has one): where it starts
+/// in the dataset, and its index checksum. Costs nothing: the footer is read already.
+fn check_fingerprint(s: &ShardFile, entry: &ShardEntry, start: u64) -> Result<()> {
+    if let Some(first) = entry.first_record {
+        if first != start {
+            return Err(Error::corrupt(
+                &s.path,
+                0,
+                format!(
+                    "listed out of order: the manifest lists it at dataset record {start}, but it \
+                     was written to start at record {first}"
+                ),
+            ));
+        }
+    }
+    if let Some(want) = &entry.index_crc32c {
+        let got = format!("{:08x}", s.index_crc);
+        if &got != want {
+            return Err(Error::corrupt(
+                &s.path,
+                0,
+                format!(
+                    "index checksum {got}, manifest says {want}: the shard is not the one this \
+                     dataset was written with (swapped in from another dataset, or replaced)"
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Asks for the map to be backed by 2 MiB pages where the page cache can give them: pages read in

@@ -1,9 +1,11 @@
 //! Writing a shard folder, atomically.
 //!
-//! Each shard is written as `shard-NNNNN.stk.tmp`, synced, and renamed when full; the manifest is
-//! written last (`manifest.json.tmp`, synced, renamed, folder synced). A folder without
-//! `manifest.json` is therefore never taken for a dataset, whatever moment a write was killed at,
-//! and starting the write again removes the leftovers of the interrupted one first.
+//! Each shard is written under a temporary name (`.shard-NNNNN.stk.tmp-<pid>-<n>`, the crate's one
+//! convention, [`crate::atomic`]), synced, and renamed when full; the manifest is written last the
+//! same way, and the folder synced. A folder without `manifest.json` is therefore never taken for a
+//! dataset, whatever moment a write was killed at, and starting the write again removes the
+//! leftovers of the interrupted one first. A writer holds the folder's lock
+//! (`.stokehold.lock`) from `create` to drop: a second writer on the folder is refused.
 
 use std::fs::{self, File};
 use std::io::Write;
@@ -13,6 +15,7 @@ use stokehold_core::{Error, Example, Result, Value};
 
 use super::codec;
 use super::format::*;
+use crate::atomic::{sync_dir, write_atomic, FolderLock, TempFile};
 
 /// Options of a write; every field documents its default.
 #[derive(Clone, Debug)]
@@ -74,7 +77,7 @@ pub struct Encoded {
 /// Encodes and compresses one example (pure: safe to run on any thread).
 pub fn encode_record(
     e: &Example,
-    schema: &[FeatureSpec],
+    schema: &[ShardFeature],
     compression: Compression,
     level: i32,
 ) -> std::result::Result<Encoded, String> {
@@ -88,7 +91,10 @@ pub fn encode_record(
     };
     // A record that does not shrink is stored raw, and then reads zero-copy.
     let (stored, codec) = match packed {
-        Some(p) if p.len() < raw.len() => (p, compression.code()),
+        // Past the readers' expansion limit it is stored raw too (see `MAX_RATIO`).
+        Some(p) if p.len() < raw.len() && ratio_ok(p.len() as u32, raw_len) => {
+            (p, compression.code())
+        }
         _ => (raw, Compression::None.code()),
     };
     Ok(Encoded {
@@ -100,7 +106,7 @@ pub fn encode_record(
 }
 
 /// The schema an example implies (shapes fixed to its own).
-pub fn schema_of(e: &Example) -> Vec<FeatureSpec> {
+pub fn schema_of(e: &Example) -> Vec<ShardFeature> {
     e.iter()
         .map(|(name, v)| {
             let (kind, shape) = match v {
@@ -108,7 +114,7 @@ pub fn schema_of(e: &Example) -> Vec<FeatureSpec> {
                 Value::Ragged(r) => (Kind::Ragged, r.values().shape()),
             };
             let shape = Some(shape.iter().map(|d| Some(*d as u64)).collect());
-            FeatureSpec {
+            ShardFeature {
                 name: name.to_string(),
                 dtype: v.dtype(),
                 kind,
@@ -119,7 +125,7 @@ pub fn schema_of(e: &Example) -> Vec<FeatureSpec> {
 }
 
 /// Widens `schema`'s shapes so that `e` fits (a differing dimension becomes `None`).
-fn merge_shapes(schema: &mut [FeatureSpec], e: &Example) {
+fn merge_shapes(schema: &mut [ShardFeature], e: &Example) {
     for (spec, (_, v)) in schema.iter_mut().zip(e.iter()) {
         let shape = match v {
             Value::Tensor(t) => t.shape(),
@@ -182,7 +188,7 @@ impl ChunkWriter {
 
 struct OpenShard {
     out: ChunkWriter,
-    tmp: PathBuf,
+    tmp: TempFile,
     name: String,
     pos: u64,
     entries: Vec<Entry>,
@@ -202,12 +208,13 @@ impl OpenShard {
 pub struct ShardWriter {
     dir: PathBuf,
     opts: WriteOptions,
-    schema: Option<Vec<FeatureSpec>>,
+    schema: Option<Vec<ShardFeature>>,
     shards: Vec<ShardEntry>,
     cur: Option<OpenShard>,
     records: u64,
     bytes: u64,
     finished: bool,
+    _lock: FolderLock,
 }
 
 impl ShardWriter {
@@ -219,6 +226,8 @@ impl ShardWriter {
             return Err(Error::invalid("shard_bytes must be > 0"));
         }
         fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
+        // Taking the lock also removes temporary files a killed run left.
+        let lock = FolderLock::take(&dir)?;
         let manifest = dir.join(MANIFEST_NAME);
         if manifest.exists() {
             if !opts.overwrite {
@@ -234,6 +243,7 @@ impl ShardWriter {
         for entry in fs::read_dir(&dir).map_err(|e| Error::io(&dir, e))? {
             let entry = entry.map_err(|e| Error::io(&dir, e))?;
             let name = entry.file_name().to_string_lossy().into_owned();
+            // `.tmp` names are those of writers before the one temporary-name convention.
             let ours = (name.starts_with("shard-")
                 && (name.ends_with(".stk") || name.ends_with(".stk.tmp")))
                 || name == format!("{MANIFEST_NAME}{TMP_SUFFIX}");
@@ -250,6 +260,7 @@ impl ShardWriter {
             records: 0,
             bytes: 0,
             finished: false,
+            _lock: lock,
         })
     }
 
@@ -263,7 +274,7 @@ impl ShardWriter {
 
     /// Checks `e` against the schema (setting it from the first example) and widens shapes;
     /// returns the schema to encode with.
-    pub fn observe(&mut self, e: &Example) -> Result<Vec<FeatureSpec>> {
+    pub fn observe(&mut self, e: &Example) -> Result<Vec<ShardFeature>> {
         match &mut self.schema {
             None => self.schema = Some(schema_of(e)),
             Some(s) => merge_shapes(s, e),
@@ -295,7 +306,7 @@ impl ShardWriter {
             codec: enc.codec,
         };
         let pad = enc.stored.len().next_multiple_of(8) - enc.stored.len();
-        let tmp = cur.tmp.clone();
+        let tmp = cur.tmp.path().to_path_buf();
         cur.write(&enc.stored)
             .and_then(|_| cur.write(&[0u8; 8][..pad]))
             .map_err(|e| Error::io(tmp, e))?;
@@ -307,8 +318,7 @@ impl ShardWriter {
 
     fn open_shard(&mut self) -> Result<()> {
         let name = shard_name(self.shards.len());
-        let tmp = self.dir.join(format!("{name}{TMP_SUFFIX}"));
-        let file = File::create(&tmp).map_err(|e| Error::io(&tmp, e))?;
+        let (tmp, file) = TempFile::create_in_locked(self.dir.join(&name))?;
         let mut s = OpenShard {
             out: ChunkWriter::new(file),
             tmp,
@@ -318,7 +328,7 @@ impl ShardWriter {
             crc: crc_fast::Digest::new(crc_fast::CrcAlgorithm::Crc32Iscsi),
         };
         s.write(&encode_header())
-            .map_err(|e| Error::io(&s.tmp, e))?;
+            .map_err(|e| Error::io(s.tmp.path(), e))?;
         self.cur = Some(s);
         Ok(())
     }
@@ -333,15 +343,16 @@ impl ShardWriter {
             records: s.entries.len() as u64,
             index_crc: crc32c(&index),
         };
-        let tmp = s.tmp.clone();
+        let tmp = s.tmp.path().to_path_buf();
         s.write(&index)
             .and_then(|_| s.write(&footer.encode()))
             .map_err(|e| Error::io(&tmp, e))?;
-        let file = s.out.into_inner().map_err(|e| Error::io(&s.tmp, e))?;
-        file.sync_all().map_err(|e| Error::io(&s.tmp, e))?;
-        let dest = self.dir.join(&s.name);
-        fs::rename(&s.tmp, &dest).map_err(|e| Error::io(&dest, e))?;
+        let file = s.out.into_inner().map_err(|e| Error::io(&tmp, e))?;
+        s.tmp.commit(Some(file))?;
+        let first: u64 = self.shards.iter().map(|e| e.records).sum();
         self.shards.push(ShardEntry {
+            first_record: Some(first),
+            index_crc32c: Some(format!("{:08x}", footer.index_crc)),
             file: s.name,
             records: s.entries.len() as u64,
             bytes: s.pos,
@@ -376,14 +387,7 @@ impl ShardWriter {
             metadata,
         };
         let text = serde_json::to_vec_pretty(&manifest).expect("manifest serialises");
-        let tmp = self.dir.join(format!("{MANIFEST_NAME}{TMP_SUFFIX}"));
-        let dest = self.dir.join(MANIFEST_NAME);
-        let mut f = File::create(&tmp).map_err(|e| Error::io(&tmp, e))?;
-        f.write_all(&text)
-            .and_then(|_| f.sync_all())
-            .map_err(|e| Error::io(&tmp, e))?;
-        fs::rename(&tmp, &dest).map_err(|e| Error::io(&dest, e))?;
-        sync_dir(&self.dir)?;
+        write_atomic(self.dir.join(MANIFEST_NAME), &text)?;
         self.finished = true;
         Ok(manifest)
     }
@@ -395,22 +399,10 @@ impl Drop for ShardWriter {
         if self.finished {
             return;
         }
-        if let Some(s) = self.cur.take() {
-            drop(s.out);
-            let _ = fs::remove_file(&s.tmp);
-        }
+        // The open shard's temporary file goes with its `TempFile`.
+        drop(self.cur.take());
         for s in &self.shards {
             let _ = fs::remove_file(self.dir.join(&s.file));
         }
     }
-}
-
-fn sync_dir(dir: &Path) -> Result<()> {
-    // Makes the renames durable; directories cannot be opened for sync on every OS.
-    #[cfg(unix)]
-    File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(|e| Error::io(dir, e))?;
-    let _ = dir;
-    Ok(())
 }

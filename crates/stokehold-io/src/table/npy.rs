@@ -62,7 +62,24 @@ pub fn parse_header(buf: &[u8], path: &std::path::Path) -> Result<NpyHeader> {
             ))
         }
     };
+    if version.1 != 0 {
+        return Err(corrupt(
+            7,
+            format!(
+                "unsupported .npy format version {}.{}; know 1.0, 2.0, 3.0",
+                version.0, version.1
+            ),
+        ));
+    }
     let end = start + len;
+    // The format asks for the data to start 64-aligned (16 in numpy before 1.9); a table maps
+    // its data in place, so a header that breaks the alignment is refused.
+    if end % 16 != 0 {
+        return Err(corrupt(
+            8,
+            format!("header ends at byte {end}, not a multiple of 16 (the format aligns data)"),
+        ));
+    }
     if buf.len() < end {
         return Err(corrupt(
             start as u64,
@@ -74,8 +91,28 @@ pub fn parse_header(buf: &[u8], path: &std::path::Path) -> Result<NpyHeader> {
     }
     let text = std::str::from_utf8(&buf[start..end])
         .map_err(|e| corrupt(start as u64, format!("header is not utf-8: {e}")))?;
-    let dict =
+    let (dict, rest) =
         parse_dict(text).map_err(|r| corrupt(start as u64, format!("bad header {text:?}: {r}")))?;
+    // After the dict: padding spaces and one newline, as numpy writes it.
+    let pad = &text[rest..];
+    if !pad.ends_with('\n')
+        || !pad[..pad.len().saturating_sub(1)]
+            .bytes()
+            .all(|c| c == b' ')
+    {
+        return Err(corrupt(
+            (start + rest) as u64,
+            format!("header must end in padding spaces and a newline after the dict: {text:?}"),
+        ));
+    }
+    let mut keys: Vec<&str> = dict.iter().map(|(k, _)| k.as_str()).collect();
+    keys.sort_unstable();
+    if keys != ["descr", "fortran_order", "shape"] {
+        return Err(corrupt(
+            start as u64,
+            format!("header keys must be exactly descr, fortran_order, shape; got {keys:?}"),
+        ));
+    }
     let field = |k: &str| {
         dict.iter()
             .find(|(n, _)| n == k)
@@ -202,8 +239,9 @@ enum Lit {
 }
 
 /// Parses the restricted Python dict literal numpy writes: string keys; string, bool or
-/// int-tuple values. Anything else is an error (e.g. a structured dtype's list descr).
-fn parse_dict(text: &str) -> std::result::Result<Vec<(String, Lit)>, String> {
+/// int-tuple values. Anything else is an error (e.g. a structured dtype's list descr). Returns
+/// the entries and the byte after the closing brace.
+fn parse_dict(text: &str) -> std::result::Result<(Vec<(String, Lit)>, usize), String> {
     let mut p = Parser {
         s: text.as_bytes(),
         i: 0,
@@ -239,7 +277,7 @@ fn parse_dict(text: &str) -> std::result::Result<Vec<(String, Lit)>, String> {
             break;
         }
     }
-    Ok(out)
+    Ok((out, p.i))
 }
 
 struct Parser<'a> {
@@ -306,6 +344,13 @@ impl Parser<'_> {
             if !self.eat(b',') {
                 self.ws();
                 self.expect(b')')?;
+                // `(2)` is the integer 2 in Python, not a tuple: numpy refuses it as a shape.
+                if dims.len() == 1 {
+                    return Err(format!(
+                        "shape ({}) is not a tuple; write ({},)",
+                        dims[0], dims[0]
+                    ));
+                }
                 return Ok(dims);
             }
         }
@@ -346,7 +391,8 @@ mod tests {
         let dict = "{'descr': '\u{111}8', 'fortran_order': False, 'shape': (3,), }";
         let mut h = MAGIC.to_vec();
         h.extend([1, 0]);
-        let body = format!("{dict:<117}\n");
+        // Padded so the header is 128 bytes (aligned): only the descr is wrong.
+        let body = format!("{dict}{}\n", " ".repeat(128 - 10 - 1 - dict.len()));
         h.extend((body.len() as u16).to_le_bytes());
         h.extend(body.as_bytes());
         let err = parse(&h).unwrap_err().to_string();
@@ -356,10 +402,14 @@ mod tests {
     #[test]
     fn refusals_say_why() {
         let mk = |dict: &str| {
+            // Padded as numpy pads, so that only the dict is wrong.
+            let total = (10 + dict.len() + 1).next_multiple_of(64);
             let mut h = MAGIC.to_vec();
             h.extend_from_slice(&[1, 0]);
-            h.extend_from_slice(&(dict.len() as u16).to_le_bytes());
+            h.extend_from_slice(&((total - 10) as u16).to_le_bytes());
             h.extend_from_slice(dict.as_bytes());
+            h.resize(total - 1, b' ');
+            h.push(b'\n');
             parse(&h).unwrap_err().to_string()
         };
         let e = mk("{'descr': '<f4', 'fortran_order': True, 'shape': (2, 3), }");

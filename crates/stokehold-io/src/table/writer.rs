@@ -9,11 +9,13 @@ use stokehold_core::{DType, Error, Result, Tensor};
 
 use super::npy::encode_header;
 use super::Table;
+use crate::atomic::TempFile;
 
 /// Writes a `.npy` table row block by row block; the row count goes in the header at the end.
 pub struct TableWriter {
     path: PathBuf,
-    tmp: PathBuf,
+    /// Removed when the writer is dropped unfinished.
+    tmp: TempFile,
     out: Option<BufWriter<File>>,
     dtype: DType,
     row_shape: Vec<usize>,
@@ -26,19 +28,17 @@ impl TableWriter {
     /// name beside it until [`TableWriter::finish`]).
     pub fn create(path: impl AsRef<Path>, dtype: DType, row_shape: &[usize]) -> Result<Self> {
         let path = path.as_ref().to_path_buf();
-        let name = path
-            .file_name()
-            .ok_or_else(|| Error::invalid(format!("{}: not a file path", path.display())))?;
-        let tmp = path.with_file_name(format!(
-            ".{}.tmp-{}",
-            name.to_string_lossy(),
-            std::process::id()
-        ));
+        if path.file_name().is_none() {
+            return Err(Error::invalid(format!(
+                "{}: not a file path",
+                path.display()
+            )));
+        }
         // Reserve room for the longest row count so the final header fits in the same bytes.
         let mut widest = vec![usize::MAX];
         widest.extend_from_slice(row_shape);
         let header_len = encode_header(dtype, &widest, 0)?.len();
-        let file = File::create(&tmp).map_err(|e| Error::io(&tmp, e))?;
+        let (tmp, file) = TempFile::create(&path)?;
         let mut w = TableWriter {
             path,
             tmp,
@@ -91,7 +91,8 @@ impl TableWriter {
 
     fn write(&mut self, data: &[u8]) -> Result<()> {
         let out = self.out.as_mut().expect("writer open until finish");
-        out.write_all(data).map_err(|e| Error::io(&self.tmp, e))
+        out.write_all(data)
+            .map_err(|e| Error::io(self.tmp.path(), e))
     }
 
     /// Writes the header, syncs, renames the file into place and opens it as a table.
@@ -101,23 +102,12 @@ impl TableWriter {
         let header = encode_header(self.dtype, &shape, self.header_len)?;
         debug_assert_eq!(header.len(), self.header_len);
         let out = self.out.take().expect("writer open until finish");
-        let io = |e: std::io::Error| Error::io(&self.tmp, e);
+        let io = |e: std::io::Error| Error::io(self.tmp.path(), e);
         let mut file = out.into_inner().map_err(|e| io(e.into_error()))?;
         file.seek(SeekFrom::Start(0)).map_err(io)?;
         file.write_all(&header).map_err(io)?;
-        file.sync_all().map_err(io)?;
-        drop(file);
-        std::fs::rename(&self.tmp, &self.path).map_err(|e| Error::io(&self.path, e))?;
+        self.tmp.commit(Some(file))?;
         Table::open(&self.path)
-    }
-}
-
-impl Drop for TableWriter {
-    fn drop(&mut self) {
-        // Not finished: remove the partial file rather than leave a stray temp behind.
-        if self.out.take().is_some() {
-            let _ = std::fs::remove_file(&self.tmp);
-        }
     }
 }
 

@@ -80,8 +80,9 @@ pub fn tfrecord_dataset<P: AsRef<Path>>(
         && !files.is_empty()
         && files.iter().all(|f| super::index::index_path(f).exists());
     if indexed {
-        let ds = IndexedTFRecord::open(&files, opts.verify)?;
-        return Ok((Dataset::from_map(ds), Arc::new(CorruptLog::default())));
+        let log = Arc::new(CorruptLog::default());
+        let ds = IndexedTFRecord::open_with(&files, opts, &log)?;
+        return Ok((Dataset::from_map(ds), log));
     }
     let ds = TFRecordDataset::new(files, opts);
     let log = ds.corrupt_log().clone();

@@ -14,19 +14,24 @@
 //! | 4          | masked CRC32C (as TFRecord uses) of all the bytes before it            |
 //!
 //! Records are in file order. An index built in skip mode lists only the good records, so random
-//! access then never meets the corrupt ones. 16 bytes per record: 8 MB for 500k records.
+//! access then never meets the corrupt ones; it also records what it left out, so that nothing is
+//! lost silently: such an index is **version 2** (magic `b"STKTFIX2"`), the same layout with, before
+//! the CRC, `k`: number of corrupt records left out, u64, and `k` u64 offsets of where they were.
+//! A reader with `on_corrupt = raise` then refuses the file naming the first offset; with skip it
+//! counts them. An index without skips stays version 1. 16 bytes per record: 8 MB for 500k
+//! records.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use stokehold_core::{Error, Result};
 
 use super::crc::masked_crc;
 use super::reader::{ReadOptions, RecordReader};
-use super::writer::temp_name;
 
 /// Magic bytes and version of the index format.
 pub const MAGIC: &[u8; 8] = b"STKTFIX1";
+/// Magic of an index that lists corrupt records left out (version 2).
+pub const MAGIC_SKIPS: &[u8; 8] = b"STKTFIX2";
 const FIXED: usize = 8 + 8 + 8 + 4;
 
 /// Where one record sits in its file.
@@ -67,31 +72,41 @@ impl IndexWriter {
 
     /// Writes the index for a TFRecord file of `file_size` bytes (temporary name, then rename).
     pub fn finish(self, file_size: u64) -> Result<PathBuf> {
-        let bytes = encode(&self.entries, file_size);
-        let tmp = temp_name(&self.path);
-        let write = || -> std::io::Result<()> {
-            let mut f = std::fs::File::create(&tmp)?;
-            f.write_all(&bytes)?;
-            f.sync_all()
-        };
-        write().map_err(|e| {
-            let _ = std::fs::remove_file(&tmp);
-            Error::io(&tmp, e)
-        })?;
-        std::fs::rename(&tmp, &self.path).map_err(|e| Error::io(&self.path, e))?;
-        Ok(self.path)
+        self.finish_with_skips(file_size, &[])
+    }
+
+    /// [`IndexWriter::finish`], listing the offsets of corrupt records left out.
+    pub fn finish_with_skips(self, file_size: u64, skipped: &[u64]) -> Result<PathBuf> {
+        let bytes = encode_with_skips(&self.entries, skipped, file_size);
+        crate::atomic::write_atomic(&self.path, &bytes)
     }
 }
 
 /// The bytes of an index.
 pub fn encode(entries: &[IndexEntry], file_size: u64) -> Vec<u8> {
-    let mut out = Vec::with_capacity(FIXED + 16 * entries.len());
-    out.extend_from_slice(MAGIC);
+    encode_with_skips(entries, &[], file_size)
+}
+
+/// The bytes of an index that also lists the offsets of corrupt records left out (version 2 when
+/// there are any).
+pub fn encode_with_skips(entries: &[IndexEntry], skipped: &[u64], file_size: u64) -> Vec<u8> {
+    let mut out = Vec::with_capacity(FIXED + 16 * entries.len() + 8 + 8 * skipped.len());
+    out.extend_from_slice(if skipped.is_empty() {
+        MAGIC
+    } else {
+        MAGIC_SKIPS
+    });
     out.extend_from_slice(&(entries.len() as u64).to_le_bytes());
     out.extend_from_slice(&file_size.to_le_bytes());
     for e in entries {
         out.extend_from_slice(&e.offset.to_le_bytes());
         out.extend_from_slice(&e.len.to_le_bytes());
+    }
+    if !skipped.is_empty() {
+        out.extend_from_slice(&(skipped.len() as u64).to_le_bytes());
+        skipped
+            .iter()
+            .for_each(|o| out.extend_from_slice(&o.to_le_bytes()));
     }
     let crc = masked_crc(&out);
     out.extend_from_slice(&crc.to_le_bytes());
@@ -101,8 +116,14 @@ pub fn encode(entries: &[IndexEntry], file_size: u64) -> Vec<u8> {
 /// Parses and checks index bytes (`path` names them in errors); returns the entries and the size
 /// of the TFRecord file they describe.
 pub fn decode(path: &Path, b: &[u8]) -> Result<(Vec<IndexEntry>, u64)> {
+    decode_with_skips(path, b).map(|(e, size, _)| (e, size))
+}
+
+/// [`decode`], also returning the offsets of corrupt records the index left out (version 2).
+pub fn decode_with_skips(path: &Path, b: &[u8]) -> Result<(Vec<IndexEntry>, u64, Vec<u64>)> {
     let bad = |offset: u64, why: String| Error::corrupt(path, offset, format!("index: {why}"));
-    if b.len() < FIXED || &b[..8] != MAGIC {
+    let v2 = b.len() >= 8 && &b[..8] == MAGIC_SKIPS;
+    if b.len() < FIXED || (&b[..8] != MAGIC && !v2) {
         return Err(bad(
             0,
             format!("not a stokehold TFRecord index (magic {MAGIC:?}, version 1)"),
@@ -111,7 +132,18 @@ pub fn decode(path: &Path, b: &[u8]) -> Result<(Vec<IndexEntry>, u64)> {
     let u64_at = |p: usize| u64::from_le_bytes(b[p..p + 8].try_into().unwrap());
     let n = u64_at(8);
     let file_size = u64_at(16);
-    let want = n.checked_mul(16).and_then(|x| x.checked_add(FIXED as u64));
+    let mut want = n.checked_mul(16).and_then(|x| x.checked_add(FIXED as u64));
+    let mut k = 0u64;
+    if v2 {
+        // The skip list follows the entries: its count, then its offsets.
+        let at = want
+            .filter(|w| w + 8 <= b.len() as u64)
+            .map(|w| w as usize - 4);
+        k = at.map_or(0, u64_at);
+        want = want
+            .zip(k.checked_mul(8))
+            .and_then(|(w, s)| w.checked_add(8)?.checked_add(s));
+    }
     if want != Some(b.len() as u64) {
         return Err(bad(
             8,
@@ -140,14 +172,21 @@ pub fn decode(path: &Path, b: &[u8]) -> Result<(Vec<IndexEntry>, u64)> {
         next_free = end.unwrap();
         entries.push(e);
     }
-    Ok((entries, file_size))
+    let skips_at = 24 + 16 * n as usize + 8;
+    let skipped = (0..k as usize).map(|j| u64_at(skips_at + 8 * j)).collect();
+    Ok((entries, file_size, skipped))
 }
 
 /// Reads the index of `file` and checks that it matches the file's current size.
 pub fn read_index(file: &Path) -> Result<Vec<IndexEntry>> {
+    read_index_with_skips(file).map(|(e, _)| e)
+}
+
+/// [`read_index`], also returning the offsets of corrupt records the index left out.
+pub fn read_index_with_skips(file: &Path) -> Result<(Vec<IndexEntry>, Vec<u64>)> {
     let ipath = index_path(file);
     let b = std::fs::read(&ipath).map_err(|e| Error::io(&ipath, e))?;
-    let (entries, size) = decode(&ipath, &b)?;
+    let (entries, size, skipped) = decode_with_skips(&ipath, &b)?;
     let actual = std::fs::metadata(file)
         .map_err(|e| Error::io(file, e))?
         .len();
@@ -161,7 +200,7 @@ pub fn read_index(file: &Path) -> Result<Vec<IndexEntry>> {
             ),
         ));
     }
-    Ok(entries)
+    Ok((entries, skipped))
 }
 
 /// What [`build_index`] found.
@@ -195,7 +234,7 @@ pub fn build_index(file: &Path, opts: ReadOptions) -> Result<IndexSummary> {
         w.push(IndexEntry { offset, len });
     }
     let (records, skipped) = (r.records(), r.skipped());
-    let path = w.finish(size)?;
+    let path = w.finish_with_skips(size, r.skipped_offsets())?;
     Ok(IndexSummary {
         records,
         skipped,

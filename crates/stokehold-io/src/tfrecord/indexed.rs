@@ -12,7 +12,8 @@ use stokehold_core::{Error, Example, MapDataset, Result};
 
 use super::crc::masked_crc;
 use super::dataset::{describe_files, record_element};
-use super::index::{read_index, IndexEntry};
+use super::index::{read_index_with_skips, IndexEntry};
+use super::reader::{CorruptLog, CorruptRecord, OnCorrupt, ReadOptions};
 use super::reader::{FOOTER, HEADER};
 
 /// Indexed, memory-mapped TFRecord files.
@@ -28,6 +29,22 @@ pub struct IndexedTFRecord {
 impl IndexedTFRecord {
     /// Opens `files`, each with its `.idx` sidecar (an error names a file without one).
     pub fn open<P: AsRef<Path>>(files: &[P], verify: bool) -> Result<Self> {
+        let opts = ReadOptions {
+            verify,
+            ..ReadOptions::default()
+        };
+        Self::open_with(files, opts, &CorruptLog::default())
+    }
+
+    /// Opens `files` with `opts`: an index built in skip mode lists the corrupt records it left
+    /// out; `on_corrupt = raise` refuses such a file naming the first one, skip counts them all
+    /// in `log`.
+    pub fn open_with<P: AsRef<Path>>(
+        files: &[P],
+        opts: ReadOptions,
+        log: &CorruptLog,
+    ) -> Result<Self> {
+        let verify = opts.verify;
         let mut ds = IndexedTFRecord {
             files: Vec::new(),
             maps: Vec::new(),
@@ -37,7 +54,7 @@ impl IndexedTFRecord {
         };
         for f in files {
             let f = f.as_ref();
-            let entries = read_index(f).map_err(|e| match e {
+            let (entries, skipped) = read_index_with_skips(f).map_err(|e| match e {
                 Error::Io { path, source } if source.kind() == std::io::ErrorKind::NotFound => {
                     Error::invalid(format!(
                         "{} has no index {}: run `stokehold index` (or build_index) first",
@@ -47,6 +64,21 @@ impl IndexedTFRecord {
                 }
                 other => other,
             })?;
+            for &offset in &skipped {
+                let reason = "corrupt record left out of the index (built in skip mode)";
+                if opts.on_corrupt == OnCorrupt::Raise {
+                    return Err(Error::corrupt(
+                        f,
+                        offset,
+                        format!("{reason}; {} in all", skipped.len()),
+                    ));
+                }
+                log.push(CorruptRecord {
+                    path: f.to_path_buf(),
+                    offset,
+                    reason: reason.into(),
+                });
+            }
             ds.maps.push(map_file(f)?);
             ds.cum.push(ds.cum.last().unwrap() + entries.len() as u64);
             ds.entries.push(entries);

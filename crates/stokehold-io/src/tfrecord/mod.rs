@@ -6,10 +6,10 @@
 //! * Datasets: [`TFRecordDataset`] streams files (state: file index + offset);
 //!   [`IndexedTFRecord`] reads indexed files at random ([`index`] documents the sidecar format);
 //!   [`tfrecord_dataset`] picks random access when every file has an index.
-//! * Examples: [`ParseSpec`] / [`FeatureSpec`] as in `tf.io`, [`Parser`] for batches (the fast
+//! * Examples: [`ParseSpec`] / [`ParseFeature`] as in `tf.io`, [`Parser`] for batches (the fast
 //!   order) and single elements, [`encode_example`] / [`decode_example`] (and
 //!   [`decode_sequence_example`]) through prost.
-//! * Writing datasets to shards: [`write_shards`] (`train-00000-of-00032.tfrecord`, atomic,
+//! * Writing datasets to shards: [`write_tfrecord_shards`] (`train-00000-of-00032.tfrecord`, atomic,
 //!   optional seeded order, index sidecars, progress callback).
 //!
 //! ```
@@ -23,7 +23,7 @@
 //!     w.write(&encode_example(&e).unwrap()).unwrap();
 //! }
 //! w.finish().unwrap();
-//! let spec = ParseSpec::new().with("x", FeatureSpec::fixed(vec![], DType::I64)).unwrap();
+//! let spec = ParseSpec::new().with("x", ParseFeature::fixed(vec![], DType::I64)).unwrap();
 //! let ds = TFRecordDataset::new([&path], ReadOptions::default()).into_dataset()
 //!     .batch(4, false).unwrap()
 //!     .map("parse", Parser::new(spec).batch_fn(RECORD));
@@ -47,9 +47,9 @@ pub use compression::Compression;
 pub use dataset::{tfrecord_dataset, tfrecord_fn, TFRecordDataset};
 pub use example::convert::{decode_example, decode_sequence_example, encode_example};
 pub use example::parse::{Parser, RECORD};
-pub use example::spec::{FeatureSpec, ParseSpec};
+pub use example::spec::{ParseFeature, ParseSpec};
 pub use index::{build_index, index_path, read_index, IndexEntry};
 pub use indexed::IndexedTFRecord;
 pub use reader::{CorruptLog, CorruptRecord, OnCorrupt, ReadOptions, RecordReader};
-pub use shards::{write_shards, ShardOptions, WriteProgress};
+pub use shards::{write_tfrecord_shards, ShardOptions, WriteProgress};
 pub use writer::RecordWriter;

@@ -133,9 +133,14 @@ pub struct RecordReader {
     /// Stream offset of `buf[0]`.
     base: u64,
     eof: bool,
+    /// The stream broke (a decompression error, counted under skip): the tail it cut is not
+    /// counted a second time.
+    broken: bool,
     opts: ReadOptions,
     records: u64,
     skipped: u64,
+    /// Offsets of the records skipped (8 bytes each: an index built in skip mode lists them).
+    skipped_at: Vec<u64>,
     log: Option<Arc<CorruptLog>>,
 }
 
@@ -177,9 +182,11 @@ impl RecordReader {
             hi: 0,
             base: 0,
             eof: false,
+            broken: false,
             opts,
             records: 0,
             skipped: 0,
+            skipped_at: Vec::new(),
             log: None,
         }
     }
@@ -226,7 +233,9 @@ impl RecordReader {
                 return Ok(None);
             }
             if avail < HEADER {
-                self.corrupt(off, format!("truncated header: {avail} bytes at the end"))?;
+                if !self.broken {
+                    self.corrupt(off, format!("truncated header: {avail} bytes at the end"))?;
+                }
                 self.lo = self.hi;
                 return Ok(None);
             }
@@ -239,7 +248,9 @@ impl RecordReader {
             let avail = self.fill(total.unwrap_or(usize::MAX))?;
             let Some(total) = total.filter(|t| *t <= avail) else {
                 let msg = format!("truncated record: length {len} but only {avail} bytes remain");
-                self.corrupt(off, msg)?;
+                if !self.broken {
+                    self.corrupt(off, msg)?;
+                }
                 self.lo = self.hi;
                 return Ok(None);
             };
@@ -274,6 +285,7 @@ impl RecordReader {
             return Err(Error::corrupt(&self.path, offset, reason));
         }
         self.skipped += 1;
+        self.skipped_at.push(offset);
         if let Some(log) = &self.log {
             log.push(CorruptRecord {
                 path: self.path.clone(),
@@ -282,6 +294,11 @@ impl RecordReader {
             });
         }
         Ok(())
+    }
+
+    /// Offsets of the corrupt records skipped so far.
+    pub fn skipped_offsets(&self) -> &[u64] {
+        &self.skipped_at
     }
 
     /// Moves the cursor past a bad header to the next plausible record start (or the end).
@@ -324,16 +341,29 @@ impl RecordReader {
                 Ok(0) => self.eof = true,
                 Ok(k) => self.hi += k,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(self.read_error(e)),
+                Err(e) => match self.read_error(e) {
+                    // Corrupt compressed data: raised, or (skip) counted once and the stream
+                    // ends here, since nothing after the break can be decompressed.
+                    Error::Corrupt { offset, reason, .. } => {
+                        self.corrupt(offset, reason)?;
+                        self.broken = true;
+                        self.eof = true;
+                    }
+                    other => return Err(other),
+                },
             }
         }
         Ok(self.hi - self.lo)
     }
 
-    /// Decompression errors are corrupt data at the current offset; others are I/O errors.
+    /// Decompression errors are corrupt data at the current offset; others are I/O errors. A
+    /// compressed stream cut short (a truncated GZIP or ZLIB file) reads as `UnexpectedEof`, which
+    /// a plain file never returns from `read`.
     fn read_error(&self, e: std::io::Error) -> Error {
         match e.kind() {
-            std::io::ErrorKind::InvalidInput | std::io::ErrorKind::InvalidData => {
+            std::io::ErrorKind::InvalidInput
+            | std::io::ErrorKind::InvalidData
+            | std::io::ErrorKind::UnexpectedEof => {
                 let at = self.base + self.hi as u64;
                 Error::corrupt(&self.path, at, format!("cannot decompress: {e}"))
             }

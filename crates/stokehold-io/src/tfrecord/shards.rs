@@ -57,7 +57,7 @@ impl Default for ShardOptions {
     }
 }
 
-/// Progress of [`write_shards`], passed to the callback after every record.
+/// Progress of [`write_tfrecord_shards`], passed to the callback after every record.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct WriteProgress {
     /// Records written.
@@ -81,7 +81,7 @@ pub fn element_record(e: &Example) -> Result<bytes::Bytes> {
 }
 
 /// Writes `ds` (one epoch) to shards in `dir`; returns the final paths in order.
-pub fn write_shards(
+pub fn write_tfrecord_shards(
     ds: &Dataset,
     dir: &Path,
     opts: &ShardOptions,
@@ -106,6 +106,9 @@ pub fn write_shards(
     };
     let max_bytes = opts.bytes_per_shard.unwrap_or(256 << 20);
     std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+    // Held to the end: a second writer into `dir` is refused; taking it removes what a killed run
+    // left under temporary names.
+    let _lock = crate::atomic::FolderLock::take(dir)?;
     let mut done: Vec<PathBuf> = Vec::new();
     let result = write_all(
         &ds, dir, opts, per_shard, max_bytes, total, &mut done, progress,
@@ -160,13 +163,14 @@ fn write_all(
             p.shards += 1;
         }
         if w.is_none() {
-            // Partial shards get hidden names; the final names need the shard count.
-            let path = dir.join(format!(
-                ".{}-{:05}.partial-{}",
+            // Complete shards wait under temporary names of the one convention (the final names
+            // need the shard count), so a killed run's are cleaned like any other.
+            let path = crate::atomic::temp_path(&dir.join(format!(
+                "{}-{:05}{}",
                 opts.prefix,
                 done.len(),
-                std::process::id()
-            ));
+                opts.suffix
+            )));
             let mut nw = RecordWriter::create(&path, opts.compression)?;
             if opts.write_index {
                 nw = nw.with_index(opts.compression)?;

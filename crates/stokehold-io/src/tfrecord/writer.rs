@@ -1,6 +1,5 @@
 //! Writing TFRecord framing, optionally compressed, atomically (temporary name, then rename).
 
-use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -10,6 +9,7 @@ use super::compression::{Compression, FinishWrite};
 use super::crc::masked_crc;
 use super::index::{IndexEntry, IndexWriter};
 use super::reader::{FOOTER, HEADER};
+use crate::atomic::TempFile;
 
 /// Frames one record into `out`: length, masked CRC of the length, data, masked CRC of the data.
 pub fn frame_into(out: &mut Vec<u8>, data: &[u8]) {
@@ -22,11 +22,12 @@ pub fn frame_into(out: &mut Vec<u8>, data: &[u8]) {
 }
 
 /// Writes records to one TFRecord file. The file appears under its final name only after
-/// [`RecordWriter::finish`]; until then it is `<name>.tmp-<pid>`, and a writer dropped without
+/// [`RecordWriter::finish`]; until then it is `.<name>.tmp-<pid>-<n>` ([`crate::atomic`]), and a writer dropped without
 /// `finish` removes it. Optionally writes an index sidecar (see [`super::index`]) the same way.
 pub struct RecordWriter {
     path: PathBuf,
-    tmp: PathBuf,
+    /// Removed when the writer is dropped unfinished.
+    tmp: TempFile,
     out: Option<Box<dyn FinishWrite>>,
     frame: Vec<u8>,
     offset: u64,
@@ -38,8 +39,7 @@ impl RecordWriter {
     /// Creates a writer of `path` with `compression`.
     pub fn create(path: impl AsRef<Path>, compression: Compression) -> Result<Self> {
         let path = path.as_ref().to_path_buf();
-        let tmp = temp_name(&path);
-        let f = File::create(&tmp).map_err(|e| Error::io(&tmp, e))?;
+        let (tmp, f) = TempFile::create(&path)?;
         Ok(RecordWriter {
             path,
             tmp,
@@ -69,7 +69,7 @@ impl RecordWriter {
         frame_into(&mut self.frame, data);
         let out = self.out.as_mut().expect("not finished");
         out.write_all(&self.frame)
-            .map_err(|e| Error::io(&self.tmp, e))?;
+            .map_err(|e| Error::io(self.tmp.path(), e))?;
         if let Some(ix) = &mut self.index {
             ix.push(IndexEntry {
                 offset: self.offset,
@@ -99,12 +99,9 @@ impl RecordWriter {
     /// Flushes, syncs and renames the file (and its index) to the final name.
     pub fn finish(mut self) -> Result<PathBuf> {
         let out = self.out.take().expect("finished once");
-        out.finish().map_err(|e| Error::io(&self.tmp, e))?;
-        // Reopen to fsync: the compressors own the file handle and do not expose it.
-        File::open(&self.tmp)
-            .and_then(|f| f.sync_all())
-            .map_err(|e| Error::io(&self.tmp, e))?;
-        std::fs::rename(&self.tmp, &self.path).map_err(|e| Error::io(&self.path, e))?;
+        out.finish().map_err(|e| Error::io(self.tmp.path(), e))?;
+        // `None`: the compressors own the file handle, so the commit reopens it to fsync.
+        self.tmp.commit(None)?;
         // The index goes last: a data file without its index is still a readable stream, while
         // an index without its file would be stale.
         if let Some(ix) = self.index.take() {
@@ -112,21 +109,4 @@ impl RecordWriter {
         }
         Ok(self.path.clone())
     }
-}
-
-impl Drop for RecordWriter {
-    fn drop(&mut self) {
-        if self.out.is_some() {
-            let _ = std::fs::remove_file(&self.tmp);
-        }
-    }
-}
-
-/// `<dir>/.<name>.tmp-<pid>`: hidden, so a glob for the final names never matches a partial file.
-pub fn temp_name(path: &Path) -> PathBuf {
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    path.with_file_name(format!(".{name}.tmp-{}", std::process::id()))
 }

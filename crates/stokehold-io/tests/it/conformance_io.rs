@@ -88,7 +88,8 @@ fn indexed_tfrecords_conform() {
         ..Default::default()
     };
     let files =
-        stokehold_io::tfrecord::write_shards(&source(), dir.path(), &opts, &mut |_| {}).unwrap();
+        stokehold_io::tfrecord::write_tfrecord_shards(&source(), dir.path(), &opts, &mut |_| {})
+            .unwrap();
     let (ds, _) = tfrecord_dataset(&files, ReadOptions::default()).unwrap();
     assert!(ds.is_random_access(), "every file has its .idx");
     check_under_ops("tfrecord(indexed)", &ds);
@@ -105,7 +106,11 @@ fn the_disk_cache_conforms_empty_and_full() {
     testing::check("cache_to(empty)", &cached, CUTS);
     testing::check("cache_to(full)", &cached, CUTS);
     // The disk cache is a stream: a buffer shuffle, not the global permutation.
-    testing::check("cache_to.shuffle_buffer", &cached.shuffle_buffer(8, 3).unwrap(), CUTS);
+    testing::check(
+        "cache_to.shuffle_buffer",
+        &cached.shuffle_buffer(8, 3).unwrap(),
+        CUTS,
+    );
 }
 
 #[test]

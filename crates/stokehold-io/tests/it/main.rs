@@ -1,5 +1,6 @@
 //! Integration tests of stokehold-io (one binary; one module per area).
 
+mod adversarial;
 mod conformance_io;
 mod shard_bad;
 mod shard_compat;

@@ -261,6 +261,7 @@ fn complete_folder_is_refused_without_overwrite_and_restart_is_clean() {
     // Leftovers of an interrupted write: a stale shard and a temp file.
     std::fs::remove_file(dir.path().join("manifest.json")).unwrap();
     std::fs::write(dir.path().join("shard-00099.stk.tmp"), b"half").unwrap();
+    std::fs::write(dir.path().join(".shard-00003.stk.tmp-999999-0"), b"half").unwrap();
     std::fs::write(dir.path().join("keep-me.txt"), b"user file").unwrap();
     write_shards(
         &sample(10),

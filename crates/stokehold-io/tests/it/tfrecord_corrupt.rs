@@ -194,7 +194,15 @@ fn several_corrupt_records_are_counted_and_logged() {
     // An index built in skip mode leaves them out, so random access never meets them.
     let s = build_index(&path, SKIP).unwrap();
     assert_eq!((s.records, s.skipped), (7, 3));
-    let ix = IndexedTFRecord::open(&[&path], true).unwrap();
+    // ... and lists them: a raising reader refuses, a skipping one counts them.
+    let e = IndexedTFRecord::open(&[&path], true).err().unwrap();
+    assert!(
+        matches!(e, Error::Corrupt { offset, .. } if offset == offs[1] as u64),
+        "{e}"
+    );
+    let log = CorruptLog::default();
+    let ix = IndexedTFRecord::open_with(&[&path], SKIP, &log).unwrap();
+    assert_eq!(log.count(), 3);
     let mut want = recs.clone();
     for k in [8, 4, 1] {
         want.remove(k);

@@ -140,7 +140,7 @@ fn write_shards_by_count_with_indexes_and_progress() {
     };
     let mut calls = 0;
     let mut last = WriteProgress::default();
-    let out = write_shards(&ds, dir.path(), &opts, &mut |p| {
+    let out = write_tfrecord_shards(&ds, dir.path(), &opts, &mut |p| {
         calls += 1;
         last = *p;
     })
@@ -163,7 +163,7 @@ fn write_shards_by_count_with_indexes_and_progress() {
     let (back, _) = tfrecord_dataset(&out, ReadOptions::default()).unwrap();
     assert!(back.is_random_access());
     let spec = ParseSpec::new()
-        .with("x", FeatureSpec::fixed(vec![], stokehold_core::DType::I64))
+        .with("x", ParseFeature::fixed(vec![], stokehold_core::DType::I64))
         .unwrap();
     let xs: Vec<i64> = back
         .map("parse", Parser::new(spec).element_fn(RECORD))
@@ -202,7 +202,7 @@ fn write_shards_by_bytes_shuffled_and_gzip() {
         suffix: ".tfrecord.gz".into(),
         ..Default::default()
     };
-    let out = write_shards(&ds, dir.path(), &opts, &mut |_| {}).unwrap();
+    let out = write_tfrecord_shards(&ds, dir.path(), &opts, &mut |_| {}).unwrap();
     // 116 framed bytes per record: 8 records fit under 1000 bytes.
     assert_eq!(out.len(), 7);
     assert!(out[0].ends_with("data-00000-of-00007.tfrecord.gz"));
@@ -246,7 +246,7 @@ fn failed_write_leaves_no_final_files() {
         records_per_shard: Some(3),
         ..Default::default()
     };
-    assert!(write_shards(&bad, dir.path(), &opts, &mut |_| {}).is_err());
+    assert!(write_tfrecord_shards(&bad, dir.path(), &opts, &mut |_| {}).is_err());
     assert_eq!(listing(dir.path()), Vec::<String>::new());
 }
 
@@ -289,9 +289,9 @@ fn parse_batches_equals_batch_then_parse_and_resumes() {
         paths.push(p);
     }
     let spec = ParseSpec::new()
-        .with("x", FeatureSpec::fixed(vec![], stokehold_core::DType::I64))
+        .with("x", ParseFeature::fixed(vec![], stokehold_core::DType::I64))
         .unwrap()
-        .with("ids", FeatureSpec::var(stokehold_core::DType::I64))
+        .with("ids", ParseFeature::var(stokehold_core::DType::I64))
         .unwrap();
     let src = TFRecordDataset::new(&paths, ReadOptions::default());
     let parser = Parser::new(spec);

@@ -66,15 +66,15 @@ pub fn expected() -> (Vec<Want>, Vec<Vec<u8>>) {
 
 pub fn spec() -> ParseSpec {
     ParseSpec::new()
-        .with("label", FeatureSpec::fixed(vec![], DType::I64))
+        .with("label", ParseFeature::fixed(vec![], DType::I64))
         .unwrap()
-        .with("floats", FeatureSpec::fixed(vec![4], DType::F32))
+        .with("floats", ParseFeature::fixed(vec![4], DType::F32))
         .unwrap()
-        .with("data", FeatureSpec::fixed(vec![], DType::Bytes))
+        .with("data", ParseFeature::fixed(vec![], DType::Bytes))
         .unwrap()
-        .with("ids", FeatureSpec::var(DType::I64))
+        .with("ids", ParseFeature::var(DType::I64))
         .unwrap()
-        .with("tags", FeatureSpec::var(DType::Bytes))
+        .with("tags", ParseFeature::var(DType::Bytes))
         .unwrap()
 }
 

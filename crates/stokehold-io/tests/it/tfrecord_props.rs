@@ -100,7 +100,7 @@ proptest! {
             names.into_iter().map(|(n, d)| (n, d.unwrap_or(DType::F32))).collect();
         let mut spec = ParseSpec::new();
         for (n, d) in &names {
-            spec.add(n, FeatureSpec::var(*d)).unwrap();
+            spec.add(n, ParseFeature::var(*d)).unwrap();
         }
         let slices: Vec<&[u8]> = recs.iter().map(|r| &r[..]).collect();
         let parsed = Parser::new(spec).parse_batch(&slices);

@@ -3,14 +3,14 @@
 //!
 //! ```
 //! use stokehold_core::{DType, Tensor};
-//! use stokehold_io::tfrecord::{encode_example, FeatureSpec, ParseSpec, Parser};
+//! use stokehold_io::tfrecord::{encode_example, ParseFeature, ParseSpec, Parser};
 //! let e = stokehold_core::Example::new()
 //!     .with("label", Tensor::from_vec(vec![1], vec![7i64]).unwrap())
 //!     .with("ids", Tensor::from_vec(vec![3], vec![1i64, 2, 3]).unwrap());
 //! let rec = encode_example(&e).unwrap();
 //! let spec = ParseSpec::new()
-//!     .with("label", FeatureSpec::fixed(vec![], DType::I64)).unwrap()
-//!     .with("ids", FeatureSpec::var(DType::I64)).unwrap();
+//!     .with("label", ParseFeature::fixed(vec![], DType::I64)).unwrap()
+//!     .with("ids", ParseFeature::var(DType::I64)).unwrap();
 //! let batch = Parser::new(spec).parse_batch(&[&rec[..], &rec[..]]).unwrap();
 //! assert_eq!(batch.tensor("t", "label").unwrap().to_vec::<i64>().unwrap(), vec![7, 7]);
 //! ```
@@ -21,7 +21,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use stokehold_core::{map_fn, DType, Error, Example, MapFn, Ragged, Result, Tensor, Value};
 
-use super::spec::{FeatureSpec, ParseSpec};
+use super::spec::{ParseFeature, ParseSpec};
 use super::wire::{append_values, scan_example, Slot, BYTES, FLOAT, INT64};
 
 /// Name of the feature that holds a serialized record in elements of a TFRecord dataset.
@@ -230,7 +230,7 @@ fn kind_name(kind: u8) -> &'static str {
 }
 
 impl Sink {
-    fn new(spec: &FeatureSpec, rows: usize) -> Self {
+    fn new(spec: &ParseFeature, rows: usize) -> Self {
         let per = spec.fixed_count().unwrap_or(1);
         let width = spec.dtype().size().unwrap_or(0);
         let mut s = Sink {
@@ -255,7 +255,7 @@ impl Sink {
         &mut self,
         rec: &[u8],
         slot: &Slot,
-        spec: &FeatureSpec,
+        spec: &ParseFeature,
     ) -> std::result::Result<(), String> {
         let want = kind_of(spec.dtype());
         if slot.kind != 0 && slot.kind != want {
@@ -271,17 +271,21 @@ impl Sink {
         let n = append_values(rec, slot, &mut self.data, &mut self.offsets)
             .map_err(|w| format!("{} at byte {}", w.what, w.at))?;
         match spec {
-            FeatureSpec::VarLen { .. } => {
+            ParseFeature::VarLen { .. } => {
                 self.count += n as u64;
                 self.splits.push(self.count);
             }
-            FeatureSpec::FixedLen { shape, default, .. } => {
+            ParseFeature::FixedLen { shape, default, .. } => {
                 let per: usize = shape.iter().product();
                 if n == per {
                     return Ok(());
                 }
-                let Some(d) = default.as_ref().filter(|_| n == 0) else {
-                    let what = if slot.present {
+                // A default fills in only for a missing feature: a present but empty one is an
+                // error, as in TensorFlow.
+                let Some(d) = default.as_ref().filter(|_| n == 0 && !slot.present) else {
+                    let what = if slot.present && n == 0 {
+                        "is present but empty (a default fills in only a missing feature)".into()
+                    } else if slot.present {
                         format!("has {n} values")
                     } else {
                         "is missing".into()
@@ -305,15 +309,15 @@ impl Sink {
         Ok(())
     }
 
-    fn finish(self, spec: &FeatureSpec, rows: usize) -> Result<Value> {
+    fn finish(self, spec: &ParseFeature, rows: usize) -> Result<Value> {
         let dtype = spec.dtype();
         let (shape, splits) = match spec {
-            FeatureSpec::FixedLen { shape, .. } => {
+            ParseFeature::FixedLen { shape, .. } => {
                 let mut s = vec![rows];
                 s.extend_from_slice(shape);
                 (s, None)
             }
-            FeatureSpec::VarLen { .. } => (vec![self.count as usize], Some(self.splits)),
+            ParseFeature::VarLen { .. } => (vec![self.count as usize], Some(self.splits)),
         };
         let values = if dtype == DType::Bytes {
             Tensor::strings_from_parts(shape, Bytes::from(self.data), self.offsets.into())?

@@ -1,8 +1,8 @@
 //! Feature specs, as in `tf.io`: what to take out of each `tf.train.Example`.
 //!
-//! * [`FeatureSpec::FixedLen`]: exactly `prod(shape)` values per example (a default fills in when
+//! * [`ParseFeature::FixedLen`]: exactly `prod(shape)` values per example (a default fills in when
 //!   the feature is missing); per example a tensor of `shape`, per batch `[batch, *shape]`.
-//! * [`FeatureSpec::VarLen`]: any number of values; per example a 1-D tensor, per batch a ragged
+//! * [`ParseFeature::VarLen`]: any number of values; per example a 1-D tensor, per batch a ragged
 //!   column (values + row splits), never padded.
 //!
 //! The dtype is the wire type: `int64` (Int64List), `float32` (FloatList) or `bytes` (BytesList).
@@ -11,7 +11,7 @@ use stokehold_core::{DType, Error, Result, Tensor};
 
 /// How to parse one feature.
 #[derive(Clone, Debug, PartialEq)]
-pub enum FeatureSpec {
+pub enum ParseFeature {
     /// A fixed number of values, reshaped to `shape`.
     FixedLen {
         /// Shape of the feature in one example (`[]` for a scalar).
@@ -29,10 +29,10 @@ pub enum FeatureSpec {
     },
 }
 
-impl FeatureSpec {
+impl ParseFeature {
     /// A fixed-length feature without a default.
     pub fn fixed(shape: Vec<usize>, dtype: DType) -> Self {
-        FeatureSpec::FixedLen {
+        ParseFeature::FixedLen {
             shape,
             dtype,
             default: None,
@@ -41,21 +41,21 @@ impl FeatureSpec {
 
     /// A variable-length feature.
     pub fn var(dtype: DType) -> Self {
-        FeatureSpec::VarLen { dtype }
+        ParseFeature::VarLen { dtype }
     }
 
     /// The dtype.
     pub fn dtype(&self) -> DType {
         match self {
-            FeatureSpec::FixedLen { dtype, .. } | FeatureSpec::VarLen { dtype } => *dtype,
+            ParseFeature::FixedLen { dtype, .. } | ParseFeature::VarLen { dtype } => *dtype,
         }
     }
 
     /// Values per example for fixed-length features.
     pub fn fixed_count(&self) -> Option<usize> {
         match self {
-            FeatureSpec::FixedLen { shape, .. } => Some(shape.iter().product()),
-            FeatureSpec::VarLen { .. } => None,
+            ParseFeature::FixedLen { shape, .. } => Some(shape.iter().product()),
+            ParseFeature::VarLen { .. } => None,
         }
     }
 }
@@ -63,7 +63,7 @@ impl FeatureSpec {
 /// The features to parse, in output order.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct ParseSpec {
-    features: Vec<(String, FeatureSpec)>,
+    features: Vec<(String, ParseFeature)>,
 }
 
 impl ParseSpec {
@@ -73,25 +73,38 @@ impl ParseSpec {
     }
 
     /// Builder-style: adds feature `name`, checking dtype and default.
-    pub fn with(mut self, name: &str, spec: FeatureSpec) -> Result<Self> {
+    pub fn with(mut self, name: &str, spec: ParseFeature) -> Result<Self> {
         self.add(name, spec)?;
         Ok(self)
     }
 
     /// Adds feature `name`, checking dtype and default.
-    pub fn add(&mut self, name: &str, spec: FeatureSpec) -> Result<()> {
+    pub fn add(&mut self, name: &str, spec: ParseFeature) -> Result<()> {
         let dtype = spec.dtype();
         if !matches!(dtype, DType::I64 | DType::F32 | DType::Bytes) {
             return Err(Error::invalid(format!(
                 "feature {name:?}: tf.train.Example holds int64, float32 or bytes, not {dtype}"
             )));
         }
+        if let ParseFeature::FixedLen { shape, .. } = &spec {
+            // Refused here so that no later size (values per record, bytes per batch) wraps.
+            let bytes = shape
+                .iter()
+                .try_fold(1usize, |acc, &d| acc.checked_mul(d))
+                .and_then(|n| n.checked_mul(8));
+            if bytes.is_none_or(|b| b > isize::MAX as usize) {
+                return Err(Error::invalid(format!(
+                    "feature {name:?}: FixedLen{shape:?} holds more values than fit in memory \
+                     (the shape's product overflows)"
+                )));
+            }
+        }
         if self.features.iter().any(|(n, _)| n == name) {
             return Err(Error::invalid(format!(
                 "feature {name:?} is in the spec twice"
             )));
         }
-        if let FeatureSpec::FixedLen {
+        if let ParseFeature::FixedLen {
             default: Some(d),
             shape,
             ..
@@ -111,7 +124,7 @@ impl ParseSpec {
     }
 
     /// (name, spec) pairs in order.
-    pub fn features(&self) -> &[(String, FeatureSpec)] {
+    pub fn features(&self) -> &[(String, ParseFeature)] {
         &self.features
     }
 
@@ -131,8 +144,8 @@ impl ParseSpec {
             .features
             .iter()
             .map(|(n, s)| match s {
-                FeatureSpec::FixedLen { shape, dtype, .. } => format!("{n}:{dtype}{shape:?}"),
-                FeatureSpec::VarLen { dtype } => format!("{n}:{dtype}[?]"),
+                ParseFeature::FixedLen { shape, dtype, .. } => format!("{n}:{dtype}{shape:?}"),
+                ParseFeature::VarLen { dtype } => format!("{n}:{dtype}[?]"),
             })
             .collect();
         parts.join(",")

@@ -11,7 +11,7 @@ use std::path::Path;
 use stokehold_core::rng::Permutation;
 use stokehold_core::{Dataset, Error, Example, Result, INFINITE};
 
-use super::format::{FeatureSpec, Manifest};
+use super::format::{Manifest, ShardFeature};
 use super::writer::{encode_record, Encoded, Progress, ShardWriter, WriteOptions};
 
 /// Bytes of examples held per chunk: large enough to keep every thread busy between the
@@ -73,7 +73,7 @@ pub fn write_shards(
         if examples.is_empty() {
             break;
         }
-        let mut schema: Vec<FeatureSpec> = Vec::new();
+        let mut schema: Vec<ShardFeature> = Vec::new();
         for e in &examples {
             schema = w.observe(e)?;
         }
