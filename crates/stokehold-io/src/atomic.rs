@@ -6,10 +6,14 @@
 //! removes its file. One naming convention for every writer means a killed run's leftovers are
 //! recognisable: [`is_temp_name`] says whether a name is one, and which process wrote it.
 //!
-//! Cleaning: a writer that takes the folder lock ([`FolderLock`]) removes every temporary file of
-//! the convention in the folder (the lock proves no other writer is running there, and it has not
-//! created any yet); a writer of single files ([`TempFile::create`]) removes those whose writer
-//! process is gone (Linux: no `/proc/<pid>`; elsewhere nothing is removed).
+//! Cleaning: a writer that takes the folder lock ([`FolderLock`]), and a writer of single files
+//! ([`TempFile::create`]), remove the temporary files of the convention beside their target that
+//! are stale: their writer process is gone, or the file is older than the process now holding
+//! that pid (the pid was reused). Linux only (`/proc/<pid>/stat`); elsewhere nothing is removed.
+//! A live writer's files are never removed, even one that does not take the folder lock (a lone
+//! TFRecord file or table written into the same folder). Processes in another pid namespace
+//! (a container sharing the folder) look gone: do not share a folder across namespaces while
+//! writing.
 
 use std::fs::{self, File};
 use std::io::{Read, Seek, Write};
@@ -47,22 +51,46 @@ pub fn is_temp_name(name: &str) -> Option<u32> {
     rest[..digits].parse().ok()
 }
 
-/// Whether process `pid` still runs (Linux: `/proc/<pid>` exists; elsewhere assumed so).
-fn alive(pid: u32) -> bool {
-    if pid == std::process::id() {
-        return true;
+/// When process `pid` started, if it runs (Linux: `/proc/<pid>/stat` field 22, clock ticks since
+/// boot at the usual 100 Hz, plus the boot time from `/proc/stat`). `None`: not running.
+/// Elsewhere every process is taken to run, and to have started at the epoch.
+fn started(pid: u32) -> Option<std::time::SystemTime> {
+    use std::time::{Duration, UNIX_EPOCH};
+    if !cfg!(target_os = "linux") {
+        return Some(UNIX_EPOCH);
     }
-    if cfg!(target_os = "linux") {
-        Path::new(&format!("/proc/{pid}")).exists()
-    } else {
-        true
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the command name (which may hold spaces) start at field 3.
+    let ticks: u64 = stat
+        .rsplit_once(')')?
+        .1
+        .split_whitespace()
+        .nth(19)?
+        .parse()
+        .ok()?;
+    let btime: u64 = fs::read_to_string("/proc/stat")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("btime ")?.trim().parse().ok())
+        })
+        .unwrap_or(0);
+    Some(UNIX_EPOCH + Duration::from_secs(btime) + Duration::from_millis(ticks * 10))
+}
+
+/// Whether a temporary file written by `pid`, last modified at `mtime`, is a leftover: its
+/// writer is gone, or it predates the process now holding the pid (by over 2 s, for the
+/// rounding of the start time).
+fn stale(pid: u32, mtime: Option<std::time::SystemTime>) -> bool {
+    match started(pid) {
+        None => true,
+        Some(start) => mtime.is_some_and(|m| m + std::time::Duration::from_secs(2) < start),
     }
 }
 
-/// Removes the temporary files of the convention in `dir`: all of them when `all` (the caller
-/// holds the folder lock), else those whose writer process is gone. Returns how many. Best
-/// effort: a file that cannot be removed is left.
-pub fn clean_temps(dir: &Path, all: bool) -> usize {
+/// Removes the stale temporary files of the convention in `dir` (see [`stale`]); returns how
+/// many. Best effort: a file that cannot be removed is left.
+pub fn clean_temps(dir: &Path) -> usize {
     let Ok(entries) = fs::read_dir(dir) else {
         return 0;
     };
@@ -72,7 +100,8 @@ pub fn clean_temps(dir: &Path, all: bool) -> usize {
         let Some(pid) = is_temp_name(&name) else {
             continue;
         };
-        if (all || !alive(pid)) && fs::remove_file(e.path()).is_ok() {
+        let mtime = e.metadata().and_then(|m| m.modified()).ok();
+        if stale(pid, mtime) && fs::remove_file(e.path()).is_ok() {
             n += 1;
         }
     }
@@ -118,13 +147,13 @@ impl TempFile {
             } else {
                 dir
             };
-            clean_temps(dir, false);
+            clean_temps(dir);
         }
         Self::create_in_locked(dest)
     }
 
-    /// Creates the temporary file of `dest` without cleaning (the caller cleaned the folder under
-    /// its lock).
+    /// Creates the temporary file of `dest` without cleaning (the caller cleaned the folder when
+    /// it took its lock).
     pub fn create_in_locked(dest: impl AsRef<Path>) -> Result<(TempFile, File)> {
         let dest = dest.as_ref().to_path_buf();
         let tmp = temp_path(&dest);
@@ -199,8 +228,8 @@ pub struct FolderLock {
 }
 
 impl FolderLock {
-    /// Takes the lock of `dir` (which must exist) and removes every temporary file of the
-    /// convention left there by killed runs; a folder locked by another writer is refused with
+    /// Takes the lock of `dir` (which must exist) and removes the temporary files killed runs
+    /// left there ([`clean_temps`]); a folder locked by another writer is refused with
     /// an error naming it and the holder's pid.
     pub fn take(dir: &Path) -> Result<FolderLock> {
         let path = dir.join(LOCK_NAME);
@@ -235,7 +264,7 @@ impl FolderLock {
                 .set_len(0)
                 .and_then(|_| file.rewind())
                 .and_then(|_| file.write_all(pid.as_bytes()));
-            clean_temps(dir, true);
+            clean_temps(dir);
             return Ok(FolderLock {
                 path,
                 file: Some(file),
@@ -296,5 +325,26 @@ mod tests {
         write_atomic(&dest, b"hi").unwrap();
         assert_eq!(fs::read(&dest).unwrap(), b"hi");
         assert_eq!(count_temps(dir.path()), 0);
+    }
+
+    #[test]
+    fn only_stale_temps_are_cleaned() {
+        let dir = tempfile::tempdir().unwrap();
+        let me = std::process::id();
+        // Ours, fresh: a live writer's file stays.
+        let live = dir.path().join(format!(".a{TEMP_MARK}{me}-0"));
+        // A pid above Linux's largest (2^22): gone.
+        let gone = dir.path().join(format!(".b{TEMP_MARK}5000000-0"));
+        fs::write(&live, b"x").unwrap();
+        fs::write(&gone, b"x").unwrap();
+        assert_eq!(clean_temps(dir.path()), 1);
+        assert!(live.exists() && !gone.exists());
+        // Older than the process holding its pid (this one): the pid was reused.
+        let old = dir.path().join(format!(".c{TEMP_MARK}{me}-1"));
+        let f = File::create(&old).unwrap();
+        f.set_modified(std::time::UNIX_EPOCH + std::time::Duration::from_secs(1))
+            .unwrap();
+        assert_eq!(clean_temps(dir.path()), 1);
+        assert!(!old.exists() && live.exists());
     }
 }

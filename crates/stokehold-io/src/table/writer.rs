@@ -75,12 +75,17 @@ impl TableWriter {
 
     /// Appends `rows` rows given as raw little-endian bytes (`rows * row_bytes` of them).
     pub fn append_bytes(&mut self, data: &[u8], rows: usize) -> Result<()> {
-        let rb = self.row_shape.iter().product::<usize>() * self.dtype.size().unwrap_or(0);
-        if data.len() != rows * rb {
+        // Checked: a row shape or count from input must not wrap into a size that matches.
+        let rb = self
+            .row_shape
+            .iter()
+            .try_fold(self.dtype.size().unwrap_or(0), |a, &d| a.checked_mul(d));
+        let need = rb.and_then(|rb| rb.checked_mul(rows));
+        if need != Some(data.len()) {
             return Err(Error::invalid(format!(
-                "{}: {rows} rows of {rb} bytes need {} bytes, got {}",
+                "{}: {rows} rows of shape {:?} need {need:?} bytes, got {}",
                 self.path.display(),
-                rows * rb,
+                self.row_shape,
                 data.len()
             )));
         }

@@ -234,13 +234,19 @@ impl Sink {
         let per = spec.fixed_count().unwrap_or(1);
         let width = spec.dtype().size().unwrap_or(0);
         let mut s = Sink {
-            data: Vec::with_capacity(rows * per * width),
+            // A hint only: a product that would wrap reserves nothing.
+            data: Vec::with_capacity(
+                rows.checked_mul(per)
+                    .and_then(|n| n.checked_mul(width))
+                    .unwrap_or(0),
+            ),
             offsets: Vec::new(),
             splits: Vec::new(),
             count: 0,
         };
         if spec.dtype() == DType::Bytes {
-            s.offsets.reserve(rows * per + 1);
+            s.offsets
+                .reserve(rows.checked_mul(per).map_or(1, |n| n.saturating_add(1)));
             s.offsets.push(0);
         }
         if spec.fixed_count().is_none() {
@@ -276,6 +282,7 @@ impl Sink {
                 self.splits.push(self.count);
             }
             ParseFeature::FixedLen { shape, default, .. } => {
+                // Fits: `ParseSpec::add` refused shapes whose product overflows.
                 let per: usize = shape.iter().product();
                 if n == per {
                     return Ok(());
