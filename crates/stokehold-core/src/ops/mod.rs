@@ -18,6 +18,7 @@ pub mod map;
 pub mod mix;
 pub mod parallel_map;
 pub mod plan;
+pub mod remap;
 pub mod repeat;
 pub mod shard;
 pub mod shuffle;
@@ -36,6 +37,7 @@ use crate::exec::prefetch::Prefetch;
 use batch::{BatchOptions, IterBatch, MapBatch};
 use filter::{Filter, FilterFn};
 use map::{IterMap, MapFn, MapMap};
+use remap::Remap;
 use repeat::{IterRepeat, MapRepeat};
 use shuffle::{BufferShuffle, GlobalShuffle};
 use slice::{IterSlice, MapSlice};
@@ -79,10 +81,10 @@ impl Dataset {
     /// false` the same one every epoch (tf.data's flag); an error for streams and endless inputs.
     pub fn shuffle_with(&self, seed: u64, reshuffle_each_iteration: bool) -> Result<Dataset> {
         match self {
-            Dataset::Map(m) => Ok(Dataset::from_map(
+            Dataset::Map(m) => Ok(Dataset::from_map(Remap(
                 GlobalShuffle::new(m.clone(), seed)?
                     .reshuffle_each_iteration(reshuffle_each_iteration),
-            )),
+            ))),
             Dataset::Iter(_) => Err(crate::Error::invalid(stream_shuffle_advice(
                 self,
                 &format!("shuffle(seed={seed})"),
@@ -121,7 +123,7 @@ impl Dataset {
             }
         }
         match self {
-            Dataset::Map(m) => Dataset::from_map(MapRepeat::new(m.clone(), count)),
+            Dataset::Map(m) => Dataset::from_map(Remap(MapRepeat::new(m.clone(), count))),
             Dataset::Iter(_) => Dataset::from_iter(IterRepeat::new(self.clone(), count)),
         }
     }
@@ -129,7 +131,7 @@ impl Dataset {
     /// The first `n` elements (of each epoch, for random access).
     pub fn take(&self, n: u64) -> Dataset {
         match self {
-            Dataset::Map(m) => Dataset::from_map(MapSlice::take(m.clone(), n)),
+            Dataset::Map(m) => Dataset::from_map(Remap(MapSlice::take(m.clone(), n))),
             Dataset::Iter(_) => Dataset::from_iter(IterSlice::take(self.clone(), n)),
         }
     }
@@ -137,7 +139,7 @@ impl Dataset {
     /// All but the first `n` elements (of each epoch, for random access).
     pub fn skip(&self, n: u64) -> Dataset {
         match self {
-            Dataset::Map(m) => Dataset::from_map(MapSlice::skip(m.clone(), n)),
+            Dataset::Map(m) => Dataset::from_map(Remap(MapSlice::skip(m.clone(), n))),
             Dataset::Iter(_) => Dataset::from_iter(IterSlice::skip(self.clone(), n)),
         }
     }

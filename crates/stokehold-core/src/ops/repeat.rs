@@ -13,6 +13,7 @@ use crate::dataset::{
 };
 use crate::error::Result;
 use crate::example::Example;
+use crate::ops::remap::IndexMap;
 
 /// Repeat over a random-access dataset.
 pub struct MapRepeat {
@@ -27,7 +28,11 @@ impl MapRepeat {
     }
 }
 
-impl MapDataset for MapRepeat {
+impl IndexMap for MapRepeat {
+    fn input(&self) -> &Arc<dyn MapDataset> {
+        &self.parent
+    }
+
     fn len(&self) -> u64 {
         let n = self.parent.len();
         match self.count {
@@ -37,24 +42,9 @@ impl MapDataset for MapRepeat {
         }
     }
 
-    fn get(&self, index: u64) -> Result<Example> {
-        self.parent.get(index)
-    }
-
-    fn get_batch(&self, indices: &[u64]) -> Result<Option<Example>> {
-        self.parent.get_batch(indices)
-    }
-
-    fn rows_per_element(&self) -> Option<u64> {
-        self.parent.rows_per_element()
-    }
-
-    fn prefetch_useful(&self) -> bool {
-        self.parent.prefetch_useful()
-    }
-
-    fn prefetch(&self, index: u64, hint: crate::dataset::Hint) {
-        self.parent.prefetch(index, hint)
+    /// Index `e * n + i` is already element `i` of the input's epoch `e`: the identity.
+    fn source_index(&self, index: u64) -> Result<u64> {
+        Ok(index)
     }
 
     fn name(&self) -> String {
@@ -62,10 +52,6 @@ impl MapDataset for MapRepeat {
             Some(c) => format!("repeat({c})"),
             None => "repeat()".into(),
         }
-    }
-
-    fn parents(&self) -> Vec<Dataset> {
-        vec![Dataset::Map(self.parent.clone())]
     }
 }
 

@@ -19,6 +19,7 @@ use serde_json::{json, Value as Json};
 use crate::dataset::{state_u64, Dataset, DatasetIter, IterDataset, MapDataset, INFINITE};
 use crate::error::{Error, Result};
 use crate::example::Example;
+use crate::ops::remap::{IndexMap, Remap};
 
 /// What to do when the number of parts does not divide the epoch (see the module docs).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
@@ -81,7 +82,11 @@ pub struct RankShard {
     label: &'static str,
 }
 
-impl MapDataset for RankShard {
+impl IndexMap for RankShard {
+    fn input(&self) -> &Arc<dyn MapDataset> {
+        &self.parent
+    }
+
     fn len(&self) -> u64 {
         match self.parent.len() {
             INFINITE => INFINITE,
@@ -89,17 +94,8 @@ impl MapDataset for RankShard {
         }
     }
 
-    fn get(&self, index: u64) -> Result<Example> {
-        self.parent.get(self.source(index)?)
-    }
-
-    /// Index arithmetic: the parent's batch fast path applies to the mapped indices.
-    fn get_batch(&self, indices: &[u64]) -> Result<Option<Example>> {
-        let mapped = indices
-            .iter()
-            .map(|i| self.source(*i))
-            .collect::<Result<Vec<u64>>>()?;
-        self.parent.get_batch(&mapped)
+    fn source_index(&self, index: u64) -> Result<u64> {
+        self.source(index)
     }
 
     fn name(&self) -> String {
@@ -110,10 +106,6 @@ impl MapDataset for RankShard {
             self.index,
             self.policy.name()
         )
-    }
-
-    fn parents(&self) -> Vec<Dataset> {
-        vec![Dataset::Map(self.parent.clone())]
     }
 }
 
@@ -167,13 +159,13 @@ impl Dataset {
     ) -> Result<Dataset> {
         check_parts(parts, index)?;
         let parent = need_map(self, label)?.clone();
-        Ok(Dataset::from_map(RankShard {
+        Ok(Dataset::from_map(Remap(RankShard {
             parent,
             parts,
             index,
             policy,
             label,
-        }))
+        })))
     }
 
     /// Elements `start..stop` of each epoch (clamped to the length); keeps random access.

@@ -21,6 +21,7 @@ use crate::dataset::{
 };
 use crate::error::{Error, Result};
 use crate::example::Example;
+use crate::ops::remap::IndexMap;
 use crate::rng::{Permutation, Rng};
 
 /// A seeded global permutation per epoch over a random-access dataset.
@@ -52,8 +53,17 @@ impl GlobalShuffle {
     }
 }
 
-impl GlobalShuffle {
-    /// The parent's index for `index`: element `i` of epoch `e` is `e * n + perm(seed, e)(i)`.
+impl IndexMap for GlobalShuffle {
+    fn input(&self) -> &Arc<dyn MapDataset> {
+        &self.parent
+    }
+
+    fn len(&self) -> u64 {
+        self.parent.len()
+    }
+
+    /// Element `i` of epoch `e` is `e * n + perm(seed, e)(i)` (`perm(seed, 0)` every epoch
+    /// without reshuffling).
     fn source_index(&self, index: u64) -> Result<u64> {
         let n = self.parent.len();
         if n == 0 {
@@ -68,38 +78,6 @@ impl GlobalShuffle {
         Ok(epoch * n + Permutation::cached(n, self.seed, key).apply(i))
     }
 
-    fn source_indices(&self, indices: &[u64]) -> Result<Vec<u64>> {
-        indices.iter().map(|&i| self.source_index(i)).collect()
-    }
-}
-
-impl MapDataset for GlobalShuffle {
-    fn len(&self) -> u64 {
-        self.parent.len()
-    }
-
-    fn get(&self, index: u64) -> Result<Example> {
-        self.parent.get(self.source_index(index)?)
-    }
-
-    fn get_batch(&self, indices: &[u64]) -> Result<Option<Example>> {
-        self.parent.get_batch(&self.source_indices(indices)?)
-    }
-
-    fn rows_per_element(&self) -> Option<u64> {
-        self.parent.rows_per_element()
-    }
-
-    fn prefetch_useful(&self) -> bool {
-        self.parent.prefetch_useful()
-    }
-
-    fn prefetch(&self, index: u64, hint: crate::dataset::Hint) {
-        if let Ok(i) = self.source_index(index) {
-            self.parent.prefetch(i, hint)
-        }
-    }
-
     fn name(&self) -> String {
         match self.reshuffle {
             true => format!("shuffle(seed={})", self.seed),
@@ -108,10 +86,6 @@ impl MapDataset for GlobalShuffle {
                 self.seed
             ),
         }
-    }
-
-    fn parents(&self) -> Vec<Dataset> {
-        vec![Dataset::Map(self.parent.clone())]
     }
 }
 

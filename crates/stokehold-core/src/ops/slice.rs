@@ -11,6 +11,7 @@ use crate::dataset::{
 };
 use crate::error::{Error, Result};
 use crate::example::Example;
+use crate::ops::remap::IndexMap;
 
 /// take / skip over a random-access dataset: a window `offset..offset+len` of each epoch.
 pub struct MapSlice {
@@ -49,8 +50,16 @@ impl MapSlice {
     }
 }
 
-impl MapSlice {
-    /// The parent's index for `index`: the window `offset..offset+len` of the same epoch.
+impl IndexMap for MapSlice {
+    fn input(&self) -> &Arc<dyn MapDataset> {
+        &self.parent
+    }
+
+    fn len(&self) -> u64 {
+        self.len
+    }
+
+    /// The window `offset..offset+len` of the same epoch.
     fn source_index(&self, index: u64) -> Result<u64> {
         if self.len == 0 {
             return Err(Error::OutOfRange {
@@ -66,45 +75,9 @@ impl MapSlice {
         let (epoch, i) = (index / self.len, index % self.len);
         Ok(epoch * plen + self.offset + i)
     }
-}
-
-impl MapDataset for MapSlice {
-    fn len(&self) -> u64 {
-        self.len
-    }
-
-    fn get(&self, index: u64) -> Result<Example> {
-        self.parent.get(self.source_index(index)?)
-    }
-
-    fn rows_per_element(&self) -> Option<u64> {
-        self.parent.rows_per_element()
-    }
-
-    fn prefetch_useful(&self) -> bool {
-        self.parent.prefetch_useful()
-    }
-
-    fn prefetch(&self, index: u64, hint: crate::dataset::Hint) {
-        if let Ok(i) = self.source_index(index) {
-            self.parent.prefetch(i, hint)
-        }
-    }
-
-    fn get_batch(&self, indices: &[u64]) -> Result<Option<Example>> {
-        let mapped = indices
-            .iter()
-            .map(|&i| self.source_index(i))
-            .collect::<Result<Vec<_>>>()?;
-        self.parent.get_batch(&mapped)
-    }
 
     fn name(&self) -> String {
         self.label.clone()
-    }
-
-    fn parents(&self) -> Vec<Dataset> {
-        vec![Dataset::Map(self.parent.clone())]
     }
 }
 

@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use crate::dataset::{Dataset, MapDataset, INFINITE};
 use crate::error::{Error, Result};
-use crate::example::Example;
+use crate::ops::remap::{IndexMap, Remap};
 use crate::rng::{key, Permutation, Rng};
 
 /// A windowed shuffle over a random-access dataset.
@@ -66,9 +66,17 @@ impl WindowShuffle {
     }
 }
 
-impl WindowShuffle {
+impl IndexMap for WindowShuffle {
+    fn input(&self) -> &Arc<dyn MapDataset> {
+        &self.parent
+    }
+
+    fn len(&self) -> u64 {
+        self.parent.len()
+    }
+
     /// The parent's global index that global element `index` reads.
-    fn global_source(&self, index: u64) -> Result<u64> {
+    fn source_index(&self, index: u64) -> Result<u64> {
         let n = self.parent.len();
         if n == 0 {
             return Err(Error::OutOfRange {
@@ -80,32 +88,9 @@ impl WindowShuffle {
         let (epoch, i) = (index / n, index % n);
         Ok(epoch * n + self.source(epoch, i))
     }
-}
-
-impl MapDataset for WindowShuffle {
-    fn len(&self) -> u64 {
-        self.parent.len()
-    }
-
-    fn get(&self, index: u64) -> Result<Example> {
-        self.parent.get(self.global_source(index)?)
-    }
-
-    /// Index arithmetic: the parent's batch fast path applies to the mapped indices.
-    fn get_batch(&self, indices: &[u64]) -> Result<Option<Example>> {
-        let mapped = indices
-            .iter()
-            .map(|i| self.global_source(*i))
-            .collect::<Result<Vec<u64>>>()?;
-        self.parent.get_batch(&mapped)
-    }
 
     fn name(&self) -> String {
         format!("window_shuffle(window={}, seed={})", self.window, self.seed)
-    }
-
-    fn parents(&self) -> Vec<Dataset> {
-        vec![Dataset::Map(self.parent.clone())]
     }
 }
 
@@ -119,11 +104,11 @@ impl Dataset {
                 "use shuffle_buffer for streams",
             ))
         })?;
-        Ok(Dataset::from_map(WindowShuffle::new(
+        Ok(Dataset::from_map(Remap(WindowShuffle::new(
             m.clone(),
             window,
             seed,
-        )?))
+        )?)))
     }
 }
 
@@ -131,7 +116,7 @@ impl Dataset {
 mod tests {
     use super::*;
     use crate::ops::source::Range;
-    use crate::Tensor;
+    use crate::{Example, Tensor};
 
     #[test]
     fn is_a_permutation_that_stays_in_windows() {
