@@ -28,9 +28,11 @@ enum Command {
     Demo(cmd::demo::Args),
     /// Write (`table write`) or inspect (`table info`) a memory-mapped feature table.
     Table(cmd::table::Args),
-    /// TFRecord files: record count, sizes, features with dtypes and shapes seen.
+    /// TFRecord files (record count, sizes, features with dtypes and shapes seen) or shard
+    /// folders (manifest); exit 1 on a corrupt record.
     Inspect(cmd::tfrecord::InspectArgs),
-    /// Check every CRC of TFRecord files (progress bar); exit 1 if any record is corrupt.
+    /// Check every CRC of TFRecord files or every byte of shard folders (progress bar); exit 1 if
+    /// any record is corrupt or a file is not TFRecord.
     Verify(cmd::tfrecord::VerifyArgs),
     /// Write the `<file>.idx` record index of TFRecord files (random access, len, shuffle).
     Index(cmd::tfrecord::IndexArgs),
@@ -38,6 +40,8 @@ enum Command {
     Write(cmd::shard::WriteArgs),
     /// Convert TFRecord files to a shard folder, or a shard folder to TFRecord files.
     Convert(cmd::shard::ConvertArgs),
+    /// Read a shard folder or TFRecord files through a pipeline: records/s, MB/s, stats table.
+    Bench(cmd::bench::Args),
 }
 
 impl Command {
@@ -50,6 +54,7 @@ impl Command {
             Command::Index(args) => cmd::tfrecord::index(args),
             Command::Write(args) => cmd::shard::run_write(args),
             Command::Convert(args) => cmd::shard::run_convert(args),
+            Command::Bench(args) => cmd::bench::run(args),
         }
     }
 }
@@ -58,8 +63,26 @@ fn main() -> ExitCode {
     match Cli::parse().command.run() {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("stokehold: error: {e:#}");
+            eprintln!("stokehold: error: {}", message(&e));
             ExitCode::FAILURE
         }
     }
+}
+
+/// The error and its causes, joined by ": ", each cause left out when the text before it already
+/// says it (an I/O error names its file and OS reason, and its OS error is also its source: the
+/// reason would print twice).
+fn message(e: &anyhow::Error) -> String {
+    let mut out = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if out.contains(&text) {
+            continue;
+        }
+        if !out.is_empty() {
+            out.push_str(": ");
+        }
+        out.push_str(&text);
+    }
+    out
 }

@@ -9,3 +9,4 @@ pub mod files;
 pub mod shard;
 pub mod table;
 pub mod tfrecord;
+pub mod units;

@@ -8,6 +8,7 @@ use anyhow::{bail, Context};
 use stokehold_core::{map_fn, Dataset, Example, MapDataset, Tensor};
 use stokehold_io::shard::{self, Compression, Progress, WriteOptions};
 use stokehold_io::tfrecord;
+use stokehold_io::units::{self, bytes, count, count_with};
 
 /// How shards are written (shared by `write` and `convert`).
 #[derive(clap::Args)]
@@ -123,12 +124,16 @@ fn write(ds: &Dataset, out: &Path, a: &ShardArgs) -> anyhow::Result<()> {
     if let Some(t) = a.threads {
         opts.threads = t.max(1);
     }
-    let bar = stokehold_cli::progress::bar(ds.len().unwrap_or(0), "write", !a.no_progress);
+    let bar = stokehold_cli::progress::bar(ds.len(), "write", !a.no_progress);
     let bar = Mutex::new(bar);
     let cb = |p: &Progress| {
         if let Ok(b) = bar.lock() {
             b.set_position(p.records);
-            b.set_message(format!("{} shards, {} MiB", p.shards, p.bytes >> 20));
+            b.set_message(format!(
+                "{}, {}",
+                count(p.shards as u64, "shard"),
+                bytes(p.bytes)
+            ));
         }
     };
     let m = shard::write_shards(ds, out, opts, Some(&cb))
@@ -136,10 +141,10 @@ fn write(ds: &Dataset, out: &Path, a: &ShardArgs) -> anyhow::Result<()> {
     bar.into_inner().map(|b| b.finish_and_clear()).ok();
     let bytes: u64 = m.shards.iter().map(|s| s.bytes).sum();
     println!(
-        "wrote {} records in {} shards ({:.1} MiB, {:?}) to {}",
-        m.num_records,
-        m.shards.len(),
-        bytes as f64 / (1 << 20) as f64,
+        "wrote {} in {} ({}, compression {}) to {}",
+        count(m.num_records, "record"),
+        count(m.shards.len() as u64, "shard"),
+        units::bytes(bytes),
         m.compression,
         out.display()
     );
@@ -166,15 +171,16 @@ pub fn run_convert(args: ConvertArgs) -> anyhow::Result<()> {
             bytes_per_shard: Some(args.shard.shard_size),
             ..Default::default()
         };
-        let bar = stokehold_cli::progress::bar(n, "convert", !args.shard.no_progress);
+        let bar = stokehold_cli::progress::bar(Some(n), "convert", !args.shard.no_progress);
         let paths =
             tfrecord::write_tfrecord_shards(&Dataset::from_map(ds), &args.out, &opts, &mut |p| {
                 bar.set_position(p.records)
             })?;
         bar.finish_and_clear();
         println!(
-            "wrote {n} records in {} TFRecord files to {}",
-            paths.len(),
+            "wrote {} in {} to {}",
+            count(n, "record"),
+            count_with(paths.len() as u64, "TFRecord file", "TFRecord files"),
             args.out.display()
         );
         return Ok(());

@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use stokehold_io::table::{concat_npy, table_from_shards, Table};
+use stokehold_io::units::{bytes, count};
 
 /// Options of `stokehold table`.
 #[derive(clap::Args)]
@@ -56,21 +57,28 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             feature,
             no_progress,
         } => {
-            let pb = stokehold_cli::progress::bar(0, "table", !no_progress);
             let table = match (from_shards, feature) {
-                (Some(dir), Some(feature)) => table_from_shards(&dir, &feature, &output, |d, n| {
-                    pb.set_length(n);
-                    pb.set_position(d);
-                    pb.set_message("records");
-                }),
-                _ => concat_npy(&inputs, &output, |done, total| {
-                    pb.set_length(total >> 20);
-                    pb.set_position(done >> 20);
-                    pb.set_message("MiB");
-                }),
+                (Some(dir), Some(feature)) => {
+                    let pb = stokehold_cli::progress::bar(None, "table", !no_progress);
+                    let t = table_from_shards(&dir, &feature, &output, |d, n| {
+                        pb.set_length(n);
+                        pb.set_position(d);
+                        pb.set_message("records");
+                    });
+                    pb.finish_and_clear();
+                    t
+                }
+                _ => {
+                    let pb = stokehold_cli::progress::byte_bar(None, "table", !no_progress);
+                    let t = concat_npy(&inputs, &output, |done, total| {
+                        pb.set_length(total);
+                        pb.set_position(done);
+                    });
+                    pb.finish_and_clear();
+                    t
+                }
             }
             .with_context(|| format!("writing table {}", output.display()))?;
-            pb.finish_and_clear();
             println!("wrote {}", describe(&table));
         }
         TableCommand::Info { path } => println!("{}", describe(&Table::open(&path)?)),
@@ -79,14 +87,15 @@ pub fn run(args: Args) -> anyhow::Result<()> {
 }
 
 fn describe(t: &Table) -> String {
+    let shape: Vec<String> = t.row_shape().iter().map(|d| d.to_string()).collect();
     format!(
-        "{}: {} rows of {}{:?} ({} bytes per row, {} bytes)",
+        "{}: {} of {} [{}] ({} per row, {})",
         t.path().display(),
-        t.len(),
+        count(t.len(), "row"),
         t.dtype(),
-        t.row_shape(),
-        t.row_bytes(),
-        t.tensor().data().len()
+        shape.join(", "),
+        bytes(t.row_bytes() as u64),
+        bytes(t.tensor().data().len() as u64)
     )
 }
 

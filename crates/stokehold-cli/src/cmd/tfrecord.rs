@@ -5,9 +5,11 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
+use stokehold_io::shard;
 use stokehold_io::tfrecord::index::build_index;
 use stokehold_io::tfrecord::inspect::{inspect_file, verify_file};
 use stokehold_io::tfrecord::{Compression, OnCorrupt, ReadOptions};
+use stokehold_io::units::{bytes, count, count_with};
 
 /// Compression of the files: `auto` guesses from the name (`.gz` GZIP, `.zz`/`.zlib` ZLIB).
 fn compression(arg: &str, path: &Path) -> anyhow::Result<Compression> {
@@ -20,10 +22,10 @@ fn compression(arg: &str, path: &Path) -> anyhow::Result<Compression> {
 /// Options of `stokehold inspect`.
 #[derive(clap::Args)]
 pub struct InspectArgs {
-    /// TFRecord files.
+    /// TFRecord files, or shard folders.
     #[arg(required = true)]
     files: Vec<PathBuf>,
-    /// auto, none, gzip or zlib.
+    /// auto, none, gzip or zlib (TFRecord files).
     #[arg(long, default_value = "auto")]
     compression: String,
     /// Decode at most this many records per file as Examples (all are counted).
@@ -31,17 +33,74 @@ pub struct InspectArgs {
     max_records: Option<u64>,
 }
 
-/// Prints records, sizes, features (dtypes, values per record, a suggested spec) per file.
+/// True when `path` is a shard folder (it has a manifest).
+fn is_shard_folder(path: &Path) -> bool {
+    path.is_dir() && path.join(shard::format::MANIFEST_NAME).exists()
+}
+
+/// Prints records, sizes, features (dtypes, values per record, a suggested spec) per file, or a
+/// shard folder's manifest; fails (exit 1) when a file has corrupt records.
 pub fn inspect(args: InspectArgs) -> anyhow::Result<()> {
+    let mut corrupt = 0u64;
     for f in &args.files {
+        if is_shard_folder(f) {
+            inspect_shards(f)?;
+            continue;
+        }
         let opts = ReadOptions {
             compression: compression(&args.compression, f)?,
             ..Default::default()
         };
         let rep = inspect_file(f, opts, args.max_records)
             .with_context(|| format!("inspecting {}", f.display()))?;
-        println!("{} ({:?})", f.display(), opts.compression);
+        println!("{} ({})", f.display(), opts.compression);
         print!("{rep}");
+        corrupt += rep.corrupt;
+    }
+    if corrupt > 0 {
+        bail!("{} found", count(corrupt, "corrupt record"));
+    }
+    Ok(())
+}
+
+/// A shard folder's manifest: records, shards, bytes, compression and the schema.
+fn inspect_shards(dir: &Path) -> anyhow::Result<()> {
+    let ds =
+        shard::ShardDataset::open(dir).with_context(|| format!("opening {}", dir.display()))?;
+    let m = ds.manifest();
+    let total: u64 = m.shards.iter().map(|s| s.bytes).sum();
+    println!(
+        "{} (shard folder, format version {})",
+        dir.display(),
+        m.version
+    );
+    println!(
+        "  {} in {}, {}, compression {}",
+        count(m.num_records, "record"),
+        count(m.shards.len() as u64, "shard"),
+        bytes(total),
+        m.compression
+    );
+    for f in &m.schema {
+        let shape = match &f.shape {
+            None => "any rank".to_string(),
+            Some(dims) => {
+                let d: Vec<String> = dims
+                    .iter()
+                    .map(|d| d.map_or("?".into(), |v| v.to_string()))
+                    .collect();
+                format!("[{}]", d.join(", "))
+            }
+        };
+        let kind = match f.kind {
+            shard::format::Kind::Tensor => "dense",
+            shard::format::Kind::Ragged => "ragged",
+        };
+        println!(
+            "  {:<24} {:<10} {kind:<7} {shape}",
+            f.name,
+            f.dtype.to_string()
+        );
     }
     Ok(())
 }
@@ -49,10 +108,10 @@ pub fn inspect(args: InspectArgs) -> anyhow::Result<()> {
 /// Options of `stokehold verify`.
 #[derive(clap::Args)]
 pub struct VerifyArgs {
-    /// TFRecord files.
+    /// TFRecord files, or shard folders.
     #[arg(required = true)]
     files: Vec<PathBuf>,
-    /// auto, none, gzip or zlib.
+    /// auto, none, gzip or zlib (TFRecord files).
     #[arg(long, default_value = "auto")]
     compression: String,
     /// Hide the progress bar (hidden anyway when stderr is not a terminal).
@@ -60,19 +119,37 @@ pub struct VerifyArgs {
     no_progress: bool,
 }
 
-/// Checks every CRC of every file; fails (exit 1) when any record is corrupt.
+/// Checks every CRC of every file (every byte of a shard folder); fails (exit 1) when any record
+/// is corrupt or a file is not a TFRecord file.
 pub fn verify(args: VerifyArgs) -> anyhow::Result<()> {
     // The bar counts stream bytes; for compressed files the stream is longer than the file, so
     // their bar just runs past the file's share.
     let total: u64 = args
         .files
         .iter()
+        .filter(|f| !is_shard_folder(f))
         .filter_map(|f| std::fs::metadata(f).ok())
         .map(|m| m.len())
         .sum();
-    let pb = stokehold_cli::progress::bar(total, "verify", !args.no_progress);
-    let (mut bad, mut records) = (0u64, 0u64);
+    let pb = stokehold_cli::progress::byte_bar(Some(total), "verify", !args.no_progress);
+    let (mut bad, mut records, mut failed) = (0u64, 0u64, 0u64);
     for f in &args.files {
+        if is_shard_folder(f) {
+            let ds =
+                shard::ShardDataset::open(f).with_context(|| format!("opening {}", f.display()))?;
+            let n = ds.manifest().num_records;
+            match ds.verify() {
+                Ok(()) => {
+                    records += n;
+                    pb.suspend(|| println!("{}: ok, {}", f.display(), count(n, "record")));
+                }
+                Err(e) => {
+                    failed += 1;
+                    pb.suspend(|| println!("{}: {e}", f.display()));
+                }
+            }
+            continue;
+        }
         let base = pb.position();
         let rep = verify_file(f, compression(&args.compression, f)?, &mut |o| {
             pb.set_position(base + o)
@@ -80,15 +157,24 @@ pub fn verify(args: VerifyArgs) -> anyhow::Result<()> {
         .with_context(|| format!("verifying {}", f.display()))?;
         records += rep.records;
         if rep.corrupt == 0 {
-            pb.suspend(|| println!("{}: ok, {} records", f.display(), rep.records));
+            pb.suspend(|| println!("{}: ok, {}", f.display(), count(rep.records, "record")));
+        } else if rep.records == 0 && rep.first_corrupt.first().is_some_and(|c| c.offset == 0) {
+            // Nothing framed anywhere, from the first byte on: another kind of file.
+            failed += 1;
+            pb.suspend(|| {
+                println!(
+                    "{}: not a TFRecord file (no record frame checks out, from offset 0 on)",
+                    f.display()
+                )
+            });
         } else {
             bad += rep.corrupt;
             // suspend: print above the bar (println on a hidden bar would print nothing).
             pb.suspend(|| {
                 println!(
-                    "{}: {} corrupt records, {} good",
+                    "{}: {}, {} good",
                     f.display(),
-                    rep.corrupt,
+                    count(rep.corrupt, "corrupt record"),
                     rep.records
                 );
                 for c in &rep.first_corrupt {
@@ -99,11 +185,16 @@ pub fn verify(args: VerifyArgs) -> anyhow::Result<()> {
     }
     pb.finish_and_clear();
     println!(
-        "{} files, {records} good records, {bad} corrupt",
-        args.files.len()
+        "checked {}: {}, {}",
+        count(args.files.len() as u64, "input"),
+        count_with(records, "good record", "good records"),
+        count(bad, "corrupt record")
     );
+    if failed > 0 {
+        bail!("{} failed the check", count(failed, "input"));
+    }
     if bad > 0 {
-        bail!("{bad} corrupt records");
+        bail!("{} found", count(bad, "corrupt record"));
     }
     Ok(())
 }
@@ -135,14 +226,17 @@ pub fn index(args: IndexArgs) -> anyhow::Result<()> {
         };
         let s = build_index(f, opts).with_context(|| format!("indexing {}", f.display()))?;
         let skipped = if s.skipped > 0 {
-            format!(", {} corrupt left out", s.skipped)
+            format!(
+                ", {} left out (listed in the index)",
+                count(s.skipped, "corrupt record")
+            )
         } else {
             String::new()
         };
         println!(
-            "{}: {} records{skipped} -> {}",
+            "{}: {}{skipped} -> {}",
             f.display(),
-            s.records,
+            count(s.records, "record"),
             s.path.display()
         );
     }

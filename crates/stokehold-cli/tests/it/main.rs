@@ -1,5 +1,6 @@
 //! Integration tests of the `stokehold` binary.
 
 mod cli;
+mod polish;
 mod shard;
 mod tfrecord;

@@ -32,10 +32,18 @@ fn inspect_tf_written_files() {
     let out = stokehold(&args);
     assert!(out.status.success(), "{}", text(&out));
     let s = text(&out);
-    assert_eq!(s.matches("records: 24 ").count(), 3, "{s}");
+    assert_eq!(s.matches("  24 records, ").count(), 3, "{s}");
     assert!(s.contains("FixedLen([4], float32)"), "{s}");
     assert!(s.contains("VarLen(int64)"), "{s}");
-    assert!(s.contains("Gzip") && s.contains("Zlib"), "{s}");
+    assert!(
+        s.contains("(GZIP)") && s.contains("(ZLIB)") && s.contains("(uncompressed)"),
+        "{s}"
+    );
+    // Figures for people: byte units, no Rust Debug names.
+    assert!(
+        s.contains(" KiB of record data") && !s.contains("None") && !s.contains("Some("),
+        "{s}"
+    );
 }
 
 #[test]

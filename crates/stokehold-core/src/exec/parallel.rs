@@ -150,6 +150,19 @@ impl Shared {
     }
 }
 
+/// The stats row of a stage: a parallel map is named by its function (its label); a
+/// `parallelize` by the last ops it runs on its workers (`parallelize[map[load] -> batch(64)]`),
+/// so the table says whose work the row measures.
+fn stats_row(spec: &StageSpec, parent: &Dataset, maps: bool) -> String {
+    if maps {
+        return spec.label.clone();
+    }
+    let chain = parent.describe();
+    let ops: Vec<&str> = chain.rsplit(" -> ").take(2).collect();
+    let ops: Vec<&str> = ops.into_iter().rev().collect();
+    format!("parallelize[{}]", ops.join(" -> "))
+}
+
 /// Settings of one parallel stage.
 #[derive(Clone)]
 pub(crate) struct StageSpec {
@@ -184,7 +197,7 @@ impl ParallelIter {
         epoch: u64,
     ) -> Result<Self> {
         let exec = Executor::current_or_default();
-        let stats = exec.op_stats(&spec.label);
+        let stats = exec.op_stats(&stats_row(&spec, &parent, f.is_some()));
         let mut tuner = match spec.par {
             Parallelism::Autotune => Some(Tuner::new(&exec)),
             Parallelism::Fixed(_) => None,

@@ -17,6 +17,8 @@ struct Event {
     name: &'static str,
     op: String,
     tid: u64,
+    /// The recording thread's name (`stokehold-worker`, `stokehold-prefetch`, the consumer's).
+    thread: String,
     start_us: u64,
     dur_us: u64,
 }
@@ -31,6 +33,7 @@ pub struct Trace {
 
 thread_local! {
     static TID: u64 = thread_id();
+    static NAME: String = std::thread::current().name().unwrap_or("consumer").to_string();
 }
 
 fn thread_id() -> u64 {
@@ -66,6 +69,7 @@ impl Trace {
             name,
             op: op.to_string(),
             tid: TID.with(|t| *t),
+            thread: NAME.with(Clone::clone),
             start_us: start.saturating_duration_since(self.origin).as_micros() as u64,
             dur_us: start.elapsed().as_micros() as u64,
         };
@@ -76,17 +80,23 @@ impl Trace {
         q.push_back(ev);
     }
 
-    /// The recorded window as Chrome trace JSON (`{"traceEvents": [...]}`).
+    /// The recorded window as Chrome trace JSON (`{"traceEvents": [...]}`), with a
+    /// `thread_name` metadata event per thread so the viewer labels each track.
     pub fn to_chrome_json(&self) -> String {
         let q = self.events.lock().unwrap_or_else(|e| e.into_inner());
-        let events: Vec<_> = q
-            .iter()
-            .map(|e| {
-                json!({"name": format!("{} {}", e.op, e.name), "cat": e.name, "ph": "X",
-                       "ts": e.start_us, "dur": e.dur_us, "pid": 1, "tid": e.tid,
-                       "args": {"op": e.op}})
-            })
-            .collect();
+        let mut threads: Vec<(u64, &str)> = q.iter().map(|e| (e.tid, e.thread.as_str())).collect();
+        threads.sort_unstable();
+        threads.dedup_by_key(|t| t.0);
+        let names = threads.into_iter().map(|(tid, name)| {
+            json!({"name": "thread_name", "ph": "M", "pid": 1, "tid": tid,
+                   "args": {"name": format!("{name} ({tid})")}})
+        });
+        let spans = q.iter().map(|e| {
+            json!({"name": format!("{} {}", e.op, e.name), "cat": e.name, "ph": "X",
+                   "ts": e.start_us, "dur": e.dur_us, "pid": 1, "tid": e.tid,
+                   "args": {"op": e.op}})
+        });
+        let events: Vec<_> = names.chain(spans).collect();
         json!({ "traceEvents": events, "displayTimeUnit": "ms" }).to_string()
     }
 }
@@ -106,8 +116,31 @@ mod tests {
             .as_array()
             .unwrap()
             .iter()
+            .filter(|e| e["ph"] == "X")
             .map(|e| e["cat"].clone())
             .collect();
         assert_eq!(names, vec!["b", "c"]);
+    }
+
+    #[test]
+    fn names_its_threads() {
+        let t = std::sync::Arc::new(Trace::new(8));
+        let t2 = t.clone();
+        std::thread::Builder::new()
+            .name("stokehold-worker".into())
+            .spawn(move || t2.span("element", "map[f]", Instant::now()))
+            .unwrap()
+            .join()
+            .unwrap();
+        let v: serde_json::Value = serde_json::from_str(&t.to_chrome_json()).unwrap();
+        let meta: Vec<_> = v["traceEvents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["ph"] == "M" && e["name"] == "thread_name")
+            .collect();
+        assert_eq!(meta.len(), 1);
+        let name = meta[0]["args"]["name"].as_str().unwrap();
+        assert!(name.starts_with("stokehold-worker ("), "{name}");
     }
 }

@@ -186,7 +186,7 @@ pub fn run(opts: &DemoOptions, out: &mut dyn Write) -> Result<DemoReport> {
     let total_samples: u64 = lengths.iter().sum();
     let max_clip_samples = lengths.iter().copied().max().unwrap_or(0);
 
-    let pb = progress::bar(opts.clips as u64, "caching", opts.progress);
+    let pb = progress::bar(Some(opts.clips as u64), "caching", opts.progress);
     let rss_before = mem::rss_bytes();
     let started = Instant::now();
     let column = clips::generate(&lengths, opts.seed, opts.sample_rate, &pb)?;
@@ -258,7 +258,7 @@ fn train(
 ) -> Result<(Vec<BatchTiming>, Vec<u64>)> {
     let total = per_epoch * opts.epochs as usize;
     let step = Duration::from_secs_f64(opts.step_ms / 1e3);
-    let pb = progress::bar(total as u64, "training", opts.progress);
+    let pb = progress::bar(Some(total as u64), "training", opts.progress);
     let mut it = pipeline.iter(0)?;
     let mut timings = Vec::with_capacity(total);
     let mut sums = Vec::with_capacity(opts.epochs as usize);

@@ -80,6 +80,17 @@ impl Compression {
     }
 }
 
+impl std::fmt::Display for Compression {
+    /// The name `parse` takes and the manifest stores: `none`, `lz4`, `zstd`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Compression::None => "none",
+            Compression::Lz4 => "lz4",
+            Compression::Zstd => "zstd",
+        })
+    }
+}
+
 /// How a feature is stored: dense or ragged along axis 0.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]

@@ -27,6 +27,17 @@ pub enum Compression {
     Zlib,
 }
 
+impl std::fmt::Display for Compression {
+    /// For people: `uncompressed`, `GZIP`, `ZLIB` (tf.data's names).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Compression::None => "uncompressed",
+            Compression::Gzip => "GZIP",
+            Compression::Zlib => "ZLIB",
+        })
+    }
+}
+
 impl Compression {
     /// TensorFlow's name: `""`, `"GZIP"` or `"ZLIB"`.
     pub fn tf_name(self) -> &'static str {

@@ -9,6 +9,7 @@ use stokehold_core::{DType, Result};
 
 use super::example::convert::{decode_proto, feature_summary};
 use super::reader::{CorruptLog, CorruptRecord, OnCorrupt, ReadOptions, RecordReader};
+use crate::units::{bytes, count};
 use std::sync::Arc;
 
 /// One feature as seen across the records of a file.
@@ -124,8 +125,12 @@ impl fmt::Display for FileReport {
         let mean = self.data_bytes.checked_div(self.records).unwrap_or(0);
         writeln!(
             f,
-            "  records: {}  bytes: {}  record size: min {} / mean {} / max {}",
-            self.records, self.data_bytes, self.min_record, mean, self.max_record
+            "  {}, {} of record data; record size min {} / mean {} / max {}",
+            count(self.records, "record"),
+            bytes(self.data_bytes),
+            bytes(self.min_record),
+            bytes(mean),
+            bytes(self.max_record)
         )?;
         if self.not_examples > 0 {
             writeln!(
@@ -151,7 +156,7 @@ impl fmt::Display for FileReport {
             )?;
         }
         if self.corrupt > 0 {
-            writeln!(f, "  corrupt records: {}", self.corrupt)?;
+            writeln!(f, "  {}", count(self.corrupt, "corrupt record"))?;
             for c in &self.first_corrupt {
                 writeln!(f, "    offset {}: {}", c.offset, c.reason)?;
             }
