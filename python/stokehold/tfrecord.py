@@ -155,12 +155,18 @@ def parse_examples(ds: Dataset, features: Spec, batched: bool = True, record: st
                                                    _args.name(op, "record", record)))
 
 
-def build_index(filenames: Any, skip_corrupt: bool = False) -> List[Tuple[str, int, int]]:
+def build_index(
+    filenames: Any, skip_corrupt: bool = False, side_folder: bool = False
+) -> List[Tuple[str, int, int]]:
     """Writes ``<file>.idx`` for each uncompressed file (atomically); returns (index path,
-    records, corrupt records left out) per file. Corrupt records raise unless ``skip_corrupt``."""
+    records, corrupt records left out) per file. Corrupt records raise unless ``skip_corrupt``
+    (then the index lists the offsets it left out, so readers still see them). With
+    ``side_folder`` the index goes to ``<dir>/.stokehold-idx/<file>.idx``, where readers find it
+    too and tf.data's ``list_files("train-*")`` does not."""
     out = []
+    side = _args.flag("build_index", "side_folder", side_folder)
     for f in _files("build_index", filenames):
-        records, skipped, path = _native.tfrecord_build_index(f, bool(skip_corrupt))
+        records, skipped, path = _native.tfrecord_build_index(f, bool(skip_corrupt), side)
         out.append((str(path), records, skipped))
     return out
 
@@ -174,7 +180,7 @@ def write_tfrecord(
     bytes_per_shard: Optional[int] = None,
     compression: str = "",
     seed: Optional[int] = None,
-    index: bool = True,
+    index: Union[bool, str] = True,
     suffix: Optional[str] = None,
     progress: Optional[Callable[[int, Optional[int]], None]] = None,
 ) -> List[str]:
@@ -183,7 +189,9 @@ def write_tfrecord(
     length), ``records_per_shard``, or ``bytes_per_shard`` (default 256 MiB). Elements that are
     exactly ``{"record": bytes}`` are written as is; others are encoded as tf.train.Examples.
     ``seed``: write in a seeded global shuffle order (random-access datasets). ``index``
-    (default True, uncompressed only): write ``.idx`` sidecars. ``suffix`` defaults to
+    (default True, uncompressed only): write ``.idx`` sidecars beside the shards; ``"side"``: in
+    ``<directory>/.stokehold-idx/`` instead, where readers find them and a glob over the folder
+    (tf.data's ``list_files``) does not; False: none. ``suffix`` defaults to
     ``.tfrecord`` (``.tfrecord.gz`` for GZIP). Every file appears under its final name only when
     all are complete. ``progress(records, total)`` is called now and then."""
     if suffix is None:
@@ -197,9 +205,18 @@ def write_tfrecord(
         _args.path(op, "directory", directory), _args.name(op, "prefix", prefix), str(suffix),
         opt("num_shards", num_shards), opt("records_per_shard", records_per_shard),
         opt("bytes_per_shard", bytes_per_shard), compression,
-        None if seed is None else _args.count(op, "seed", seed), _args.flag(op, "index", index), progress,
+        None if seed is None else _args.count(op, "seed", seed), index is not False, progress,
+        _index_side(op, index),
     )
     return [str(p) for p in paths]
+
+
+def _index_side(op: str, index: Union[bool, str]) -> bool:
+    if index in (True, False):
+        return False
+    if index == "side":
+        return True
+    raise _args.fail(op, "index", index, "must be True, False or 'side'")
 
 
 def encode_example(example: Dict[str, Any]) -> bytes:

@@ -142,3 +142,20 @@ def test_bad_arguments():
         stokehold.TFRecordDataset(str(FIXTURES / "plain.tfrecord"), on_corrupt="ignore")
     with pytest.raises(FileNotFoundError):
         list(stokehold.TFRecordDataset("/no/such/file.tfrecord"))
+
+
+def test_indexes_in_a_side_folder(tmp_path):
+    # tf.data's list_files("train-*") would match sidecars beside the files; in the side folder
+    # they stay out of every glob over the data folder, and readers still find them.
+    src = stokehold.from_arrays({"x": np.arange(12)})
+    paths = tfr.write_tfrecord(src, tmp_path, prefix="train", num_shards=3, index="side")
+    assert sorted(os.listdir(tmp_path)) == sorted([os.path.basename(p) for p in paths] + [".stokehold-idx"])
+    listed = stokehold.list_files(str(tmp_path / "train-*"), shuffle=False)
+    assert len(listed) == 3
+    ds = stokehold.TFRecordDataset(paths)
+    assert ds.is_random_access and len(ds) == 12
+    os.remove(tmp_path / ".stokehold-idx" / (os.path.basename(paths[0]) + ".idx"))
+    (path, records, skipped), = tfr.build_index(paths[0], side_folder=True)
+    assert path.endswith(".stokehold-idx/" + os.path.basename(paths[0]) + ".idx") and records == 4
+    with pytest.raises(stokehold.InvalidArgumentError, match=r"write_tfrecord\(index='beside'\)"):
+        tfr.write_tfrecord(src, tmp_path / "b", index="beside")

@@ -13,7 +13,7 @@ use stokehold_io::tfrecord::example::convert::{
     decode_example as decode, encode_example as encode,
 };
 use stokehold_io::tfrecord::{
-    build_index as build, tfrecord_dataset as open_ds, Compression, CorruptLog, OnCorrupt,
+    index::build_index_in, tfrecord_dataset as open_ds, Compression, CorruptLog, OnCorrupt,
     ParseFeature as FeatureSpec, ParseSpec, Parser, ReadOptions, ShardOptions, TFRecordDataset,
     RECORD,
 };
@@ -140,10 +140,12 @@ fn default_tensor(
 
 /// Writes the index sidecar of `file`; returns (records, skipped, index path).
 #[pyfunction]
+#[pyo3(signature = (file, skip_corrupt, side_folder=false))]
 fn tfrecord_build_index(
     py: Python<'_>,
     file: PathBuf,
     skip_corrupt: bool,
+    side_folder: bool,
 ) -> PyResult<(u64, u64, PathBuf)> {
     guard(|| {
         let on_corrupt = if skip_corrupt {
@@ -156,7 +158,7 @@ fn tfrecord_build_index(
             compression: Compression::from_path(&file),
             verify: true,
         };
-        let s = ok(py, py.detach(|| build(&file, opts)))?;
+        let s = ok(py, py.detach(|| build_index_in(&file, opts, side_folder)))?;
         Ok((s.records, s.skipped, s.path))
     })
 }
@@ -224,7 +226,7 @@ impl PyDataset {
 
     /// Writes one epoch to TFRecord shards; `progress(records, total)` is called now and
     /// then (at most every 0.2 s, and at the end). Returns the shard paths.
-    #[pyo3(signature = (directory, prefix, suffix, num_shards, records_per_shard, bytes_per_shard, compression, seed, index, progress))]
+    #[pyo3(signature = (directory, prefix, suffix, num_shards, records_per_shard, bytes_per_shard, compression, seed, index, progress, index_side_folder=false))]
     #[allow(clippy::too_many_arguments)]
     fn write_tfrecord(
         &self,
@@ -239,6 +241,7 @@ impl PyDataset {
         seed: Option<u64>,
         index: bool,
         progress: Option<Py<PyAny>>,
+        index_side_folder: bool,
     ) -> PyResult<Vec<PathBuf>> {
         guard(|| {
             let compression: Compression = ok(py, compression.parse())?;
@@ -251,6 +254,7 @@ impl PyDataset {
                 compression,
                 shuffle_seed: seed,
                 write_index: index && compression == Compression::None,
+                index_side_folder,
             };
             let data = self.dataset().clone();
             let mut last = Instant::now();

@@ -63,6 +63,10 @@ pub struct ConvertArgs {
     /// Output folder.
     #[arg(long, short)]
     out: PathBuf,
+    /// To TFRecord: write the `.idx` indexes into `<out>/.stokehold-idx/` instead of beside the
+    /// files (tf.data's `list_files("<out>/*")` then sees data files only).
+    #[arg(long)]
+    index_side_folder: bool,
     #[command(flatten)]
     shard: ShardArgs,
 }
@@ -169,6 +173,7 @@ pub fn run_convert(args: ConvertArgs) -> anyhow::Result<()> {
         let n = ds.len();
         let opts = tfrecord::ShardOptions {
             bytes_per_shard: Some(args.shard.shard_size),
+            index_side_folder: args.index_side_folder,
             ..Default::default()
         };
         let bar = stokehold_cli::progress::bar(Some(n), "convert", !args.shard.no_progress);

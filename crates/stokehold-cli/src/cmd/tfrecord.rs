@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
 use stokehold_io::shard;
-use stokehold_io::tfrecord::index::build_index;
+use stokehold_io::tfrecord::index::build_index_in;
 use stokehold_io::tfrecord::inspect::{inspect_file, verify_file};
 use stokehold_io::tfrecord::{Compression, OnCorrupt, ReadOptions};
 use stokehold_io::units::{bytes, count, count_with};
@@ -208,6 +208,10 @@ pub struct IndexArgs {
     /// Leave corrupt records out of the index instead of failing.
     #[arg(long)]
     skip_corrupt: bool,
+    /// Write each index into `<dir>/.stokehold-idx/` instead of beside its file (readers find it
+    /// there; tf.data's `list_files("train-*")` then sees data files only).
+    #[arg(long)]
+    side_folder: bool,
 }
 
 /// Writes the index sidecar of each file (atomically) and prints its record count.
@@ -224,7 +228,8 @@ pub fn index(args: IndexArgs) -> anyhow::Result<()> {
             compression: Compression::from_path(f),
             ..Default::default()
         };
-        let s = build_index(f, opts).with_context(|| format!("indexing {}", f.display()))?;
+        let s = build_index_in(f, opts, args.side_folder)
+            .with_context(|| format!("indexing {}", f.display()))?;
         let skipped = if s.skipped > 0 {
             format!(
                 ", {} left out (listed in the index)",

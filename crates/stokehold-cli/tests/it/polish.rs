@@ -127,3 +127,30 @@ fn bench_prints_rates_and_the_stats_table() {
         );
     }
 }
+
+#[test]
+fn indexes_in_a_side_folder_keep_globs_to_data_files_and_still_give_random_access() {
+    let dir = tempfile::tempdir().unwrap();
+    let shards = dir.path().join("shards").display().to_string();
+    let tfr = dir.path().join("tfr");
+    let o = stokehold(&["write", &shards, "--synthetic", "20", "--no-progress"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let o = stokehold(&["convert", &shards, "-o", tfr.to_str().unwrap(), "--index-side-folder", "--no-progress"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let names: Vec<String> = std::fs::read_dir(&tfr)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| !n.starts_with('.'))
+        .collect();
+    assert!(!names.is_empty() && names.iter().all(|n| n.ends_with(".tfrecord")), "{names:?}");
+    let files: Vec<std::path::PathBuf> = names.iter().map(|n| tfr.join(n)).collect();
+    let (ds, _) = stokehold_io::tfrecord::tfrecord_dataset(&files, Default::default()).unwrap();
+    assert!(ds.is_random_access(), "the side-folder indexes are found");
+    assert_eq!(ds.len(), Some(20));
+    // `index --side-folder` on a file without one.
+    let side = tfr.join(".stokehold-idx");
+    std::fs::remove_dir_all(&side).unwrap();
+    let f = files[0].to_str().unwrap();
+    let o = stokehold(&["index", f, "--side-folder"]);
+    assert!(o.status.success() && side.join(format!("{}.idx", names[0])).exists(), "{}", text(&o));
+}

@@ -78,7 +78,7 @@ pub fn tfrecord_dataset<P: AsRef<Path>>(
         .collect();
     let indexed = opts.compression == Compression::None
         && !files.is_empty()
-        && files.iter().all(|f| super::index::index_path(f).exists());
+        && files.iter().all(|f| super::index::find_index(f).exists());
     if indexed {
         let log = Arc::new(CorruptLog::default());
         let ds = IndexedTFRecord::open_with(&files, opts, &log)?;

@@ -50,6 +50,32 @@ pub fn index_path(file: &Path) -> PathBuf {
     PathBuf::from(s)
 }
 
+/// The side folder an index may live in instead of beside its file: `<dir>/.stokehold-idx/`, so
+/// that a glob over the data folder (tf.data's `list_files("train-*")`) matches data files only.
+pub const SIDE_FOLDER: &str = ".stokehold-idx";
+
+/// The index path of `file` in the side folder: `<dir>/.stokehold-idx/<name>.idx`.
+pub fn side_index_path(file: &Path) -> PathBuf {
+    let dir = file.parent().unwrap_or_else(|| Path::new(""));
+    let name = index_path(Path::new(file.file_name().unwrap_or_default()));
+    dir.join(SIDE_FOLDER).join(name)
+}
+
+/// Where `file`'s index is: beside it when there is one there, else in the side folder when
+/// there is one there, else (for the "no index" error) beside it.
+pub fn find_index(file: &Path) -> PathBuf {
+    let beside = index_path(file);
+    if beside.exists() {
+        return beside;
+    }
+    let side = side_index_path(file);
+    if side.exists() {
+        side
+    } else {
+        beside
+    }
+}
+
 /// Collects entries and writes an index file atomically.
 pub struct IndexWriter {
     path: PathBuf,
@@ -184,7 +210,7 @@ pub fn read_index(file: &Path) -> Result<Vec<IndexEntry>> {
 
 /// [`read_index`], also returning the offsets of corrupt records the index left out.
 pub fn read_index_with_skips(file: &Path) -> Result<(Vec<IndexEntry>, Vec<u64>)> {
-    let ipath = index_path(file);
+    let ipath = find_index(file);
     let b = std::fs::read(&ipath).map_err(|e| Error::io(&ipath, e))?;
     let (entries, size, skipped) = decode_with_skips(&ipath, &b)?;
     let actual = std::fs::metadata(file)
@@ -217,6 +243,12 @@ pub struct IndexSummary {
 /// Scans a plain TFRecord file and writes its index (atomically). With `opts.on_corrupt` = skip,
 /// corrupt records are left out of the index; with raise, the first one fails the call.
 pub fn build_index(file: &Path, opts: ReadOptions) -> Result<IndexSummary> {
+    build_index_in(file, opts, false)
+}
+
+/// [`build_index`], writing the index into the side folder ([`SIDE_FOLDER`], created if missing)
+/// when `side_folder`, else beside the file.
+pub fn build_index_in(file: &Path, opts: ReadOptions, side_folder: bool) -> Result<IndexSummary> {
     if opts.compression != super::Compression::None {
         return Err(Error::invalid(format!(
             "{}: an index needs an uncompressed TFRecord file (offsets in a compressed stream \
@@ -228,7 +260,17 @@ pub fn build_index(file: &Path, opts: ReadOptions) -> Result<IndexSummary> {
         .map_err(|e| Error::io(file, e))?
         .len();
     let mut r = RecordReader::open(file, opts)?;
-    let mut w = IndexWriter::new(&index_path(file));
+    let ipath = match side_folder {
+        false => index_path(file),
+        true => {
+            let p = side_index_path(file);
+            if let Some(d) = p.parent() {
+                std::fs::create_dir_all(d).map_err(|e| Error::io(d, e))?;
+            }
+            p
+        }
+    };
+    let mut w = IndexWriter::new(&ipath);
     while let Some((offset, data)) = r.next_ref()? {
         let len = data.len() as u64;
         w.push(IndexEntry { offset, len });

@@ -38,8 +38,11 @@ pub struct ShardOptions {
     pub compression: Compression,
     /// Write in a seeded, globally shuffled order (random-access datasets only; default none).
     pub shuffle_seed: Option<u64>,
-    /// Write an index sidecar next to each shard (default true; plain files only).
+    /// Write an index sidecar for each shard (default true; plain files only).
     pub write_index: bool,
+    /// Put the indexes in the side folder `<dir>/.stokehold-idx/` instead of beside the shards
+    /// (default false), so a glob over `dir` (tf.data's `list_files`) sees data files only.
+    pub index_side_folder: bool,
 }
 
 impl Default for ShardOptions {
@@ -53,6 +56,7 @@ impl Default for ShardOptions {
             compression: Compression::None,
             shuffle_seed: None,
             write_index: true,
+            index_side_folder: false,
         }
     }
 }
@@ -127,7 +131,15 @@ pub fn write_tfrecord_shards(
         let dst = dir.join(name);
         std::fs::rename(p, &dst).map_err(|e| Error::io(&dst, e))?;
         if opts.write_index {
-            let (a, b) = (index_path(p), index_path(&dst));
+            let a = index_path(p);
+            let b = match opts.index_side_folder {
+                false => index_path(&dst),
+                true => {
+                    let side = dir.join(super::index::SIDE_FOLDER);
+                    std::fs::create_dir_all(&side).map_err(|e| Error::io(&side, e))?;
+                    super::index::side_index_path(&dst)
+                }
+            };
             std::fs::rename(&a, &b).map_err(|e| Error::io(&b, e))?;
         }
         out.push(dst);
