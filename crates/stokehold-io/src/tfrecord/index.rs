@@ -162,8 +162,9 @@ pub fn decode_with_skips(path: &Path, b: &[u8]) -> Result<(Vec<IndexEntry>, u64,
     let mut k = 0u64;
     if v2 {
         // The skip list follows the entries: its count, then its offsets.
+        // Checked: a record count near 2^60 makes `w + 8` wrap (fuzzing found a slice panic).
         let at = want
-            .filter(|w| w + 8 <= b.len() as u64)
+            .filter(|&w| w.checked_add(8).is_some_and(|end| end <= b.len() as u64))
             .map(|w| w as usize - 4);
         k = at.map_or(0, u64_at);
         want = want
@@ -282,4 +283,21 @@ pub fn build_index_in(file: &Path, opts: ReadOptions, side_folder: bool) -> Resu
         skipped,
         path,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Found by the `tfrecord_index` fuzz target: a version-2 index whose record count makes
+    /// the skip list's position wrap panicked on a slice instead of being refused.
+    #[test]
+    fn a_v2_index_with_a_huge_record_count_is_refused_not_a_panic() {
+        let mut b = MAGIC_SKIPS.to_vec();
+        b.extend(0x0fff_ffff_ffff_fffeu64.to_le_bytes());
+        b.extend(0u64.to_le_bytes());
+        b.extend([0xf5; 60]);
+        let err = decode(Path::new("x.idx"), &b).unwrap_err().to_string();
+        assert!(err.contains("x.idx") && err.contains("index"), "{err}");
+    }
 }
