@@ -135,14 +135,24 @@ fn indexes_in_a_side_folder_keep_globs_to_data_files_and_still_give_random_acces
     let tfr = dir.path().join("tfr");
     let o = stokehold(&["write", &shards, "--synthetic", "20", "--no-progress"]);
     assert!(o.status.success(), "{}", text(&o));
-    let o = stokehold(&["convert", &shards, "-o", tfr.to_str().unwrap(), "--index-side-folder", "--no-progress"]);
+    let o = stokehold(&[
+        "convert",
+        &shards,
+        "-o",
+        tfr.to_str().unwrap(),
+        "--index-side-folder",
+        "--no-progress",
+    ]);
     assert!(o.status.success(), "{}", text(&o));
     let names: Vec<String> = std::fs::read_dir(&tfr)
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .filter(|n| !n.starts_with('.'))
         .collect();
-    assert!(!names.is_empty() && names.iter().all(|n| n.ends_with(".tfrecord")), "{names:?}");
+    assert!(
+        !names.is_empty() && names.iter().all(|n| n.ends_with(".tfrecord")),
+        "{names:?}"
+    );
     let files: Vec<std::path::PathBuf> = names.iter().map(|n| tfr.join(n)).collect();
     let (ds, _) = stokehold_io::tfrecord::tfrecord_dataset(&files, Default::default()).unwrap();
     assert!(ds.is_random_access(), "the side-folder indexes are found");
@@ -152,5 +162,9 @@ fn indexes_in_a_side_folder_keep_globs_to_data_files_and_still_give_random_acces
     std::fs::remove_dir_all(&side).unwrap();
     let f = files[0].to_str().unwrap();
     let o = stokehold(&["index", f, "--side-folder"]);
-    assert!(o.status.success() && side.join(format!("{}.idx", names[0])).exists(), "{}", text(&o));
+    assert!(
+        o.status.success() && side.join(format!("{}.idx", names[0])).exists(),
+        "{}",
+        text(&o)
+    );
 }

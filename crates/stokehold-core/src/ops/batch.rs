@@ -9,6 +9,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::Instant;
 
 use bytes::Bytes;
 use serde_json::{json, Value as Json};
@@ -143,6 +144,31 @@ impl MapDataset for MapBatch {
     }
 
     fn get(&self, index: u64) -> Result<Example> {
+        let start = Instant::now();
+        let r = self.build(index);
+        record(|| self.name(), &r, start);
+        r
+    }
+
+    fn rows_per_element(&self) -> Option<u64> {
+        // Every batch is full when remainders are dropped or the length divides evenly (an endless
+        // input has no last batch); padding only pads the inner axes.
+        let (n, b) = (self.parent.len(), self.opts.size as u64);
+        (self.opts.drop_remainder || n == INFINITE || n % b == 0).then_some(b)
+    }
+
+    fn name(&self) -> String {
+        self.opts.label()
+    }
+
+    fn parents(&self) -> Vec<Dataset> {
+        vec![Dataset::Map(self.parent.clone())]
+    }
+}
+
+impl MapBatch {
+    /// Batch `index`: through the input's batch path when it has one, else element by element.
+    fn build(&self, index: u64) -> Result<Example> {
         let (len, n, b) = (self.len(), self.parent.len(), self.opts.size as u64);
         if len == 0 {
             return Err(Error::OutOfRange {
@@ -172,20 +198,15 @@ impl MapDataset for MapBatch {
             .collect::<Result<Vec<_>>>()?;
         self.opts.make(&elements)
     }
+}
 
-    fn rows_per_element(&self) -> Option<u64> {
-        // Every batch is full when remainders are dropped or the length divides evenly (an endless
-        // input has no last batch); padding only pads the inner axes.
-        let (n, b) = (self.parent.len(), self.opts.size as u64);
-        (self.opts.drop_remainder || n == INFINITE || n % b == 0).then_some(b)
-    }
-
-    fn name(&self) -> String {
-        self.opts.label()
-    }
-
-    fn parents(&self) -> Vec<Dataset> {
-        vec![Dataset::Map(self.parent.clone())]
+/// A batch built under a pipeline's executor counts in its stats (a row named by the op, so
+/// `stats()` shows the batch stage beside the parallel and prefetch ones).
+fn record(name: impl FnOnce() -> String, r: &Result<Example>, start: Instant) {
+    if let (Ok(batch), Some(exec)) = (r, crate::exec::Executor::current()) {
+        let s = exec.op_stats(&name());
+        s.produced(batch.nbytes(), 0);
+        s.add_busy(start);
     }
 }
 
@@ -211,6 +232,7 @@ impl IterDataset for IterBatch {
         Ok(Box::new(BatchIter {
             inner: self.parent.iter(epoch)?,
             opts: self.opts.clone(),
+            name: self.name(),
         }))
     }
 
@@ -236,6 +258,8 @@ impl IterDataset for IterBatch {
 struct BatchIter {
     inner: Box<dyn DatasetIter>,
     opts: Arc<BatchOptions>,
+    /// The op's name: its stats row.
+    name: String,
 }
 
 impl DatasetIter for BatchIter {
@@ -250,7 +274,10 @@ impl DatasetIter for BatchIter {
         if items.is_empty() || (self.opts.drop_remainder && items.len() < self.opts.size) {
             return Ok(None);
         }
-        self.opts.make(&items).map(Some)
+        let start = Instant::now();
+        let r = self.opts.make(&items);
+        record(|| self.name.clone(), &r, start);
+        r.map(Some)
     }
 
     fn state(&self) -> Json {

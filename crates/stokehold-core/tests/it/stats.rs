@@ -92,12 +92,16 @@ fn trace_export_is_chrome_json() {
     let mut it = exec.iter(&ds, 0).unwrap();
     it.collect_all().unwrap();
     let v: serde_json::Value = serde_json::from_str(&exec.trace_json()).unwrap();
-    let events = v["traceEvents"].as_array().unwrap();
+    let all = v["traceEvents"].as_array().unwrap();
+    // Spans (at most the window), and one thread_name metadata event per thread that has one.
+    let events: Vec<_> = all.iter().filter(|e| e["ph"] == "X").collect();
     assert!(!events.is_empty() && events.len() <= 30);
-    for e in events {
-        assert_eq!(e["ph"], "X");
+    for e in &events {
         assert!(e["ts"].is_u64() && e["dur"].is_u64() && e["tid"].is_u64());
     }
+    let named: Vec<_> = all.iter().filter(|e| e["ph"] == "M").collect();
+    assert!(!named.is_empty() && named.iter().all(|e| e["name"] == "thread_name"));
+    assert!(events.iter().all(|e| named.iter().any(|m| m["tid"] == e["tid"])));
 }
 
 #[test]
