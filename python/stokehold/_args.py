@@ -55,13 +55,33 @@ def count_or_all(op: str, arg: str, value: Any) -> Optional[int]:
 
 
 def parallelism(op: str, arg: str, value: Any) -> int:
-    """A thread count > 0, or AUTOTUNE (-1): the encoding the native layer takes."""
+    """A thread count 1..=MAX_THREADS, or AUTOTUNE (-1): the encoding the native layer takes."""
+    n = depth(op, arg, value)
+    if n > MAX_THREADS:
+        raise fail(op, arg, n, f"at most {MAX_THREADS} (AUTOTUNE picks within the machine's cores)")
+    return n
+
+
+def depth(op: str, arg: str, value: Any) -> int:
+    """A buffer depth > 0 of any size (buffers grow with use), or AUTOTUNE (-1)."""
     if not isinstance(value, bool) and _is_int(value) and operator.index(value) == AUTOTUNE:
         return AUTOTUNE
     try:
         return count(op, arg, value, 1)
     except InvalidArgumentError:
         raise fail(op, arg, value, "must be an int > 0 or AUTOTUNE") from None
+
+
+#: The most threads an argument may ask for (the native layer's `MAX_THREADS`).
+MAX_THREADS = 1024
+
+
+def threads(op: str, arg: str, value: Any) -> int:
+    """A thread count, 1..=MAX_THREADS (more would only exhaust the process's threads)."""
+    n = count(op, arg, value, 1)
+    if n > MAX_THREADS:
+        raise fail(op, arg, n, f"at most {MAX_THREADS}")
+    return n
 
 
 def seed(op: str, value: Optional[Any]) -> int:

@@ -488,7 +488,7 @@ class Dataset:
         epoch with nothing rebuilt (``ds.prefetch(n).repeat()`` is run as
         ``ds.repeat().prefetch(n)``). The result is a stream; see :meth:`epochs` for a loop over
         epochs with no stall at their boundaries."""
-        return Dataset(self._native.prefetch(_args.parallelism("prefetch", "buffer_size", buffer_size)))
+        return Dataset(self._native.prefetch(_args.depth("prefetch", "buffer_size", buffer_size)))
 
     def cache(self, path: Optional[PathLike] = None) -> Dataset:
         """Caches the first pass; later epochs read the cache.
@@ -512,7 +512,7 @@ class Dataset:
         (default: all), and ``trace_events`` recent events kept for :meth:`trace`."""
         op = "with_options"
         budget = None if memory_budget is None else _args.count(op, "memory_budget", memory_budget, 1)
-        c = None if cores is None else _args.count(op, "cores", cores, 1)
+        c = None if cores is None else _args.threads(op, "cores", cores)
         return Dataset(self._native.with_options(budget, c, _args.count(op, "trace_events", trace_events)))
 
     def stats(self, as_table: bool = False) -> Any:

@@ -98,7 +98,7 @@ def write_shards(
         compression,
         _args.count(op, "zstd_level", zstd_level, -131072),
         None if shuffle_seed is None else _args.count(op, "shuffle_seed", shuffle_seed),
-        None if threads is None else _args.count(op, "threads", threads, 1),
+        None if threads is None else _args.threads(op, "threads", threads),
         _args.flag(op, "overwrite", overwrite),
         progress,
     )

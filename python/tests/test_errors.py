@@ -172,3 +172,30 @@ except sh.StokeholdIOError as e:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert "StokeholdIOError True None | " in out.stdout, (out.stdout, out.stderr)
     assert "prefetch(2): could not start a thread" in out.stdout
+
+
+def test_sizes_that_used_to_abort_the_interpreter_take_what_they_hold():
+    # Each of these allocated its whole size up front and aborted the process (SIGABRT); they run
+    # in a child so that a regression fails this test instead of killing the test run.
+    code = """
+import numpy as np, stokehold as sh
+ds = sh.Dataset.range(10)
+stream = ds.filter(lambda e: True)
+assert sorted(int(e["x"]) for e in stream.shuffle(10**9, seed=1)) == list(range(10))
+assert [int(e["x"]) for e in ds.prefetch(10**9)] == list(range(10))
+assert [b["x"].tolist() for b in stream.batch(10**9)] == [list(range(10))]
+assert len(list(stream.group_by_window(lambda e: 0, window_size=10**9))) == 1
+print("ok")
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", (out.returncode, out.stderr[-2000:])
+
+
+def test_thread_counts_past_the_limit_are_refused():
+    ds = sh.Dataset.range(4)
+    with pytest.raises(sh.InvalidArgumentError, match=r"map\(num_parallel_calls=1000000\): at most 1024"):
+        ds.map(lambda e: e, num_parallel_calls=10**6)
+    with pytest.raises(sh.InvalidArgumentError, match=r"with_options\(cores=1000000\): at most 1024"):
+        ds.with_options(cores=10**6)
+    with pytest.raises(sh.InvalidArgumentError, match=r"write_shards\(threads=1000000\)"):
+        sh.write_shards(ds, "/nonexistent", threads=10**6)

@@ -171,7 +171,10 @@ impl PyDataset {
     /// `depth` > 0, or -1 for AUTOTUNE.
     fn prefetch(&self, py: Python<'_>, depth: i64) -> PyResult<Self> {
         guard(|| {
-            let d = ok(py, Parallelism::from_arg("prefetch", "buffer_size", depth))?;
+            let d = ok(
+                py,
+                Parallelism::depth_from_arg("prefetch", "buffer_size", depth),
+            )?;
             ok(py, self.ds.prefetch_with(d)).map(wrap)
         })
     }

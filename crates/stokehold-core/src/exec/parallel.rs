@@ -28,6 +28,10 @@ use crate::error::{Error, Result};
 use crate::example::Example;
 use crate::ops::map::{Ctx, MapFn};
 
+/// The largest count [`Parallelism::from_arg`] takes: a thread count past it would only exhaust
+/// the process's threads (and a prefetch depth past it buys nothing the memory budget allows).
+pub const MAX_THREADS: usize = 1024;
+
 /// How many worker threads an op uses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Parallelism {
@@ -55,12 +59,27 @@ impl Parallelism {
     pub fn from_arg(op: &str, arg: &str, value: i64) -> Result<Parallelism> {
         match value {
             AUTOTUNE => Ok(Parallelism::Autotune),
+            n if n > MAX_THREADS as i64 => Err(Error::invalid(format!(
+                "{op}({arg}={value}): at most {MAX_THREADS} (AUTOTUNE picks within the \
+                 machine's cores)"
+            ))),
             n if n > 0 => usize::try_from(n)
                 .map(Parallelism::Fixed)
                 .map_err(|_| Error::invalid(format!("{op}({arg}={value}): too large"))),
             _ => Err(Error::invalid(format!(
                 "{op}({arg}={value}): must be > 0 or AUTOTUNE ({AUTOTUNE})"
             ))),
+        }
+    }
+
+    /// A buffer depth as tf.data takes it (`prefetch(buffer_size)`): -1 is AUTOTUNE, `n > 0` a
+    /// depth of any size (buffers grow with use, so no cap as for threads).
+    pub fn depth_from_arg(op: &str, arg: &str, value: i64) -> Result<Parallelism> {
+        match value {
+            n if n > MAX_THREADS as i64 => usize::try_from(n)
+                .map(Parallelism::Fixed)
+                .map_err(|_| Error::invalid(format!("{op}({arg}={value}): too large"))),
+            n => Parallelism::from_arg(op, arg, n),
         }
     }
 

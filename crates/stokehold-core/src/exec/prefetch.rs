@@ -13,7 +13,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 
-use crossbeam_channel::{bounded, Receiver, RecvTimeoutError};
+use crossbeam_channel::{unbounded, Receiver, RecvTimeoutError};
 use serde_json::{json, Value as Json};
 
 use crate::dataset::{state_field, Dataset, DatasetIter, IterDataset};
@@ -116,7 +116,7 @@ impl IterDataset for Prefetch {
 /// An element on its way to the consumer, the input's state after it, and its bytes' place in
 /// the pipeline's memory budget (released when the consumer takes it, or when the message is
 /// dropped with an abandoned iterator).
-type Msg = (Result<Option<Example>>, Json, Option<Held>);
+type Msg = (Result<Option<Example>>, Json, Held);
 
 /// The elements a prefetch buffer holds: their count, so that an empty buffer may always take one
 /// element (as every buffer of the pipeline may), and a condvar the thread waits on for room.
@@ -126,24 +126,31 @@ struct Buffered {
     room: Condvar,
 }
 
-/// One buffered element's bytes, accounted in the executor's budget while it waits.
+/// One buffered element: its place among the `depth` the buffer may hold, and its bytes,
+/// accounted in the executor's budget (when the pipeline has one) while it waits.
 struct Held {
-    exec: super::Executor,
+    exec: Option<super::Executor>,
     buffered: Arc<Buffered>,
     bytes: usize,
 }
 
 impl Held {
-    /// Waits (checking `stop` every tick) until `bytes` fit the budget or the buffer is empty,
-    /// then accounts them; `None` when stopped first.
+    /// Waits (checking `stop` every tick) until the buffer has room: fewer than `depth`
+    /// elements, and `bytes` fit the budget unless the buffer is empty; then takes the place.
+    /// `None` when stopped first. The channel itself is unbounded, so a large depth allocates
+    /// nothing up front: the buffer grows with use.
     fn reserve(
-        exec: &super::Executor,
+        exec: Option<&super::Executor>,
         buffered: &Arc<Buffered>,
+        depth: usize,
         bytes: usize,
         stop: &AtomicBool,
     ) -> Option<Held> {
+        let full = |count: usize| {
+            count >= depth || (count > 0 && exec.is_some_and(|e| !e.budget().fits(bytes)))
+        };
         let mut count = buffered.count.lock().unwrap_or_else(|e| e.into_inner());
-        while *count > 0 && !exec.budget().fits(bytes) {
+        while full(*count) {
             if stop.load(Ordering::Relaxed) {
                 return None;
             }
@@ -154,9 +161,11 @@ impl Held {
                 .0;
         }
         *count += 1;
-        exec.budget().add(bytes);
+        if let Some(e) = exec {
+            e.budget().add(bytes);
+        }
         Some(Held {
-            exec: exec.clone(),
+            exec: exec.cloned(),
             buffered: buffered.clone(),
             bytes,
         })
@@ -165,7 +174,9 @@ impl Held {
 
 impl Drop for Held {
     fn drop(&mut self) {
-        self.exec.budget().sub(self.bytes);
+        if let Some(e) = &self.exec {
+            e.budget().sub(self.bytes);
+        }
         let mut count = self
             .buffered
             .count
@@ -203,7 +214,10 @@ struct PrefetchIter {
 impl PrefetchIter {
     fn start(&mut self) -> Result<()> {
         let mut inner = self.pending.take().expect("pending iterator");
-        let (tx, rx) = bounded::<Msg>(self.depth);
+        // Unbounded: `Held::reserve` bounds the buffer to `depth` elements (and the budget), so a
+        // large depth costs nothing until elements fill it.
+        let (tx, rx) = unbounded::<Msg>();
+        let depth = self.depth;
         let stop = Arc::new(AtomicBool::new(false));
         let stop2 = stop.clone();
         let op = self.parent.name();
@@ -224,25 +238,19 @@ impl PrefetchIter {
                             .unwrap_or_else(|p| Err(Error::from_panic(&op, p)));
                         let last = !matches!(r, Ok(Some(_)));
                         let state = inner.state();
-                        let held = match &exec2 {
-                            None => None,
-                            Some(e) => {
-                                let bytes = match &r {
-                                    Ok(Some(e)) => e.nbytes(),
-                                    _ => 0,
-                                };
-                                let Some(h) = Held::reserve(e, &buffered, bytes, &stop2) else {
-                                    break;
-                                };
-                                if let Some(s) = &stats {
-                                    s.produced(
-                                        bytes,
-                                        *buffered.count.lock().unwrap_or_else(|e| e.into_inner()),
-                                    );
-                                }
-                                Some(h)
-                            }
+                        let bytes = match &r {
+                            Ok(Some(e)) => e.nbytes(),
+                            _ => 0,
                         };
+                        let Some(held) =
+                            Held::reserve(exec2.as_ref(), &buffered, depth, bytes, &stop2)
+                        else {
+                            break;
+                        };
+                        if let Some(s) = &stats {
+                            let n = *buffered.count.lock().unwrap_or_else(|e| e.into_inner());
+                            s.produced(bytes, n);
+                        }
                         if tx.send((r, state, held)).is_err() || last {
                             break;
                         }

@@ -264,7 +264,7 @@ struct BatchIter {
 
 impl DatasetIter for BatchIter {
     fn next(&mut self) -> Result<Option<Example>> {
-        let mut items = Vec::with_capacity(self.opts.size);
+        let mut items = Vec::with_capacity(self.opts.size.min(super::PREALLOC_MAX));
         while items.len() < self.opts.size {
             match self.inner.next()? {
                 Some(e) => items.push(e),

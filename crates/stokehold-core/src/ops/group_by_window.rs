@@ -151,7 +151,7 @@ impl GroupIter {
             None => {
                 self.groups.push(Group {
                     key,
-                    items: Vec::with_capacity(self.window_size),
+                    items: Vec::with_capacity(self.window_size.min(super::PREALLOC_MAX)),
                 });
                 self.groups.len() - 1
             }

@@ -390,7 +390,7 @@ impl DatasetIter for InterleaveIter {
                 }
             }
         }
-        let mut slots = Vec::with_capacity(self.cycle_length);
+        let mut slots = Vec::with_capacity(self.cycle_length.min(super::PREALLOC_MAX));
         for (k, s) in saved.iter().enumerate() {
             slots.push(match (wanted[k], elements[k].take()) {
                 (Some(idx), Some(e)) => Some(self.open(e, idx, Some(state_field(s, "inner")?))?),

@@ -31,6 +31,11 @@ pub mod zip;
 
 use std::sync::Arc;
 
+/// The most slots a buffer sized by an argument (a shuffle buffer, a batch, a window, an
+/// interleave cycle) allocates before it is used: beyond it the buffer grows with use, so
+/// `shuffle(buffer_size=10**9)` on a small input takes what it holds, not 10**9 slots up front.
+pub(crate) const PREALLOC_MAX: usize = 1024;
+
 use crate::dataset::Dataset;
 use crate::error::Result;
 use crate::exec::prefetch::Prefetch;

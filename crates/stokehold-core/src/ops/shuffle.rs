@@ -127,7 +127,7 @@ impl IterDataset for BufferShuffle {
             inner: self.parent.iter(epoch)?,
             size: self.size,
             rng: Rng::keyed(self.seed, &[if self.reshuffle { epoch } else { 0 }, 0x5b]),
-            buffer: Vec::with_capacity(self.size),
+            buffer: Vec::with_capacity(self.size.min(super::PREALLOC_MAX)),
             pulled: 0,
             exhausted: false,
         }))

@@ -101,7 +101,9 @@ fn trace_export_is_chrome_json() {
     }
     let named: Vec<_> = all.iter().filter(|e| e["ph"] == "M").collect();
     assert!(!named.is_empty() && named.iter().all(|e| e["name"] == "thread_name"));
-    assert!(events.iter().all(|e| named.iter().any(|m| m["tid"] == e["tid"])));
+    assert!(events
+        .iter()
+        .all(|e| named.iter().any(|m| m["tid"] == e["tid"])));
 }
 
 #[test]
