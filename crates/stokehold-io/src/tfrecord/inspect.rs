@@ -241,7 +241,7 @@ mod tests {
         );
         let text = rep.to_string();
         assert!(
-            text.contains("records: 6") && text.contains("label"),
+            text.contains("6 records, 179 B of record data") && text.contains("label"),
             "{text}"
         );
 
