@@ -403,21 +403,8 @@ impl PyIterator {
     /// Up to `n` elements as a list (one GIL release for all of them).
     fn next_many<'py>(&self, py: Python<'py>, n: usize) -> PyResult<Bound<'py, PyList>> {
         guard(|| {
-            let items = self.run(py, |it| {
-                let mut v = Vec::with_capacity(n);
-                while v.len() < n {
-                    match it.next()? {
-                        Some(e) => v.push(e),
-                        None => break,
-                    }
-                }
-                Ok(v)
-            })?;
-            let list = PyList::empty(py);
-            for e in items {
-                list.append(example_to_dict(py, e)?)?;
-            }
-            Ok(list)
+            let items = self.run(py, |it| take_up_to(n, || it.next()))?;
+            to_list(py, items)
         })
     }
 
@@ -435,13 +422,7 @@ impl PyIterator {
     /// Restores a state from `get_state` (a JSON string).
     fn set_state(&self, py: Python<'_>, state: &str) -> PyResult<()> {
         guard(|| {
-            let json: serde_json::Value = serde_json::from_str(state).map_err(|e| {
-                to_pyerr(
-                    py,
-                    Error::State(format!("state is not valid JSON: {e}")),
-                    None,
-                )
-            })?;
+            let json = parse_state(py, state)?;
             self.run(py, move |it| it.set_state(&json))
         })
     }
@@ -449,6 +430,42 @@ impl PyIterator {
     fn describe(&self) -> String {
         self.describe.clone()
     }
+}
+
+/// Up to `n` elements from `next`, stopping at the end; preallocates at most 1024 slots (`n`
+/// comes from the caller: `next_many(10**9)` must not reserve 10**9).
+pub(crate) fn take_up_to(
+    n: usize,
+    mut next: impl FnMut() -> stokehold_core::Result<Option<Example>>,
+) -> stokehold_core::Result<Vec<Example>> {
+    let mut v = Vec::with_capacity(n.min(1024));
+    while v.len() < n {
+        match next()? {
+            Some(e) => v.push(e),
+            None => break,
+        }
+    }
+    Ok(v)
+}
+
+/// Elements as a Python list of dicts.
+pub(crate) fn to_list(py: Python<'_>, items: Vec<Example>) -> PyResult<Bound<'_, PyList>> {
+    let list = PyList::empty(py);
+    for e in items {
+        list.append(example_to_dict(py, e)?)?;
+    }
+    Ok(list)
+}
+
+/// A state from `get_state` (JSON text), or a `StateError` saying it is not JSON.
+pub(crate) fn parse_state(py: Python<'_>, state: &str) -> PyResult<serde_json::Value> {
+    serde_json::from_str(state).map_err(|e| {
+        to_pyerr(
+            py,
+            Error::State(format!("state is not valid JSON: {e}")),
+            None,
+        )
+    })
 }
 
 /// Adds the classes to the module.

@@ -12,11 +12,10 @@ use std::sync::Mutex;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 use stokehold_core::ops::plan::Epochs;
-use stokehold_core::Error;
 
 use crate::convert::example_to_dict;
-use crate::dataset::{run_detached, PyDataset};
-use crate::errors::{guard, ok, to_pyerr};
+use crate::dataset::{parse_state, run_detached, take_up_to, to_list, PyDataset};
+use crate::errors::{guard, ok};
 
 /// Epochs from one iterator, with a checkpointable position.
 #[pyclass(frozen, name = "Epochs", module = "stokehold._native")]
@@ -86,21 +85,8 @@ impl PyEpochs {
     /// Up to `n` more elements of the current epoch as a list (one GIL release for all).
     fn next_many<'py>(&self, py: Python<'py>, n: usize) -> PyResult<Bound<'py, PyList>> {
         guard(|| {
-            let items = self.run(py, |l| {
-                let mut v = Vec::with_capacity(n.min(1024));
-                while v.len() < n {
-                    match l.next()? {
-                        Some(e) => v.push(e),
-                        None => break,
-                    }
-                }
-                Ok(v)
-            })?;
-            let list = PyList::empty(py);
-            for e in items {
-                list.append(example_to_dict(py, e)?)?;
-            }
-            Ok(list)
+            let items = self.run(py, |l| take_up_to(n, || l.next()))?;
+            to_list(py, items)
         })
     }
 
@@ -137,13 +123,7 @@ impl PyEpochs {
     /// Moves a loader that has not started to a position from `get_state` (JSON text).
     fn set_state(&self, py: Python<'_>, state: &str) -> PyResult<()> {
         guard(|| {
-            let json: serde_json::Value = serde_json::from_str(state).map_err(|e| {
-                to_pyerr(
-                    py,
-                    Error::State(format!("state is not valid JSON: {e}")),
-                    None,
-                )
-            })?;
+            let json = parse_state(py, state)?;
             self.run(py, move |l| l.set_state(&json))
         })
     }
