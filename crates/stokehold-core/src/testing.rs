@@ -140,6 +140,23 @@ pub fn check_resume(name: &str, ds: &Dataset, cuts: usize) {
     }
 }
 
+/// Save after every element of epoch 0 (and before the first) -> restore into a fresh iterator
+/// -> the rest equals the uninterrupted run: the exhaustive form of [`check_resume`], for ops'
+/// unit tests on small inputs.
+pub fn check_resume_at_every_cut(name: &str, ds: &Dataset) {
+    let all = run(ds, 0);
+    for k in 0..=all.len() {
+        let mut it = ds.iter(0).unwrap();
+        for _ in 0..k {
+            it.next().unwrap();
+        }
+        let state: serde_json::Value = serde_json::from_str(&it.state().to_string()).unwrap();
+        let mut again = ds.iter(0).unwrap();
+        again.set_state(&state).unwrap();
+        assert_eq!(again.collect_all().unwrap(), all[k..], "{name}: cut {k}");
+    }
+}
+
 /// A random-access dataset with its prefetch hints dropped (for [`check_hints`]).
 struct NoHints(Arc<dyn MapDataset>);
 

@@ -389,16 +389,7 @@ mod tests {
             let all = ds.iter(0).unwrap().collect_all().unwrap();
             // Three full windows (at 9, 10, 11), then the partial ones of keys 0, 1, 2.
             assert_eq!(all.len(), 6);
-            for k in 0..=all.len() {
-                let mut it = ds.iter(0).unwrap();
-                for _ in 0..k {
-                    it.next().unwrap();
-                }
-                let s: Json = serde_json::from_str(&it.state().to_string()).unwrap();
-                let mut again = ds.iter(0).unwrap();
-                again.set_state(&s).unwrap();
-                assert_eq!(again.collect_all().unwrap(), all[k..], "cut {k}");
-            }
+            crate::testing::check_resume_at_every_cut("group_by_window", &ds);
         }
     }
 

@@ -429,21 +429,19 @@ impl Dataset {
         num_parallel_calls: Option<Parallelism>,
         deterministic: bool,
     ) -> Result<Dataset> {
-        Ok(Dataset::from_iter(Interleave::new(
-            self.clone(),
-            f,
+        self.interleave_with(
             label,
-            cycle_length,
+            f,
+            Parallelism::Fixed(cycle_length),
             block_length,
             num_parallel_calls,
             deterministic,
-        )?))
+        )
     }
 
     /// [`Dataset::interleave`] with a cycle length that may be [`Parallelism::Autotune`]: one
     /// open input per core of the executor (tf.data's `cycle_length=AUTOTUNE`); see
     /// [`Interleave::with_cycle`] for how its checkpoints move between machines.
-    /// `interleave(.., n, ..)` is `interleave_with(.., Parallelism::Fixed(n), ..)`.
     pub fn interleave_with(
         &self,
         label: &str,

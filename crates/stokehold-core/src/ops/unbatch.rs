@@ -334,16 +334,7 @@ mod tests {
             let all = ds.iter(0).unwrap().collect_all().unwrap();
             let got: Vec<&Tensor> = all.iter().map(|e| e.tensor("t", "v").unwrap()).collect();
             assert_eq!(got, refs);
-            for k in 0..=all.len() {
-                let mut it = ds.iter(0).unwrap();
-                for _ in 0..k {
-                    it.next().unwrap();
-                }
-                let s: Json = serde_json::from_str(&it.state().to_string()).unwrap();
-                let mut again = ds.iter(0).unwrap();
-                again.set_state(&s).unwrap();
-                assert_eq!(again.collect_all().unwrap(), all[k..], "cut {k}");
-            }
+            crate::testing::check_resume_at_every_cut("unbatch", &ds);
         }
     }
 

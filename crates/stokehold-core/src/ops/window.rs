@@ -385,16 +385,7 @@ mod tests {
             .filter("all", filter_fn(|_, _| Ok(true)))
             .window(4, Some(3), 2, false)
             .unwrap();
-        let all = ds.iter(0).unwrap().collect_all().unwrap();
-        for k in 0..=all.len() {
-            let mut it = ds.iter(0).unwrap();
-            for _ in 0..k {
-                it.next().unwrap();
-            }
-            let mut again = ds.iter(0).unwrap();
-            again.set_state(&it.state()).unwrap();
-            assert_eq!(again.collect_all().unwrap(), all[k..], "cut {k}");
-        }
+        crate::testing::check_resume_at_every_cut("window stream", &ds);
     }
 
     #[test]
