@@ -16,6 +16,7 @@ pub mod group_by_window;
 pub mod interleave;
 pub mod map;
 pub mod mix;
+pub mod on_error;
 pub mod parallel_map;
 pub mod plan;
 pub mod remap;
