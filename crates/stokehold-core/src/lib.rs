@@ -15,6 +15,7 @@
 #![deny(missing_docs)]
 
 pub mod cast;
+pub mod checked;
 pub mod dataset;
 pub mod dtype;
 pub mod error;

@@ -6,6 +6,14 @@
 //! `fingerprint` hashes the pipeline's description (ops and their arguments), so a state is never
 //! applied to another pipeline; `iter` is the op tree's own state (`{"pos": n}` for a random-access
 //! pipeline: a checkpoint of a few integers).
+//!
+//! **After an error the iterator is done** (tf.data's rule, one rule for every op): the error is
+//! returned once and every later `next()` returns `Ok(None)`, whatever op failed and however the
+//! pipeline runs (a random-access map, a parallel map, a prefetch thread). Elements whose
+//! computation may fail and should be left out need an explicit policy: `ignore_errors()` after
+//! the op, or the loader's `on_error="skip"`. The one exception is [`Error::Interrupted`] (Ctrl-C
+//! while waiting): the awaited element still comes on the next call. `set_state` makes the
+//! iterator live again at the restored position.
 
 use serde_json::{json, Value as Json};
 
@@ -21,19 +29,38 @@ pub struct PipelineIter {
     ds: Dataset,
     epoch: u64,
     inner: Box<dyn DatasetIter>,
+    /// An error was returned: the iterator is done (see the module docs).
+    failed: bool,
 }
 
 impl PipelineIter {
     /// Iterates epoch `epoch` of `ds`.
     pub fn new(ds: Dataset, epoch: u64) -> Result<Self> {
         let inner = ds.iter(epoch)?;
-        Ok(PipelineIter { ds, epoch, inner })
+        Ok(PipelineIter {
+            ds,
+            epoch,
+            inner,
+            failed: false,
+        })
     }
 
-    /// The next element.
+    /// The next element; `Ok(None)` at the end and after an error (see the module docs).
     #[allow(clippy::should_implement_trait)] // fallible; mirrors DatasetIter::next
     pub fn next(&mut self) -> Result<Option<Example>> {
-        self.inner.next()
+        if self.failed {
+            return Ok(None);
+        }
+        let r = self.inner.next();
+        if matches!(&r, Err(e) if !matches!(e, Error::Interrupted(_))) {
+            self.failed = true;
+        }
+        r
+    }
+
+    /// True once an error ended the iterator.
+    pub fn failed(&self) -> bool {
+        self.failed
     }
 
     /// The epoch this iterator runs.
@@ -76,6 +103,7 @@ impl PipelineIter {
         inner.set_state(state_field(state, "iter")?)?;
         self.inner = inner;
         self.epoch = epoch;
+        self.failed = false;
         Ok(())
     }
 }

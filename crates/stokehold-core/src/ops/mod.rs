@@ -13,6 +13,7 @@ pub mod filter;
 pub mod gather;
 pub mod generator;
 pub mod group_by_window;
+pub mod ignore_errors;
 pub mod interleave;
 pub mod map;
 pub mod mix;

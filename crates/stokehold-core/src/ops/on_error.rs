@@ -34,11 +34,12 @@
 
 use std::sync::{Arc, Mutex};
 
-use crate::dataset::Dataset;
+use serde_json::Value as Json;
+
+use crate::dataset::{Dataset, DatasetIter, IterDataset};
 use crate::error::{Error, Result};
 use crate::example::Example;
 use crate::exec::Parallelism;
-use crate::ops::filter::FilterFn;
 use crate::ops::map::{Ctx, MapFn};
 use crate::tensor::Tensor;
 
@@ -135,9 +136,11 @@ impl Dataset {
         };
         match on_error {
             OnError::Raise => run(f),
-            OnError::Skip => {
-                run(tombstone_on_error(f)).filter(&format!("skip[{label}]"), drop_tombstones(log))
-            }
+            OnError::Skip => Dataset::from_iter(DropTombstones {
+                parent: run(tombstone_on_error(f)),
+                label: format!("skip[{label}]"),
+                log,
+            }),
         }
     }
 }
@@ -152,18 +155,62 @@ fn tombstone_on_error(f: MapFn) -> MapFn {
     })
 }
 
-fn drop_tombstones(log: Arc<ErrorLog>) -> FilterFn {
-    Arc::new(move |e: &Example, _ctx: &Ctx| {
-        let Some(crate::Value::Tensor(t)) = e.get(TOMBSTONE) else {
-            return Ok(true);
-        };
-        let text = |i| String::from_utf8_lossy(t.string(i).unwrap_or_default()).into_owned();
-        log.push(SkippedElement {
-            index: text(0).parse().unwrap_or(u64::MAX),
-            error: text(1),
-        });
-        Ok(false)
-    })
+/// Drops the tombstones of its input in order, logging each; reports its log through
+/// [`IterDataset::error_log`] so that `error_logs(ds)` finds it from the pipeline.
+struct DropTombstones {
+    parent: Dataset,
+    label: String,
+    log: Arc<ErrorLog>,
+}
+
+impl IterDataset for DropTombstones {
+    fn iter(&self, epoch: u64) -> Result<Box<dyn DatasetIter>> {
+        Ok(Box::new(DropIter {
+            inner: self.parent.iter(epoch)?,
+            log: self.log.clone(),
+        }))
+    }
+
+    fn name(&self) -> String {
+        self.label.clone()
+    }
+
+    fn parents(&self) -> Vec<Dataset> {
+        vec![self.parent.clone()]
+    }
+
+    fn error_log(&self) -> Option<Arc<ErrorLog>> {
+        Some(self.log.clone())
+    }
+}
+
+struct DropIter {
+    inner: Box<dyn DatasetIter>,
+    log: Arc<ErrorLog>,
+}
+
+impl DatasetIter for DropIter {
+    fn next(&mut self) -> Result<Option<Example>> {
+        while let Some(e) = self.inner.next()? {
+            let Some(crate::Value::Tensor(t)) = e.get(TOMBSTONE) else {
+                return Ok(Some(e));
+            };
+            let text = |i| String::from_utf8_lossy(t.string(i).unwrap_or_default()).into_owned();
+            self.log.push(SkippedElement {
+                index: text(0).parse().unwrap_or(u64::MAX),
+                error: text(1),
+            });
+        }
+        Ok(None)
+    }
+
+    fn state(&self) -> Json {
+        self.inner.state()
+    }
+
+    fn set_state(&mut self, state: &Json) -> Result<()> {
+        self.inner.set_state(state)
+    }
 }
 
 #[cfg(test)]
