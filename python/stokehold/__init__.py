@@ -44,6 +44,7 @@ from .sources import (
     sample_from_datasets,
     zip,
 )
+from .errors import SkipLog
 from .spec import ElementSpec, RaggedSpec, TensorSpec
 from .table import Table, open_table, write_table
 from .tfrecord import TFRecordDataset
@@ -65,6 +66,7 @@ __all__ = [
     "Ragged",
     "RaggedSpec",
     "SchemaError",
+    "SkipLog",
     "StateError",
     "StokeholdError",
     "StokeholdFileNotFoundError",

@@ -27,7 +27,7 @@ from typing import (
 
 import numpy as np
 
-from . import _args, _native
+from . import _args, _native, errors
 from ._args import AUTOTUNE, INFINITE, UNKNOWN, PathLike
 from ._native import OutOfRangeError
 from .iterator import EpochLoader, Iterator
@@ -186,17 +186,34 @@ class Dataset:
         truncation toward zero, saturating float-to-int)."""
         return Dataset(self._native.cast(_args.name("cast", "feature", feature), _args.dtype_name("cast", dtype)))
 
-    def read_file(self, path: str = "path", out: str = "data") -> Dataset:
+    def read_file(self, path: str = "path", out: str = "data", on_error: str = "raise") -> Dataset:
         """Reads the file named by feature ``path`` into bytes feature ``out`` (native, lazy:
-        each file is read when its element is)."""
+        each file is read when its element is). ``on_error="skip"`` leaves out a file that
+        cannot be read, counted in :meth:`skipped`."""
         op = "read_file"
-        return Dataset(self._native.read_file(_args.name(op, "path", path), _args.name(op, "out", out)))
+        return Dataset(self._native.read_file(
+            _args.name(op, "path", path), _args.name(op, "out", out), errors.on_error(op, on_error)))
 
-    def load_npy(self, path: str = "path", out: str = "array") -> Dataset:
+    def load_npy(self, path: str = "path", out: str = "array", on_error: str = "raise") -> Dataset:
         """Loads the ``.npy`` file named by feature ``path`` into feature ``out`` (native,
-        lazy)."""
+        lazy). ``on_error="skip"`` leaves out a missing or malformed file, counted in
+        :meth:`skipped`."""
         op = "load_npy"
-        return Dataset(self._native.load_npy(_args.name(op, "path", path), _args.name(op, "out", out)))
+        return Dataset(self._native.load_npy(
+            _args.name(op, "path", path), _args.name(op, "out", out), errors.on_error(op, on_error)))
+
+    def ignore_errors(self, log_warning: bool = False) -> Dataset:
+        """tf.data's ``ignore_errors``: leaves out the elements whose computation failed (your
+        function raised, a file is missing or corrupt), counted in :meth:`skipped`; with
+        ``log_warning`` each is also written to stderr. Without it (or ``on_error="skip"``) an
+        iterator is done after an error: the error is raised once, then ``StopIteration``."""
+        op = "ignore_errors"
+        return Dataset(self._native.ignore_errors(_args.flag(op, "log_warning", log_warning)))
+
+    def skipped(self) -> errors.SkipLog:
+        """What this pipeline's ``ignore_errors()`` and ``on_error="skip"`` ops left out so far:
+        a :class:`~stokehold.errors.SkipLog` (``count``, and the first few in detail)."""
+        return errors.SkipLog.from_native(self._native.skipped())
 
     def gather(
         self, table: Table, index_feature: str, output: str, keys: Optional[Any] = None

@@ -25,6 +25,7 @@ mod epochs;
 pub mod errors;
 mod parallel;
 mod shard;
+mod skips;
 mod table;
 mod tfrecord;
 
