@@ -12,8 +12,8 @@
 //! The buffer's elements always count in a memory budget: the pipeline's executor when one is
 //! installed (`with_options`, or an enclosing parallel stage), or else a default executor the op
 //! makes for its iterator and remembers (so `executor_of(ds)` and `ds.stats()` find the bytes).
-//! The input's iterator is created under that executor too, so a parallel op below shares it:
-//! one budget for every buffer of the pipeline. After an element fails the thread goes on with
+//! Under a parallel op that made its own default executor, the prefetch uses that one: one
+//! budget for every buffer of the pipeline. After an element fails the thread goes on with
 //! the next one (the outer iterator is done after an error anyway, see [`crate::state`]; an
 //! `ignore_errors()` above relies on the input moving on); a panic ends it.
 
@@ -77,8 +77,12 @@ impl Prefetch {
 
 impl IterDataset for Prefetch {
     fn iter(&self, epoch: u64) -> Result<Box<dyn DatasetIter>> {
-        let exec = self.default_exec.current_or_new();
-        let inner = exec.enter(|| self.parent.iter(epoch))?;
+        let inner = self.parent.iter(epoch)?;
+        // The installed executor; else the one a thread-owning op below just made for its
+        // iterator (found through the dataset), so both buffers share one budget; else our own.
+        let exec = super::Executor::current()
+            .or_else(|| super::executor_of(&self.parent))
+            .unwrap_or_else(|| self.default_exec.current_or_new());
         let state = inner.state();
         let depth = self
             .depth
@@ -325,7 +329,7 @@ impl DatasetIter for PrefetchIter {
 
     fn set_state(&mut self, state: &Json) -> Result<()> {
         self.running = None;
-        let mut inner = self.exec.enter(|| self.parent.iter(self.epoch))?;
+        let mut inner = self.parent.iter(self.epoch)?;
         self.exec
             .enter(|| inner.set_state(state_field(state, "inner")?))?;
         self.state = inner.state();
