@@ -31,6 +31,9 @@ pub struct PipelineIter {
     inner: Box<dyn DatasetIter>,
     /// An error was returned: the iterator is done (see the module docs).
     failed: bool,
+    /// An error met by [`PipelineIter::next_many`] after it had elements to return: raised by
+    /// the next call, so that the elements before it are not lost.
+    deferred: Option<Error>,
 }
 
 impl PipelineIter {
@@ -42,12 +45,16 @@ impl PipelineIter {
             epoch,
             inner,
             failed: false,
+            deferred: None,
         })
     }
 
     /// The next element; `Ok(None)` at the end and after an error (see the module docs).
     #[allow(clippy::should_implement_trait)] // fallible; mirrors DatasetIter::next
     pub fn next(&mut self) -> Result<Option<Example>> {
+        if let Some(e) = self.deferred.take() {
+            return Err(e);
+        }
         if self.failed {
             return Ok(None);
         }
@@ -55,6 +62,16 @@ impl PipelineIter {
         if matches!(&r, Err(e) if !matches!(e, Error::Interrupted(_))) {
             self.failed = true;
         }
+        r
+    }
+
+    /// Up to `n` elements, fewer at the end. An error after some elements is kept for the next
+    /// call, which raises it: the elements before it are returned, not lost with it. Reserves at
+    /// most 1024 slots up front (`n` comes from the caller).
+    pub fn next_many(&mut self, n: usize) -> Result<Vec<Example>> {
+        let mut deferred = None;
+        let r = take_deferring(n, &mut deferred, || self.next());
+        self.deferred = deferred;
         r
     }
 
@@ -104,6 +121,30 @@ impl PipelineIter {
         self.inner = inner;
         self.epoch = epoch;
         self.failed = false;
+        self.deferred = None;
         Ok(())
     }
+}
+
+/// Up to `n` elements from `next`; an error after at least one element goes into `deferred`
+/// (for the caller's next call) instead of dropping the elements taken (an interrupt is returned
+/// at once: the host is waiting for it).
+pub(crate) fn take_deferring(
+    n: usize,
+    deferred: &mut Option<Error>,
+    mut next: impl FnMut() -> Result<Option<Example>>,
+) -> Result<Vec<Example>> {
+    let mut v = Vec::with_capacity(n.min(1024));
+    while v.len() < n {
+        match next() {
+            Ok(Some(e)) => v.push(e),
+            Ok(None) => break,
+            Err(e) if v.is_empty() || matches!(e, Error::Interrupted(_)) => return Err(e),
+            Err(e) => {
+                *deferred = Some(e);
+                break;
+            }
+        }
+    }
+    Ok(v)
 }

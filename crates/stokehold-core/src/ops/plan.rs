@@ -151,6 +151,7 @@ impl Dataset {
             next: start,
             current: None,
             resume_taken: 0,
+            deferred: None,
         })
     }
 }
@@ -273,6 +274,8 @@ pub struct Epochs {
     current: Option<Current>,
     /// Elements of epoch `next` yielded before a saved state (0 unless restored).
     resume_taken: u64,
+    /// An error [`Epochs::next_many`] met after elements it returned: raised by the next call.
+    deferred: Option<Error>,
 }
 
 impl Epochs {
@@ -370,6 +373,9 @@ impl Epochs {
     /// `next_epoch`).
     #[allow(clippy::should_implement_trait)] // fallible; mirrors DatasetIter::next
     pub fn next(&mut self) -> Result<Option<Example>> {
+        if let Some(e) = self.deferred.take() {
+            return Err(e);
+        }
         let (Some(cur), Some(it)) = (&mut self.current, &mut self.it) else {
             return Ok(None);
         };
@@ -385,6 +391,15 @@ impl Epochs {
             }
             Err(e) => Err(self.fail(e)),
         }
+    }
+
+    /// Up to `n` more elements of the current epoch; an error after some elements is raised by
+    /// the next call (as [`PipelineIter::next_many`] does).
+    pub fn next_many(&mut self, n: usize) -> Result<Vec<Example>> {
+        let mut deferred = None;
+        let r = crate::state::take_deferring(n, &mut deferred, || self.next());
+        self.deferred = deferred;
+        r
     }
 
     /// The position: `{"format": "stokehold-epochs", "version": 1, "start", "count",

@@ -195,3 +195,26 @@ fn a_plain_prefetch_counts_its_bytes_in_a_budget_that_stats_report() {
     assert!(peak <= (4 << 20) + 2 * (1 << 20) + 4096, "peak {peak}");
     drop(it);
 }
+
+#[test]
+fn next_many_returns_the_elements_before_an_error_then_raises_it() {
+    let mut it = PipelineIter::new(failing(10, 3), 0).unwrap();
+    assert_eq!(xs(&it.next_many(10).unwrap()), vec![0, 1, 2]);
+    assert!(it.next_many(10).is_err());
+    assert!(it.next_many(10).unwrap().is_empty());
+    let mut ep = failing(10, 3).epochs(0, Some(2), None).unwrap();
+    ep.next_epoch().unwrap();
+    assert_eq!(ep.next_many(100).unwrap().len(), 3);
+    assert!(ep.next_many(100).is_err());
+    assert!(ep.next_many(100).unwrap().is_empty());
+    ep.next_epoch().unwrap();
+    assert_eq!(ep.next_many(100).unwrap().len(), 3, "the next epoch starts whole");
+}
+
+#[test]
+fn a_range_value_past_i64_is_an_error_not_negative() {
+    let ds = Dataset::range(u64::MAX);
+    let err = ds.get(1 << 63).unwrap_err();
+    assert!(err.to_string().contains("range"), "{err}");
+    assert_eq!(xs(&[ds.get((1 << 63) - 1).unwrap()]), vec![i64::MAX]);
+}
