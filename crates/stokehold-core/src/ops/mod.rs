@@ -5,6 +5,7 @@
 //! method needs more than a line defines it in its own file, as `interleave.rs` does.
 
 pub mod batch;
+pub mod bucket;
 pub mod cache;
 pub mod concatenate;
 pub mod element;
@@ -16,6 +17,7 @@ pub mod group_by_window;
 pub mod interleave;
 pub mod map;
 pub mod mix;
+pub mod pack;
 pub mod parallel_map;
 pub mod plan;
 pub mod remap;

@@ -1,5 +1,6 @@
 //! Integration tests of stokehold-core: one binary, one module per theme.
 
+mod bucket;
 mod budget;
 mod combine;
 mod common;
