@@ -6,6 +6,7 @@ mod combine;
 mod common;
 mod conformance;
 mod interleave;
+mod pack;
 mod parallel;
 mod plan;
 mod stats;
