@@ -544,7 +544,8 @@ class Dataset:
         from .keyed import element_rng
 
         def call(element: Element, index: int, epoch: int) -> Mapping[str, Any]:
-            return fn(element, element_rng(s, epoch, index))
+            out: Mapping[str, Any] = fn(element, element_rng(s, epoch, index))
+            return out
 
         return self._map_with_context(op, call, name or _args.label(fn), num_parallel_calls, deterministic)
 
@@ -562,7 +563,8 @@ class Dataset:
         fn = _args.function(op, "fn", fn)
 
         def call(element: Element, index: int, epoch: int) -> Mapping[str, Any]:
-            return fn(index, element)
+            out: Mapping[str, Any] = fn(index, element)
+            return out
 
         return self._map_with_context(op, call, name or _args.label(fn), num_parallel_calls, deterministic)
 
