@@ -41,6 +41,7 @@ WORKLOADS = [
     ("shards: reads + shuffle quality", "bench/shard/bench.py"),
     ("feature-table gather", "bench/table/bench.py"),
     ("soak: faults over epochs", "bench/soak/bench.py"),
+    ("bucketing + packing", "bench/sequence/bench.py"),
 ]
 TIMEOUT = {"quick": 120, "full": 900}
 REQUIREMENTS = BENCH / "suite" / "requirements.txt"

@@ -37,6 +37,7 @@ __all__ = [
     "encode_example",
     "decode_example",
     "verify_shards",
+    "element_key",
 ]
 
 __version__: str
@@ -174,6 +175,35 @@ class Dataset:
     def group_by_window(
         self, key_fn: Callable[[_Element], Any], window_size: int, label: str, key_feature: Optional[str] = None
     ) -> Dataset: ...
+    # variable-length data and keyed maps (sequence.rs)
+    def map_with_context(self, f: Callable[[_Element, int, int], Mapping[str, Any]], label: str) -> Dataset: ...
+    def map_parallel_with_context(
+        self, f: Callable[[_Element, int, int], Mapping[str, Any]], label: str, par: int, deterministic: bool
+    ) -> Dataset: ...
+    def bucket_by_sequence_length(
+        self,
+        feature: Optional[str],
+        axis: int,
+        length_fn: Optional[Callable[[_Element], Any]],
+        label: str,
+        boundaries: List[int],
+        batch_sizes: List[int],
+        padded_shapes: Dict[str, List[Optional[int]]],
+        padding_values: Dict[str, float],
+        default_value: float,
+        pad_to_bucket_boundary: bool,
+        no_padding: bool,
+        drop_remainder: bool,
+    ) -> Dataset: ...
+    def pack(
+        self,
+        lengths: List[Tuple[str, int]],
+        num_packing_bins: int,
+        mode: str,
+        meta_features: List[str],
+        shuffle_bins: bool,
+        seed: int,
+    ) -> Dataset: ...
     # several inputs
     def interleave(
         self,
@@ -251,6 +281,7 @@ class Epochs:
     def describe(self) -> str: ...
 
 def verify_shards(path: str) -> None: ...
+def element_key(seed: int, epoch: int, index: int) -> int: ...
 def write_table(path: str, arrays: List[Any]) -> Table: ...
 def tfrecord_build_index(file: str, skip_corrupt: bool, side_folder: bool = False) -> Tuple[int, int, str]: ...
 def encode_example(example: Mapping[str, Any]) -> bytes: ...

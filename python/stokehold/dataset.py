@@ -21,6 +21,7 @@ from typing import (
     Mapping,
     Optional,
     Sequence,
+    Tuple,
     Union,
     overload,
 )
@@ -376,19 +377,7 @@ class Dataset:
             drop_remainder: drop a last, smaller batch (default False).
         """
         op = "padded_batch"
-        shapes: Dict[str, List[Optional[int]]] = {}
-        if padded_shapes is not None:
-            if not isinstance(padded_shapes, Mapping):
-                raise _args.fail(op, "padded_shapes", padded_shapes, "must be a dict of feature -> shape")
-            for k, shape in padded_shapes.items():
-                arg = f"padded_shapes[{k!r}]"
-                shapes[str(k)] = [None if d is None or d == -1 else _args.count(op, arg, d) for d in shape]
-        values: Dict[str, float] = {}
-        default = 0.0
-        if isinstance(padding_values, Mapping):
-            values = {str(k): float(v) for k, v in padding_values.items()}
-        elif padding_values is not None:
-            default = float(padding_values)
+        shapes, values, default = _padding(op, padded_shapes, padding_values)
         return Dataset(self._native.padded_batch(
             _args.count(op, "batch_size", batch_size, 1), _args.flag(op, "drop_remainder", drop_remainder),
             shapes, values, default))
@@ -452,6 +441,166 @@ class Dataset:
 
         reduce.__qualname__ = _args.label(reduce_func)
         return windows.flat_map(reduce)
+
+    # ---- variable-length sequences and keyed Python maps (docs/GUIDE.md, "Variable lengths") --
+
+    def bucket_by_sequence_length(
+        self,
+        element_length_func: Union[str, Callable[[Element], Any]],
+        bucket_boundaries: Sequence[int],
+        bucket_batch_sizes: Sequence[int],
+        padded_shapes: Optional[Mapping[str, Sequence[Optional[int]]]] = None,
+        padding_values: Union[None, float, Mapping[str, float]] = None,
+        pad_to_bucket_boundary: bool = False,
+        no_padding: bool = False,
+        drop_remainder: bool = False,
+        axis: int = 0,
+    ) -> Dataset:
+        """tf.data's ``bucket_by_sequence_length``: batches of similar lengths, each padded only
+        to its own bucket, so short clips are not padded to the longest one in the dataset.
+
+        An element of length ``L`` goes to bucket ``i`` where ``bucket_boundaries[i-1] <= L <
+        bucket_boundaries[i]``; bucket ``i`` emits a batch (padded as :meth:`padded_batch` pads,
+        ``<name>_lengths`` included) each time it holds ``bucket_batch_sizes[i]`` elements. At
+        the end of the input the partial buckets follow in ascending bucket order, as tf.data
+        does (unless ``drop_remainder``). A stream.
+
+        Args:
+            element_length_func: a feature name (its size along ``axis`` is the length) or a
+                function ``element -> int``.
+            bucket_boundaries: strictly increasing ints.
+            bucket_batch_sizes: ``len(bucket_boundaries) + 1`` batch sizes.
+            padded_shapes, padding_values: as in :meth:`padded_batch`.
+            pad_to_bucket_boundary: pad bucket ``i`` to ``bucket_boundaries[i] - 1`` (the
+                ``None`` axes of ``padded_shapes``, and the length axis of the length feature);
+                an element of length ``>= bucket_boundaries[-1]`` is then an error.
+            no_padding: batch as :meth:`batch` does (ragged when lengths differ).
+            drop_remainder: drop the partial batches at the end of the input.
+            axis: the length axis when ``element_length_func`` is a feature name.
+        """
+        op = "bucket_by_sequence_length"
+        if isinstance(element_length_func, str):
+            feature: Optional[str] = _args.name(op, "element_length_func", element_length_func)
+            length_fn = None
+            label = feature or ""
+        else:
+            feature = None
+            length_fn = _args.function(op, "element_length_func", element_length_func)
+            label = _args.label(length_fn)
+        bounds = [_args.count(op, f"bucket_boundaries[{i}]", b, -(2**31)) for i, b in enumerate(bucket_boundaries)]
+        sizes = [_args.count(op, f"bucket_batch_sizes[{i}]", b, 1) for i, b in enumerate(bucket_batch_sizes)]
+        shapes, values, default = _padding(op, padded_shapes, padding_values)
+        return Dataset(self._native.bucket_by_sequence_length(
+            feature, _args.count(op, "axis", axis), length_fn, label, bounds, sizes, shapes, values,
+            default, _args.flag(op, "pad_to_bucket_boundary", pad_to_bucket_boundary),
+            _args.flag(op, "no_padding", no_padding), _args.flag(op, "drop_remainder", drop_remainder)))
+
+    def pack(
+        self,
+        length_struct: Mapping[str, int],
+        num_packing_bins: int,
+        mode: str = "first_fit",
+        meta_features: Sequence[str] = (),
+        shuffle_bins: bool = False,
+        seed: Optional[int] = None,
+    ) -> Dataset:
+        """Packs variable-length sequences into rows of fixed length: Grain's
+        ``FirstFitPackIterDataset`` (``mode="first_fit"``) and ``BestFitPackIterDataset``
+        (``mode="best_fit"``).
+
+        ``num_packing_bins`` rows are open at once; each element goes into the first row where
+        all its features fit (first-fit) or the fullest such row (best-fit). When none fits, the
+        open rows are emitted and new ones start with that element; the end of the input emits
+        the rest. Each packed feature ``f`` comes out as ``[length_struct[f], ...]`` (zero
+        padded) with ``f_segment_ids`` (int32, the elements of the row numbered from 1, 0 for
+        padding) and ``f_positions`` (int32, 0, 1, ... within each element). Features not in
+        ``length_struct`` are dropped. An element longer than its row is an error (truncate it
+        first, e.g. with :meth:`pad_to`). A stream; its checkpoint re-reads at most one set of
+        rows.
+
+        Args:
+            length_struct: feature -> row length (the length of an element's feature is its size
+                along axis 0; a scalar counts 1).
+            num_packing_bins: rows open at once (more: less padding, more memory).
+            mode: ``"first_fit"`` or ``"best_fit"``.
+            meta_features: features of ``length_struct`` packed without segment ids / positions.
+            shuffle_bins: emit each set of rows in a random order keyed by (seed, epoch, rows
+                emitted); Grain's default is True, with its own numpy draw.
+            seed: the key of that order (``None``: drawn from the OS).
+        """
+        op = "pack"
+        if not isinstance(length_struct, Mapping) or not length_struct:
+            raise _args.fail(op, "length_struct", length_struct, "must be a non-empty dict of feature -> length")
+        lengths = [(_args.name(op, "length_struct", k), _args.count(op, f"length_struct[{k!r}]", v, 1))
+                   for k, v in length_struct.items()]
+        if mode not in ("first_fit", "best_fit"):
+            raise _args.fail(op, "mode", mode, 'must be "first_fit" or "best_fit"')
+        meta = [_args.name(op, "meta_features", m) for m in meta_features]
+        shuffle = _args.flag(op, "shuffle_bins", shuffle_bins)
+        return Dataset(self._native.pack(lengths, _args.count(op, "num_packing_bins", num_packing_bins, 1),
+                                         mode, meta, shuffle, _args.seed(op, seed) if shuffle else 0))
+
+    def random_map(
+        self,
+        fn: Callable[[Element, np.random.Generator], Mapping[str, Any]],
+        seed: Optional[int] = None,
+        num_parallel_calls: Optional[int] = None,
+        deterministic: Optional[bool] = None,
+        name: Optional[str] = None,
+    ) -> Dataset:
+        """Grain's ``random_map``: ``fn(element, rng)`` with ``rng`` a ``numpy.random.Generator``
+        keyed by (seed, epoch, index), so augmentations draw the same numbers whatever the thread
+        count, under :meth:`epochs` and after a checkpoint resume. ``index`` is the element's
+        position within its epoch (for a stream input, its position in the stream); the key is
+        :func:`stokehold.keyed.element_rng`'s. Other arguments as in :meth:`map`; ``seed=None``
+        draws one from the OS now.
+        """
+        op = "random_map"
+        fn = _args.function(op, "fn", fn)
+        s = _args.seed(op, seed)
+        from .keyed import element_rng
+
+        def call(element: Element, index: int, epoch: int) -> Mapping[str, Any]:
+            out: Mapping[str, Any] = fn(element, element_rng(s, epoch, index))
+            return out
+
+        return self._map_with_context(op, call, name or _args.label(fn), num_parallel_calls, deterministic)
+
+    def map_with_index(
+        self,
+        fn: Callable[[int, Element], Mapping[str, Any]],
+        num_parallel_calls: Optional[int] = None,
+        deterministic: Optional[bool] = None,
+        name: Optional[str] = None,
+    ) -> Dataset:
+        """Grain's ``map_with_index``: ``fn(index, element)``, ``index`` the element's position
+        within its epoch (for a stream input, its position in the stream). Other arguments as in
+        :meth:`map`."""
+        op = "map_with_index"
+        fn = _args.function(op, "fn", fn)
+
+        def call(element: Element, index: int, epoch: int) -> Mapping[str, Any]:
+            out: Mapping[str, Any] = fn(index, element)
+            return out
+
+        return self._map_with_context(op, call, name or _args.label(fn), num_parallel_calls, deterministic)
+
+    def _map_with_context(
+        self,
+        op: str,
+        call: Callable[[Element, int, int], Mapping[str, Any]],
+        label: str,
+        num_parallel_calls: Optional[int],
+        deterministic: Optional[bool],
+    ) -> Dataset:
+        """:meth:`map`'s threading for a function of (element, index, epoch)."""
+        if num_parallel_calls is None:
+            return Dataset(self._native.map_with_context(call, label))
+        par = _args.parallelism(op, "num_parallel_calls", num_parallel_calls)
+        det = True if deterministic is None else _args.flag(op, "deterministic", deterministic)
+        if self.is_random_access:
+            return Dataset(self._native.map_with_context(call, label)).parallelize(par, det)
+        return Dataset(self._native.map_parallel_with_context(call, label, par, det))
 
     # ---- several inputs ----------------------------------------------------------------------
 
@@ -720,6 +869,29 @@ class Dataset:
         loader = EpochLoader(self._native.epochs(start, c, depth))
         self._epoch = start + c if c is not None else start
         return loader
+
+
+def _padding(
+    op: str,
+    padded_shapes: Optional[Mapping[str, Sequence[Optional[int]]]],
+    padding_values: Union[None, float, Mapping[str, float]],
+) -> Tuple[Dict[str, List[Optional[int]]], Dict[str, float], float]:
+    """``padded_batch``'s padding arguments as the native layer takes them: shapes (``None`` or
+    -1: pad to the longest), values per feature, and the default value."""
+    shapes: Dict[str, List[Optional[int]]] = {}
+    if padded_shapes is not None:
+        if not isinstance(padded_shapes, Mapping):
+            raise _args.fail(op, "padded_shapes", padded_shapes, "must be a dict of feature -> shape")
+        for k, shape in padded_shapes.items():
+            arg = f"padded_shapes[{k!r}]"
+            shapes[str(k)] = [None if d is None or d == -1 else _args.count(op, arg, d) for d in shape]
+    values: Dict[str, float] = {}
+    default = 0.0
+    if isinstance(padding_values, Mapping):
+        values = {str(k): float(v) for k, v in padding_values.items()}
+    elif padding_values is not None:
+        default = float(padding_values)
+    return shapes, values, default
 
 
 def _dataset(op: str, value: Any) -> Dataset:

@@ -81,7 +81,7 @@ pub fn after_fork_in_child() {
     IN_PYTHON.store(0, SeqCst);
 }
 
-fn callback_error(ctx: &Ctx, err: PyErr) -> Error {
+pub(crate) fn callback_error(ctx: &Ctx, err: PyErr) -> Error {
     Error::Callback {
         op: ctx.op.to_string(),
         index: ctx.index,

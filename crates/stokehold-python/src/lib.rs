@@ -24,6 +24,7 @@ mod demo;
 mod epochs;
 pub mod errors;
 mod parallel;
+mod sequence;
 mod shard;
 mod skips;
 mod table;
@@ -47,5 +48,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     tfrecord::register(m)?;
     // One line per module file, e.g. `tfrecord::register(m)?;`
     shard::register(m)?;
+    sequence::register(m)?;
     Ok(())
 }

@@ -27,6 +27,14 @@ use crate::tensor::Tensor;
 /// A function from an element to its group's key.
 pub type KeyFn = Arc<dyn Fn(&Example, &Ctx) -> Result<i64> + Send + Sync>;
 
+/// A window's size from its key (tf.data's `window_size_func`).
+pub type WindowSizeFn = Arc<dyn Fn(i64) -> usize + Send + Sync>;
+
+/// Turns one window (its key, its elements in arrival order, whether it is full) into the element
+/// emitted, or `None` to emit nothing (tf.data's `reduce_func` where it yields at most one
+/// element; `bucket_by_sequence_length` pads windows with it).
+pub type ReduceFn = Arc<dyn Fn(i64, &[Example], bool) -> Result<Option<Example>> + Send + Sync>;
+
 /// Builds a [`KeyFn`] from a closure.
 pub fn key_fn(f: impl Fn(&Example, &Ctx) -> Result<i64> + Send + Sync + 'static) -> KeyFn {
     Arc::new(f)
@@ -36,12 +44,32 @@ pub fn key_fn(f: impl Fn(&Example, &Ctx) -> Result<i64> + Send + Sync + 'static)
 pub struct GroupByWindow {
     parent: Dataset,
     f: KeyFn,
-    window_size: usize,
+    sizes: WindowSizeFn,
+    reduce: Option<ReduceFn>,
     key_feature: Option<String>,
     label: String,
 }
 
 impl GroupByWindow {
+    /// The general form: `sizes(key)` (> 0) elements per window, each window turned into an
+    /// element by `reduce` (the label is used as given).
+    pub fn with_reduce(
+        parent: Dataset,
+        f: KeyFn,
+        sizes: WindowSizeFn,
+        reduce: ReduceFn,
+        label: String,
+    ) -> Self {
+        GroupByWindow {
+            parent,
+            f,
+            sizes,
+            reduce: Some(reduce),
+            key_feature: None,
+            label,
+        }
+    }
+
     /// Groups `parent` by `f` (described as `label`) into windows of `window_size` (> 0).
     pub fn new(
         parent: Dataset,
@@ -64,7 +92,8 @@ impl GroupByWindow {
         Ok(GroupByWindow {
             parent,
             f,
-            window_size,
+            sizes: Arc::new(move |_| window_size),
+            reduce: None,
             key_feature: key_feature.map(str::to_string),
             label: format!("group_by_window[{label}](window_size={window_size}{key_part})"),
         })
@@ -78,7 +107,8 @@ impl IterDataset for GroupByWindow {
             parent: self.parent.clone(),
             epoch,
             f: self.f.clone(),
-            window_size: self.window_size,
+            sizes: self.sizes.clone(),
+            reduce: self.reduce.clone(),
             key_feature: self.key_feature.clone(),
             label: self.label.clone(),
             inner,
@@ -101,6 +131,8 @@ impl IterDataset for GroupByWindow {
 /// One key's partial window: (input position, element) in arrival order.
 struct Group {
     key: i64,
+    /// The window's size (`sizes(key)`).
+    size: usize,
     items: Vec<(u64, Example)>,
 }
 
@@ -108,7 +140,8 @@ struct GroupIter {
     parent: Dataset,
     epoch: u64,
     f: KeyFn,
-    window_size: usize,
+    sizes: WindowSizeFn,
+    reduce: Option<ReduceFn>,
     key_feature: Option<String>,
     label: String,
     inner: Box<dyn DatasetIter>,
@@ -123,12 +156,16 @@ struct GroupIter {
 }
 
 impl GroupIter {
-    /// Stacks a finished window and adds the key feature.
-    fn emit(&mut self, g: Group) -> Result<Example> {
+    /// Stacks a finished window and adds the key feature (or hands it to `reduce`).
+    fn emit(&mut self, g: Group) -> Result<Option<Example>> {
         for (p, _) in &g.items {
             self.befores.remove(p);
         }
+        let full = g.items.len() == g.size;
         let elements: Vec<Example> = g.items.into_iter().map(|(_, e)| e).collect();
+        if let Some(reduce) = &self.reduce {
+            return reduce(g.key, &elements, full);
+        }
         let mut out = stack_examples(&self.label, &elements)?;
         if let Some(name) = &self.key_feature {
             if out.get(name).is_some() {
@@ -142,22 +179,36 @@ impl GroupIter {
             }
             out.insert(name, Tensor::scalar(g.key));
         }
-        Ok(out)
+        Ok(Some(out))
     }
 
-    fn add(&mut self, key: i64, pos: u64, e: Example) -> Option<Group> {
+    fn new_group(&self, key: i64) -> Result<Group> {
+        let size = (self.sizes)(key);
+        if size == 0 {
+            return Err(Error::invalid(format!(
+                "{}: window size of key {key} is 0; must be > 0",
+                self.label
+            )));
+        }
+        Ok(Group {
+            key,
+            size,
+            items: Vec::with_capacity(size.min(super::PREALLOC_MAX)),
+        })
+    }
+
+    fn add(&mut self, key: i64, pos: u64, e: Example) -> Result<Option<Group>> {
         let i = match self.groups.iter().position(|g| g.key == key) {
             Some(i) => i,
             None => {
-                self.groups.push(Group {
-                    key,
-                    items: Vec::with_capacity(self.window_size.min(super::PREALLOC_MAX)),
-                });
+                let g = self.new_group(key)?;
+                self.groups.push(g);
                 self.groups.len() - 1
             }
         };
         self.groups[i].items.push((pos, e));
-        (self.groups[i].items.len() == self.window_size).then(|| self.groups.remove(i))
+        let full = self.groups[i].items.len() == self.groups[i].size;
+        Ok(full.then(|| self.groups.remove(i)))
     }
 }
 
@@ -185,16 +236,23 @@ impl DatasetIter for GroupIter {
             if let Some(before) = before {
                 self.befores.insert(pos, before);
             }
-            if let Some(full) = self.add(key, pos, e) {
-                return self.emit(full).map(Some);
+            if let Some(full) = self.add(key, pos, e)? {
+                if let Some(out) = self.emit(full)? {
+                    return Ok(Some(out));
+                }
             }
         }
-        let lowest = self.groups.iter().enumerate().min_by_key(|(_, g)| g.key);
-        let Some((i, _)) = lowest else {
-            return Ok(None);
-        };
-        let g = self.groups.remove(i);
-        self.emit(g).map(Some)
+        // The partial windows, lowest key first; a reduce may drop one (drop_remainder).
+        loop {
+            let lowest = self.groups.iter().enumerate().min_by_key(|(_, g)| g.key);
+            let Some((i, _)) = lowest else {
+                return Ok(None);
+            };
+            let g = self.groups.remove(i);
+            if let Some(out) = self.emit(g)? {
+                return Ok(Some(out));
+            }
+        }
     }
 
     fn state(&self) -> Json {
@@ -228,11 +286,8 @@ impl DatasetIter for GroupIter {
                 .map_err(|_| bad("groups"))?;
         let mut groups: Vec<Group> = saved
             .iter()
-            .map(|(key, ps)| Group {
-                key: *key,
-                items: Vec::with_capacity(ps.len()),
-            })
-            .collect();
+            .map(|(key, _)| self.new_group(*key))
+            .collect::<Result<_>>()?;
         let mut slot: BTreeMap<u64, usize> = BTreeMap::new();
         for (gi, (_, ps)) in saved.iter().enumerate() {
             for &p in ps {

@@ -5,6 +5,7 @@
 //! method needs more than a line defines it in its own file, as `interleave.rs` does.
 
 pub mod batch;
+pub mod bucket;
 pub mod cache;
 pub mod concatenate;
 pub mod element;
@@ -18,6 +19,7 @@ pub mod interleave;
 pub mod map;
 pub mod mix;
 pub mod on_error;
+pub mod pack;
 pub mod parallel_map;
 pub mod plan;
 pub mod remap;

@@ -14,8 +14,10 @@
 use std::sync::Arc;
 
 use stokehold_core::exec::ExecOptions;
+use stokehold_core::ops::bucket::{BucketOptions, ElementLength};
 use stokehold_core::ops::element::{cast_feature, pad_or_trim};
 use stokehold_core::ops::gather::InMemoryTable;
+use stokehold_core::ops::pack::{PackMode, PackOptions};
 use stokehold_core::testing::run;
 use stokehold_core::{
     filter_fn, generator_fn, key_fn, map_fn, stack, stack_examples, testing, BatchOptions, DType,
@@ -222,6 +224,46 @@ fn pipelines() -> Vec<(&'static str, Build)> {
                 .group_by_window("m2", key_fn(|e, _| Ok(id(e) % 2)), 4, None)
                 .unwrap()
         }),
+        ("bucket_by_sequence_length", |d| {
+            d.bucket_by_sequence_length(
+                ElementLength::Feature {
+                    name: "audio".into(),
+                    axis: 0,
+                },
+                BucketOptions {
+                    boundaries: vec![3, 5],
+                    batch_sizes: vec![2, 3, 2],
+                    pad_to_bucket_boundary: false,
+                    ..Default::default()
+                },
+            )
+            .unwrap()
+        }),
+        ("bucket_stream_boundary_drop", |d| {
+            d.filter("all", filter_fn(|_, _| Ok(true)))
+                .bucket_by_sequence_length(
+                    ElementLength::Feature {
+                        name: "audio".into(),
+                        axis: 0,
+                    },
+                    BucketOptions {
+                        boundaries: vec![2, 4, 7],
+                        batch_sizes: vec![3, 2, 2, 1],
+                        pad_to_bucket_boundary: true,
+                        drop_remainder: true,
+                        ..Default::default()
+                    },
+                )
+                .unwrap()
+        }),
+        ("pack_first_fit", |d| {
+            d.pack(pack_opts(PackMode::FirstFit, false)).unwrap()
+        }),
+        ("pack_best_fit_shuffled_stream", |d| {
+            d.filter("all", filter_fn(|_, _| Ok(true)))
+                .pack(pack_opts(PackMode::BestFit, true))
+                .unwrap()
+        }),
         ("from_generator", |d| {
             // The generator replays the input: the same sequence each call, as exact resume needs.
             let d = d.clone();
@@ -266,6 +308,18 @@ fn pipelines() -> Vec<(&'static str, Build)> {
                 .unwrap()
         }),
     ]
+}
+
+/// Audio rows of 8 samples with their ids (scalars: length 1) in rows of 3, 3 bins open.
+fn pack_opts(mode: PackMode, shuffle_bins: bool) -> PackOptions {
+    PackOptions {
+        lengths: vec![("audio".into(), 8), ("id".into(), 3)],
+        num_packing_bins: 3,
+        mode,
+        meta_features: vec!["id".into()],
+        shuffle_bins,
+        seed: 11,
+    }
 }
 
 fn padded(size: usize) -> BatchOptions {

@@ -1,11 +1,13 @@
 //! Integration tests of stokehold-core: one binary, one module per theme.
 
 mod adversarial;
+mod bucket;
 mod budget;
 mod combine;
 mod common;
 mod conformance;
 mod interleave;
+mod pack;
 mod parallel;
 mod plan;
 mod stats;

@@ -1,0 +1,187 @@
+//! Variable-length data and keyed Python maps: `bucket_by_sequence_length`, `pack`, and the
+//! map whose function also receives the element's position and epoch (what `random_map` and
+//! `map_with_index` in `python/stokehold/dataset.py` are built on), plus [`element_key`], the one
+//! derivation of a per-element random key.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use pyo3::prelude::*;
+use stokehold_core::ops::bucket::{BucketOptions, ElementLength};
+use stokehold_core::ops::pack::{PackMode, PackOptions};
+use stokehold_core::rng::Rng;
+use stokehold_core::{Ctx, Dataset, Example, MapFn, Parallelism, INFINITE};
+
+use crate::callbacks::{callback_error, py_key_fn, with_python};
+use crate::convert::{dict_to_example, example_to_dict};
+use crate::dataset::PyDataset;
+use crate::errors::{guard, ok};
+
+/// The 128-bit key of element `index` of epoch `epoch` under `seed`: the two first draws `hi`,
+/// `lo` of `stokehold_core::rng::Rng::keyed(seed, [epoch, index])`, as `hi << 64 | lo`. Python's
+/// `stokehold.keyed.element_rng` feeds it to `numpy.random.Philox(key=...)`. Pinned by a golden
+/// test (`python/tests/test_sequence.py`): changing it changes every `random_map` output.
+pub fn element_key(seed: u64, epoch: u64, index: u64) -> u128 {
+    let mut rng = Rng::keyed(seed, &[epoch, index]);
+    let hi = rng.next_u64();
+    let lo = rng.next_u64();
+    (u128::from(hi) << 64) | u128::from(lo)
+}
+
+/// [`element_key`] for Python (`stokehold._native.element_key`).
+#[pyfunction]
+#[pyo3(name = "element_key")]
+fn py_element_key(seed: u64, epoch: u64, index: u64) -> u128 {
+    element_key(seed, epoch, index)
+}
+
+/// A Python callable `(dict, position, epoch) -> dict` as a map function. `position` is the
+/// element's position within its epoch: `index % len` over a random-access input of length
+/// `len` (whose indices count on across epochs), the stream position over a stream.
+fn py_map_ctx_fn(f: Py<PyAny>, len: Option<u64>) -> MapFn {
+    Arc::new(move |e: Example, ctx: &Ctx| {
+        let position = match len {
+            Some(n) => ctx.index % n,
+            None => ctx.index,
+        };
+        with_python(|py| {
+            let run = || -> PyResult<Example> {
+                let out = f
+                    .bind(py)
+                    .call1((example_to_dict(py, e)?, position, ctx.epoch))?;
+                dict_to_example(py, &out)
+            };
+            run().map_err(|err| callback_error(ctx, err))
+        })
+    })
+}
+
+/// The length of an epoch of `ds` when its map indices count on across epochs.
+fn epoch_len(ds: &Dataset) -> Option<u64> {
+    match ds {
+        Dataset::Map(m) if m.len() != INFINITE && m.len() > 0 => Some(m.len()),
+        _ => None,
+    }
+}
+
+#[pymethods]
+impl PyDataset {
+    /// `map` whose function is called as `f(element, position, epoch)`.
+    fn map_with_context(&self, f: Py<PyAny>, label: &str) -> PyResult<PyDataset> {
+        guard(|| {
+            let ds = self.dataset();
+            let g = py_map_ctx_fn(f, epoch_len(ds));
+            Ok(PyDataset::from_dataset(ds.map(label, g)))
+        })
+    }
+
+    /// `map_with_context` on worker threads over a stream (`par` > 0, or -1 for AUTOTUNE).
+    fn map_parallel_with_context(
+        &self,
+        py: Python<'_>,
+        f: Py<PyAny>,
+        label: &str,
+        par: i64,
+        deterministic: bool,
+    ) -> PyResult<PyDataset> {
+        guard(|| {
+            let p = ok(py, Parallelism::from_arg("map", "num_parallel_calls", par))?;
+            let ds = self.dataset();
+            let g = py_map_ctx_fn(f, epoch_len(ds));
+            Ok(PyDataset::from_dataset(ds.map_parallel(
+                label,
+                g,
+                p,
+                deterministic,
+            )))
+        })
+    }
+
+    /// tf.data's `bucket_by_sequence_length`; the length from `feature` along `axis`, or from
+    /// `length_fn(element)` when given.
+    #[pyo3(signature = (feature, axis, length_fn, label, boundaries, batch_sizes, padded_shapes,
+                        padding_values, default_value, pad_to_bucket_boundary, no_padding,
+                        drop_remainder))]
+    #[allow(clippy::too_many_arguments)]
+    fn bucket_by_sequence_length(
+        &self,
+        py: Python<'_>,
+        feature: Option<String>,
+        axis: usize,
+        length_fn: Option<Py<PyAny>>,
+        label: &str,
+        boundaries: Vec<i64>,
+        batch_sizes: Vec<usize>,
+        padded_shapes: HashMap<String, Vec<Option<usize>>>,
+        padding_values: HashMap<String, f64>,
+        default_value: f64,
+        pad_to_bucket_boundary: bool,
+        no_padding: bool,
+        drop_remainder: bool,
+    ) -> PyResult<PyDataset> {
+        guard(|| {
+            let length = match (length_fn, feature) {
+                (Some(f), _) => ElementLength::Func {
+                    f: py_key_fn(f),
+                    label: label.to_string(),
+                },
+                (None, Some(name)) => ElementLength::Feature { name, axis },
+                (None, None) => ElementLength::Feature {
+                    name: String::new(),
+                    axis,
+                },
+            };
+            let opts = BucketOptions {
+                boundaries,
+                batch_sizes,
+                padded_shapes,
+                padding_values,
+                default_value,
+                pad_to_bucket_boundary,
+                no_padding,
+                drop_remainder,
+            };
+            let r = self.dataset().bucket_by_sequence_length(length, opts);
+            ok(py, r).map(PyDataset::from_dataset)
+        })
+    }
+
+    /// Grain's first-fit (`mode="first_fit"`) or best-fit (`"best_fit"`) packing.
+    #[pyo3(signature = (lengths, num_packing_bins, mode, meta_features, shuffle_bins, seed))]
+    fn pack(
+        &self,
+        py: Python<'_>,
+        lengths: Vec<(String, usize)>,
+        num_packing_bins: usize,
+        mode: &str,
+        meta_features: Vec<String>,
+        shuffle_bins: bool,
+        seed: u64,
+    ) -> PyResult<PyDataset> {
+        guard(|| {
+            let mode = match mode {
+                "first_fit" => PackMode::FirstFit,
+                "best_fit" => PackMode::BestFit,
+                other => {
+                    return Err(pyo3::exceptions::PyValueError::new_err(format!(
+                        "pack(mode={other:?}): must be \"first_fit\" or \"best_fit\""
+                    )))
+                }
+            };
+            let opts = PackOptions {
+                lengths,
+                num_packing_bins,
+                mode,
+                meta_features,
+                shuffle_bins,
+                seed,
+            };
+            ok(py, self.dataset().pack(opts)).map(PyDataset::from_dataset)
+        })
+    }
+}
+
+/// Adds [`element_key`] to the module.
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(py_element_key, m)?)
+}
