@@ -62,7 +62,7 @@ _WATCH_INTERVAL = 0.2
 _JOIN_TIMEOUT = 2.0
 
 
-class WorkerProcessError(StokeholdError):  # type: ignore[misc]
+class WorkerProcessError(StokeholdError):
     """A worker process of ``map(..., processes=True)`` died (killed by a signal, out of memory)
     or could not start. The message says its pid and exit status; the note added by the engine
     names the element it held. The element is not retried: the next element starts a new
@@ -137,10 +137,11 @@ class _Worker:
             _reduction.send_handle(self.conn, fd, self.proc.pid or 0)
         finally:
             os.close(fd)
-        ok, payload = _read_reply(self)
+        ok, payload = _read_reply(self, starting=True)
         if not ok:
             raise payload
         self.busy = False
+        self.pending = False
 
     def call(self, owner: ProcessMap, element: Dict[str, Any], extra: Tuple[Any, ...]) -> Dict[str, Any]:
         half = self.size // 2
@@ -149,24 +150,28 @@ class _Worker:
         except ArenaFull as e:
             raise owner._too_big("an element", e.needed) from None
         extra_blob = pickle.dumps(extra) if extra else b""
+        self.pending = True  # until the reply is read: if that is interrupted, discard us
         self.conn.send_bytes(marshal.dumps((meta, extra_blob)))
         ok, payload = _read_reply(self)
+        self.pending = False
         if not ok:
             raise payload
         if isinstance(payload, int):
             raise owner._too_big("a result", payload)
         return unpack(self.arena, payload, copy=True)
 
-    def close(self) -> None:
+    def close(self, wait: bool = False) -> None:
+        """Closes the pipe: the worker exits when it sees that (it is not waited for, unless
+        ``wait``: then it is killed if it has not exited within :data:`_JOIN_TIMEOUT`)."""
         try:
             self.conn.close()
         except OSError:
             pass
-        self.proc.join(_JOIN_TIMEOUT)
-        if self.proc.exitcode is None:
-            self.proc.kill()
+        if wait:
             self.proc.join(_JOIN_TIMEOUT)
-        del self.arena
+            if self.proc.exitcode is None:
+                self.proc.kill()
+                self.proc.join(_JOIN_TIMEOUT)
 
 
 def _map(fd: int, size: int) -> np.ndarray:
@@ -186,7 +191,7 @@ def _anonymous_memory(size: int) -> int:
     return fd
 
 
-def _read_reply(w: _Worker) -> Tuple[bool, Any]:
+def _read_reply(w: _Worker, starting: bool = False) -> Tuple[bool, Any]:
     """(True, result metadata | bytes needed) or (False, the exception to raise)."""
     try:
         msg = w.conn.recv_bytes()
@@ -200,6 +205,11 @@ def _read_reply(w: _Worker) -> Tuple[bool, Any]:
                 how = f"killed by signal {-code}"
         else:
             how = "exited"
+        if starting:
+            return False, WorkerProcessError(
+                f"worker process {w.proc.pid} {how} (exit status {code}) while starting: see its "
+                "stderr (a script that starts workers needs `if __name__ == '__main__':`)"
+            )
         return False, WorkerProcessError(
             f"worker process {w.proc.pid} {how} (exit status {code}) while computing this element"
             f"{' (SIGKILL is what the OOM killer sends)' if code == -9 else ''}; "
@@ -269,11 +279,12 @@ class ProcessMap:
         w = self._acquire()
         try:
             out = w.call(self, element, extra)
-        except WorkerProcessError:
-            self._discard(w)
-            raise
         except BaseException:
-            self._release(w)
+            # A worker that died, or whose reply was not read (an interrupt), cannot be reused.
+            if w.pending or not w.proc.is_alive():
+                self._discard(w)
+            else:
+                self._release(w)
             raise
         self._release(w)
         return out
@@ -339,8 +350,11 @@ class ProcessMap:
         with self._lock:
             if w in self._all:
                 self._all.remove(w)
+            self._retiring.discard(id(w))
             self._lock.notify()
-        w.close()
+        if w.proc.exitcode is None:
+            w.proc.kill()
+        w.close(wait=True)
 
     def __del__(self) -> None:
         try:
@@ -422,7 +436,7 @@ def _close_all() -> None:
         for w in list(pool._all):
             if w.proc.exitcode is None:
                 w.proc.kill()
-        pool.close()
+            w.close(wait=True)
 
 
 # ---- the worker process -------------------------------------------------------------------------
@@ -449,6 +463,7 @@ def _worker_main(conn: Any, blob: bytes, fn: Any, size: int, method: str) -> Non
         except (EOFError, OSError):
             return
         meta, extra_blob = marshal.loads(msg)
+        element = out = None
         try:
             element = unpack(arena, meta, copy=False)
             extra = pickle.loads(extra_blob) if extra_blob else ()
@@ -459,8 +474,11 @@ def _worker_main(conn: Any, blob: bytes, fn: Any, size: int, method: str) -> Non
                 reply = ("full", e.needed)
         except BaseException as e:  # noqa: BLE001 - reported to the parent, which raises it
             reply = ("err", _describe(e))
-        del element
-        conn.send_bytes(marshal.dumps(reply))
+        element = out = None  # no views of the arena outlive the element
+        try:
+            conn.send_bytes(marshal.dumps(reply))
+        except OSError:  # the parent closed the pipe while we worked: we are done
+            return
 
 
 def _result_dict(out: Any) -> Dict[str, Any]:
