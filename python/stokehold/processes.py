@@ -34,6 +34,7 @@ import marshal
 import mmap
 import os
 import pickle
+import select
 import signal
 import sys
 import tempfile
@@ -55,8 +56,8 @@ __all__ = ["ProcessMap", "ProcessOptions", "WorkerProcessError", "process_map"]
 
 #: Default shared-memory budget (the executor's default memory budget, ``with_options``).
 DEFAULT_MEMORY_BUDGET = 1 << 30
-#: How often a worker checks that its parent is alive (seconds): the longest a worker outlives a
-#: SIGKILLed parent when nothing else ends it.
+#: How often a worker started with fork checks that its parent is alive (seconds): the longest
+#: it outlives a SIGKILLed parent.
 _WATCH_INTERVAL = 0.2
 #: How long closing waits for a worker to exit on its own before SIGKILL (seconds).
 _JOIN_TIMEOUT = 2.0
@@ -445,7 +446,7 @@ def _close_all() -> None:
 def _worker_main(conn: Any, blob: bytes, fn: Any, size: int, method: str) -> None:
     """Entry point of a worker process: map elements until the pipe closes."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the consumer's to handle
-    _watch_parent(method)
+    _watch_parent(method, conn)
     fd = _reduction.recv_handle(conn)
     arena = _map(fd, size)
     os.close(fd)
@@ -499,27 +500,39 @@ def _describe(e: BaseException) -> Tuple[bytes, str, str, str]:
     return blob, type(e).__qualname__, str(e), tb
 
 
-def _watch_parent(method: str) -> None:
-    """Ends this worker when its parent is gone (SIGKILL leaves no chance to say goodbye)."""
+def _watch_parent(method: str, conn: Any) -> None:
+    """Ends this worker when its parent is gone (SIGKILL leaves no chance to say goodbye), even
+    in the middle of an element.
+
+    The pipe's far end closes when the parent dies (or drops us): a thread polls for that hang-up
+    without reading. Under fork, siblings forked later hold a copy of our pipe's far end, so there
+    the thread watches ``getppid()`` instead. Under forkserver the kernel also sends SIGKILL when
+    the forkserver exits (``PR_SET_PDEATHSIG``; it fires when the *thread* that forked us ends,
+    and only the forkserver forks from a thread that lives as long as its process).
+    """
     parent = os.getppid()
-    # PR_SET_PDEATHSIG fires when the *thread* that forked us ends. Only the forkserver forks
-    # from a thread that lives as long as its process; under spawn and fork the parent is one
-    # of the engine's threads, so there the watcher thread below does the job alone.
     if method == "forkserver" and sys.platform.startswith("linux"):
         try:
             import ctypes
 
             PR_SET_PDEATHSIG = 1
-            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-        except (OSError, AttributeError):
+            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL))
+        except (OSError, AttributeError, TypeError):
             pass
-    if os.getppid() != parent:  # the parent died before prctl took effect
-        os._exit(1)
+    hangup = getattr(select, "POLLRDHUP", 0) | select.POLLHUP | select.POLLERR
 
-    def watch() -> None:
+    def watch_pipe() -> None:
+        poller = select.poll()
+        poller.register(conn.fileno(), hangup)
+        while True:
+            if any(ev & hangup for _, ev in poller.poll()):
+                os._exit(1)
+
+    def watch_ppid() -> None:
         while True:
             threading.Event().wait(_WATCH_INTERVAL)
             if os.getppid() != parent:
                 os._exit(1)
 
+    watch = watch_ppid if method == "fork" else watch_pipe
     threading.Thread(target=watch, name="stokehold-watch-parent", daemon=True).start()
