@@ -25,7 +25,6 @@ is the real footprint).
 
 import io
 import json
-import os
 import subprocess
 import sys
 import time
@@ -35,7 +34,6 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np  # noqa: E402
-
 from common import proc, rows  # noqa: E402
 
 W_PY = "python UDF: pure Python"

@@ -30,6 +30,7 @@ cloudpickle when installed, for lambdas and closures).
 from __future__ import annotations
 
 import atexit
+import importlib
 import marshal
 import mmap
 import os
@@ -102,7 +103,7 @@ def _pickle_fn(label: str, fn: Callable[..., Any]) -> bytes:
     except Exception as e:  # noqa: BLE001 - any pickling failure is reported below
         plain = f"pickle: {type(e).__name__}: {e}"
     try:
-        import cloudpickle
+        cloudpickle = importlib.import_module("cloudpickle")  # optional, untyped
     except ImportError:
         cloud = "cloudpickle: not installed (pip install cloudpickle pickles lambdas and closures)"
     else:
@@ -124,7 +125,7 @@ class _Worker:
         fd = _anonymous_memory(self.size)
         try:
             self.arena = _map(fd, self.size)
-            ctx = get_context(owner._method)
+            ctx: Any = get_context(owner._method)
             self.conn, child = ctx.Pipe(duplex=True)
             fn_arg: Any = owner._fn if owner._method == "fork" else None
             self.proc = ctx.Process(
@@ -406,7 +407,7 @@ def _preload_forkserver() -> None:
 
 # ---- lifetime: workers end with the last live iterator ------------------------------------------
 
-_POOLS: "weakref.WeakSet[ProcessMap]" = weakref.WeakSet()
+_POOLS: weakref.WeakSet[ProcessMap] = weakref.WeakSet()
 _live = 0
 _live_lock = threading.Lock()
 

@@ -5,7 +5,6 @@ a SIGKILLed parent, Ctrl-C, a dropped iterator) are checked on the process table
 Worker functions live at module level so the forkserver workers can import them."""
 
 import gc
-import json
 import os
 import signal
 import subprocess

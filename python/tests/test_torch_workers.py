@@ -1,7 +1,6 @@
 """torch DataLoader workers over stokehold pipelines (skipped where torch is not installed; it is
 not a test dependency). Run here with /work/venvs/bench, which has torch."""
 
-import numpy as np
 import pytest
 
 import stokehold as sh
