@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any, Dict, Mapping, Union
 
-from . import _native, processes
+from . import _native
 from ._native import StateError
 
 __all__ = ["Epoch", "EpochLoader", "Iterator"]
@@ -22,11 +22,10 @@ class Iterator:
     :class:`StateError`).
     """
 
-    __slots__ = ("_native", "__weakref__")
+    __slots__ = ("_native",)
 
     def __init__(self, native: Any) -> None:
         self._native = native
-        processes.iterator_started(self)  # worker processes live while an iterator does
 
     def __iter__(self) -> Iterator:
         return self
@@ -95,7 +94,6 @@ class EpochLoader:
 
     def __init__(self, native: _native.Epochs) -> None:
         self._native = native
-        processes.iterator_started(self)
 
     def __len__(self) -> int:
         left = self._native.epochs_left()

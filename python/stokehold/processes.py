@@ -18,8 +18,9 @@ Memory and lifetime:
   when their pipe closes, and watch their parent: a worker whose parent is gone (SIGKILL) exits
   within :data:`_WATCH_INTERVAL`; under forkserver it also gets SIGKILL the moment the
   forkserver exits (``PR_SET_PDEATHSIG``).
-* Workers start when the first element needs one and end when the last live iterator of any
-  pipeline is dropped (or when the proxy is garbage collected, or at interpreter exit).
+* Workers start when an element needs one and end after ``idle_timeout`` seconds without work
+  (so dropping the iterator ends them, and back-to-back epochs keep them), when the proxy is
+  garbage collected, or at interpreter exit.
 
 Copies: an input is copied once into the arena and read in place by ``fn``; a result is copied
 into the arena by the worker and out of it by the parent (so the arena can be reused at once).
@@ -40,6 +41,7 @@ import signal
 import sys
 import tempfile
 import threading
+import time
 import traceback
 import weakref
 from dataclasses import dataclass
@@ -83,10 +85,14 @@ class ProcessOptions:
         memory_budget: bytes of shared memory for elements in flight, split evenly between the
             workers, half each way (default 1 GiB, the executor's default budget). An element
             (or result) larger than its half is an error naming this budget.
+        idle_timeout: seconds a worker waits for its next element before it ends (default 1):
+            dropping the iterator ends the workers this long after their last element, while
+            back-to-back epochs keep them.
     """
 
     start_method: Optional[str] = None
     memory_budget: int = DEFAULT_MEMORY_BUDGET
+    idle_timeout: float = 1.0
 
 
 class _RemoteTraceback(Exception):
@@ -144,6 +150,7 @@ class _Worker:
             raise payload
         self.busy = False
         self.pending = False
+        self.idle_since = 0.0
 
     def call(self, owner: ProcessMap, element: Dict[str, Any], extra: Tuple[Any, ...]) -> Dict[str, Any]:
         half = self.size // 2
@@ -341,12 +348,27 @@ class ProcessMap:
             retire = id(w) in self._retiring
             self._retiring.discard(id(w))
             if not retire:
+                w.idle_since = time.monotonic()
                 self._idle.append(w)
                 self._lock.notify()
-                return
-            self._all.remove(w)
-            self._lock.notify()
-        w.close()
+        if retire:
+            with self._lock:
+                self._all.remove(w)
+            w.close()
+        else:
+            _ensure_janitor()
+
+    def _reap(self, now: float) -> int:
+        """Ends the workers idle since before ``now - idle_timeout``; returns how many are left."""
+        with self._lock:
+            old = [w for w in self._idle if now - w.idle_since >= self._opts.idle_timeout]
+            for w in old:
+                self._idle.remove(w)
+                self._all.remove(w)
+            left = len(self._all)
+        for w in old:
+            w.close()
+        return left
 
     def _discard(self, w: _Worker) -> None:
         with self._lock:
@@ -384,7 +406,10 @@ def process_map(
     # AUTOTUNE runs at most one thread per core, so one worker per core is enough.
     workers = max(1, os.cpu_count() or 1) if n == _args.AUTOTUNE else n
     budget = _args.count(op, "memory_budget", options.memory_budget, 1)
-    return ProcessMap(fn, label, workers, ProcessOptions(options.start_method, budget))
+    if not options.idle_timeout >= 0:
+        raise _args.fail(op, "idle_timeout", options.idle_timeout, "must be >= 0 seconds")
+    return ProcessMap(fn, label, workers, ProcessOptions(options.start_method, budget,
+                                                         float(options.idle_timeout)))
 
 
 def _default_method() -> str:
@@ -395,39 +420,47 @@ _preloaded = False
 
 
 def _preload_forkserver() -> None:
-    """Imports numpy and this module once in the forkserver, so each worker starts by forking a
-    ready interpreter instead of importing them (only effective before the server starts)."""
+    """Starts the forkserver now, importing numpy and this module once there: each worker then
+    starts by forking a ready interpreter, and the server's own start-up overlaps whatever the
+    program does between building the pipeline and iterating it (cheap: it is not waited for)."""
     global _preloaded
     if not _preloaded:
         _preloaded = True
         from multiprocessing import forkserver
 
         forkserver.set_forkserver_preload(["numpy", "stokehold.processes"])
+        forkserver.ensure_running()
 
 
-# ---- lifetime: workers end with the last live iterator ------------------------------------------
+# ---- lifetime: idle workers end after idle_timeout --------------------------------------------
 
 _POOLS: weakref.WeakSet[ProcessMap] = weakref.WeakSet()
-_live = 0
-_live_lock = threading.Lock()
+_janitor_lock = threading.Lock()
+_janitor_running = False
 
 
-def iterator_started(it: Any) -> None:
-    """Called for every iterator the Python API makes: workers stay while one is alive."""
-    global _live
-    with _live_lock:
-        _live += 1
-    weakref.finalize(it, _iterator_ended)
+def _ensure_janitor() -> None:
+    global _janitor_running
+    with _janitor_lock:
+        if _janitor_running:
+            return
+        _janitor_running = True
+    threading.Thread(target=_janitor, name="stokehold-process-janitor", daemon=True).start()
 
 
-def _iterator_ended() -> None:
-    global _live
-    with _live_lock:
-        _live -= 1
-        last = _live == 0
-    if last:
-        for pool in list(_POOLS):
-            pool.close()
+def _janitor() -> None:
+    """Ends workers idle for longer than their pool's ``idle_timeout``; exits when no pool has
+    a worker left (the next release starts it again)."""
+    global _janitor_running
+    while True:
+        pools = list(_POOLS)
+        tick = min([p._opts.idle_timeout for p in pools] + [1.0]) / 4
+        time.sleep(max(tick, 0.01))
+        with _janitor_lock:
+            left = sum(p._reap(time.monotonic()) for p in list(_POOLS))
+            if left == 0:
+                _janitor_running = False
+                return
 
 
 @atexit.register

@@ -203,25 +203,33 @@ def test_stream_checkpoint_restores_across_executors():
 
 def test_extra_arguments_after_the_element_are_passed_on():
     pm = ProcessMap(extra_args_fn, "extra_args_fn", 1, ProcessOptions())
-    holder = sh.Dataset.range(1).iter(0)  # a live iterator keeps the worker
     out = pm({"x": np.arange(3)}, 10, {"epoch": 2})
     assert out["x"].tolist() == [12, 13, 14]
-    del holder
 
 
 def extra_args_fn(e, offset, ctx):
     return {"x": e["x"] + offset + ctx["epoch"]}
 
 
-def test_dropping_the_iterator_ends_the_workers():
-    pm_ds = sh.Dataset.range(100).map(slow, num_parallel_calls=2, processes=True)
-    it = iter(pm_ds)
+@pytest.mark.parametrize("idle_timeout", [0.2, 1.0])
+def test_dropping_the_iterator_ends_the_workers(idle_timeout):
+    opts = ProcessOptions(idle_timeout=idle_timeout)
+    ds = sh.Dataset.range(100).map(slow, num_parallel_calls=2, processes=opts)
+    it = iter(ds)
     next(it)
     kids = _children()
     assert kids, "no worker process is running"
     del it
     gc.collect()
-    _wait_gone(kids)
+    _wait_gone(kids, timeout=idle_timeout + 5)
+    assert [int(e["x"]) for e in ds.take(3)] == [0, 1, 2]
+
+
+def test_back_to_back_epochs_keep_the_workers():
+    ds = sh.Dataset.range(10).map(pid_of, num_parallel_calls=1, processes=True)
+    first = {int(e["pid"]) for e in ds}
+    second = {int(e["pid"]) for e in ds}
+    assert first == second and len(first) == 1
 
 
 def test_unpicklable_function_fails_before_any_worker_starts():
