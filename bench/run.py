@@ -42,6 +42,7 @@ WORKLOADS = [
     ("feature-table gather", "bench/table/bench.py"),
     ("soak: faults over epochs", "bench/soak/bench.py"),
     ("bucketing + packing", "bench/sequence/bench.py"),
+    ("python UDFs: processes vs threads vs torch", "bench/udf/bench.py"),
 ]
 TIMEOUT = {"quick": 120, "full": 900}
 REQUIREMENTS = BENCH / "suite" / "requirements.txt"

@@ -33,6 +33,7 @@ from ._native import (
 from .dataset import Dataset, Element
 from .demo import demo
 from .iterator import Epoch, EpochLoader, Iterator
+from .processes import ProcessOptions, WorkerProcessError
 from .ragged import Ragged
 from .shards import open_shards, verify_shards, write_shards
 from .sources import (
@@ -63,6 +64,7 @@ __all__ = [
     "InvalidArgumentError",
     "Iterator",
     "OutOfRangeError",
+    "ProcessOptions",
     "Ragged",
     "RaggedSpec",
     "SchemaError",
@@ -75,6 +77,7 @@ __all__ = [
     "Table",
     "TensorSpec",
     "WorkerPanicError",
+    "WorkerProcessError",
     "__version__",
     "demo",
     "from_arrays",

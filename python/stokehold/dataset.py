@@ -32,6 +32,7 @@ from . import _args, _native, errors
 from ._args import AUTOTUNE, INFINITE, UNKNOWN, PathLike
 from ._native import OutOfRangeError
 from .iterator import EpochLoader, Iterator
+from .processes import ProcessOptions, process_map
 from .spec import ElementSpec, spec_of
 
 if TYPE_CHECKING:
@@ -123,6 +124,7 @@ class Dataset:
         num_parallel_calls: Optional[int] = None,
         deterministic: Optional[bool] = None,
         name: Optional[str] = None,
+        processes: Union[bool, ProcessOptions] = False,
     ) -> Dataset:
         """Applies ``fn`` to every element.
 
@@ -141,9 +143,15 @@ class Dataset:
             deterministic: keep the input order (default True); False yields elements as they
                 complete.
             name: label in ``describe()``, stats and errors (default: ``fn.__qualname__``).
+            processes: ``True`` or a :class:`ProcessOptions`: run ``fn`` in
+                ``num_parallel_calls`` worker processes (Python code then uses every core;
+                elements travel through shared memory, ``fn`` is pickled once per worker). Same
+                output, order and checkpoints as the thread map; see ``docs/PROCESSES.md``.
         """
         fn = _args.function("map", "fn", fn)
         label = name or _args.label(fn)
+        if processes is not False:
+            fn = process_map("map", fn, label, num_parallel_calls, processes)
         if num_parallel_calls is None:
             return Dataset(self._native.map(fn, label))
         par = _args.parallelism("map", "num_parallel_calls", num_parallel_calls)
