@@ -16,7 +16,7 @@ use bytes::Bytes;
 use stokehold_core::{Error, Result};
 use symphonia::core::audio::GenericAudioBufferRef;
 use symphonia::core::codecs::audio::well_known as codec_ids;
-use symphonia::core::codecs::audio::{AudioCodecId, AudioDecoder, AudioDecoderOptions};
+use symphonia::core::codecs::audio::{AudioCodecId, AudioCodecParameters, AudioDecoderOptions};
 use symphonia::core::errors::Error as SymError;
 use symphonia::core::formats::probe::Hint;
 use symphonia::core::formats::{FormatOptions, FormatReader, SeekMode, SeekTo, TrackType};
@@ -100,11 +100,15 @@ impl<R: Read + Seek + Send + Sync> MediaSource for Tracked<R> {
 /// An opened track: the demuxer, its decoder and what the headers said.
 pub struct Opened {
     reader: Box<dyn FormatReader>,
-    decoder: Box<dyn AudioDecoder>,
+    params: AudioCodecParameters,
     track_id: u32,
     info: AudioInfo,
     /// Whether timestamps count frames (time base 1/rate): only then can we seek by frame.
     ts_are_frames: bool,
+    /// Whether the header's frame count is exact, so fewer frames means a truncated file: WAV,
+    /// FLAC (STREAMINFO), Ogg (the last page's granule) and MP3 with a LAME header; an MP3
+    /// without one has only an estimate from its bitrate.
+    exact_length: bool,
     name: PathBuf,
     pos: Arc<AtomicU64>,
 }
@@ -146,7 +150,11 @@ fn open_source<R: Read + Seek + Send + Sync + 'static>(
         )
         .map_err(fail)?;
     let track = reader.default_track(TrackType::Audio).ok_or_else(|| {
-        Error::corrupt(name, 0, "no audio track (WAV, FLAC, MP3 and Ogg Vorbis are read)")
+        Error::corrupt(
+            name,
+            0,
+            "no audio track (WAV, FLAC, MP3 and Ogg Vorbis are read)",
+        )
     })?;
     let params = track
         .codec_params
@@ -154,20 +162,25 @@ fn open_source<R: Read + Seek + Send + Sync + 'static>(
         .and_then(|p| p.audio())
         .ok_or_else(|| Error::corrupt(name, 0, "the audio track has no codec parameters"))?
         .clone();
-    let short = reader.format_info().short_name;
+    // symphonia calls WAV "wave"; we use the file extension people know.
+    let short = match reader.format_info().short_name {
+        "wave" => "wav",
+        other => other,
+    };
     let codec = codec_name(params.codec);
-    let decoder = symphonia::default::get_codecs()
-        .make_audio_decoder(&params, &AudioDecoderOptions::default())
-        .map_err(|_| {
-            Error::corrupt(
-                name,
-                0,
-                format!(
-                    "unsupported codec {codec} in a {short} container (stokehold decodes PCM, \
-                     FLAC, MP3 and Vorbis)"
-                ),
-            )
-        })?;
+    if symphonia::default::get_codecs()
+        .get_audio_decoder(params.codec)
+        .is_none()
+    {
+        return Err(Error::corrupt(
+            name,
+            0,
+            format!(
+                "unsupported codec {codec} in a {short} container (stokehold decodes PCM, FLAC, \
+                 MP3 and Vorbis)"
+            ),
+        ));
+    }
     let sample_rate = params
         .sample_rate
         .filter(|r| *r > 0)
@@ -187,10 +200,15 @@ fn open_source<R: Read + Seek + Send + Sync + 'static>(
         frames: track.num_frames,
         bits_per_sample: params.bits_per_sample,
     };
+    let exact_length = match short {
+        "wav" | "flac" | "ogg" => true,
+        _ => track.delay.is_some(),
+    };
     let track_id = track.id;
     Ok(Opened {
+        exact_length,
         reader,
-        decoder,
+        params,
         track_id,
         info,
         ts_are_frames,
@@ -251,11 +269,16 @@ impl Opened {
                 ));
             }
         }
+        // A whole FLAC stream is checked against its MD5 (its frames carry only a header CRC,
+        // so a damaged frame body would otherwise decode to wrong samples without a word).
+        let whole = start == 0 && len.is_none();
+        let mut decoder = symphonia::default::get_codecs()
+            .make_audio_decoder(&self.params, &AudioDecoderOptions::default().verify(whole))
+            .map_err(|e| self.fail("cannot start the decoder", e))?;
         // A frame counter for formats whose timestamps are not frames (none of ours today).
         let mut next: i64 = 0;
-        let mut seeked = false;
         if start > 0 && self.ts_are_frames {
-            seeked = self.seek(start);
+            self.seek(start.saturating_sub(self.preroll()));
         }
         let cap = match (len, self.info.frames) {
             (Some(l), _) => l,
@@ -285,12 +308,9 @@ impl Opened {
             if end.is_some_and(|e| first >= e as i64) {
                 break;
             }
-            let buf = match self.decoder.decode(&packet) {
+            let buf = match decoder.decode(&packet) {
                 Ok(b) => b,
-                Err(e) => {
-                    let pos = self.pos.load(Ordering::Relaxed);
-                    return Err(corrupt(&self.name, &AtomicU64::new(pos), "bad packet", e));
-                }
+                Err(e) => return Err(corrupt(&self.name, &self.pos, "bad packet", e)),
             };
             let frames = buf.frames() as i64;
             next = first + frames;
@@ -298,43 +318,57 @@ impl Opened {
             let lo = (start as i64 - first).clamp(0, frames) as usize;
             let hi = end.map_or(frames, |e| (e as i64 - first).clamp(0, frames)) as usize;
             if lo < hi {
-                append(&buf, lo, hi, &mut out)?;
+                append(&buf, lo, hi, &mut out).map_err(|why| {
+                    Error::corrupt(&self.name, self.pos.load(Ordering::Relaxed), why)
+                })?;
             }
         }
-        self.check_complete(decoded_to, end, seeked)?;
+        self.check_complete(decoded_to, end)?;
+        if whole && decoder.finalize().verify_ok == Some(false) {
+            return Err(Error::corrupt(
+                &self.name,
+                0,
+                "the decoded samples do not match the stream's MD5 checksum (a damaged frame)",
+            ));
+        }
         Ok(Audio {
             sample_rate: self.info.sample_rate,
             channels: out,
         })
     }
 
-    /// Seeks to just before frame `start`; false when the format cannot (the frames before it are
-    /// then decoded and dropped).
-    fn seek(&mut self, start: u64) -> bool {
+    /// Seeks to just before frame `start`. Where the format cannot, the frames before it are
+    /// decoded and dropped instead (timestamps still place them).
+    fn seek(&mut self, start: u64) {
         let Ok(ts) = i64::try_from(start) else {
-            return false;
+            return;
         };
         let to = SeekTo::Timestamp {
             ts: Timestamp::new(ts),
             track_id: self.track_id,
         };
-        match self.reader.seek(SeekMode::Accurate, to) {
-            Ok(_) => {
-                self.decoder.reset();
-                true
-            }
-            Err(_) => false,
+        // The decoder is made after the seek, so it starts clean.
+        let _ = self.reader.seek(SeekMode::Accurate, to);
+    }
+
+    /// Frames to decode and drop before a window: lossy codecs need the packets before the
+    /// window to rebuild its first samples (MP3's bit reservoir and MDCT overlap reach about two
+    /// 1152-frame frames back; a Vorbis block is at most 8192 frames), lossless ones nothing.
+    fn preroll(&self) -> u64 {
+        match self.info.format.as_str() {
+            "wav" | "flac" => 0,
+            "mp3" => 3 * 1152,
+            _ => 8192,
         }
     }
 
-    /// WAV and FLAC headers state the frame count exactly: fewer frames is a truncated file.
-    fn check_complete(&self, decoded_to: u64, end: Option<u64>, seeked: bool) -> Result<()> {
-        let exact = matches!(self.info.format.as_str(), "wav" | "flac");
-        let Some(total) = self.info.frames.filter(|_| exact) else {
+    /// Fewer frames than an exact header promises is a truncated file.
+    fn check_complete(&self, decoded_to: u64, end: Option<u64>) -> Result<()> {
+        let Some(total) = self.info.frames.filter(|_| self.exact_length) else {
             return Ok(());
         };
         let want = end.map_or(total, |e| e.min(total));
-        if decoded_to < want && !(seeked && decoded_to == 0 && want == 0) {
+        if decoded_to < want {
             return Err(Error::corrupt(
                 &self.name,
                 self.pos.load(Ordering::Relaxed),
@@ -353,13 +387,18 @@ impl Opened {
 }
 
 /// Appends frames `lo..hi` of `buf`, converted to `f32`, to the planar output.
-fn append(buf: &GenericAudioBufferRef<'_>, lo: usize, hi: usize, out: &mut [Vec<f32>]) -> Result<()> {
+fn append(
+    buf: &GenericAudioBufferRef<'_>,
+    lo: usize,
+    hi: usize,
+    out: &mut [Vec<f32>],
+) -> std::result::Result<(), String> {
     if buf.num_planes() != out.len() {
-        return Err(Error::invalid(format!(
+        return Err(format!(
             "the channel count changed mid-stream ({} -> {})",
             out.len(),
             buf.num_planes()
-        )));
+        ));
     }
     let n = hi - lo;
     let mut tails: Vec<&mut [f32]> = out

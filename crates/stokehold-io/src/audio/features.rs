@@ -107,7 +107,11 @@ impl Stft {
     /// Frames for a signal of `len` samples (0 when it is too short for one frame).
     pub fn frames(&self, len: usize) -> usize {
         let o = &self.opts;
-        let padded = if o.center { len + 2 * (o.n_fft / 2) } else { len };
+        let padded = if o.center {
+            len + 2 * (o.n_fft / 2)
+        } else {
+            len
+        };
         if padded < o.n_fft {
             0
         } else {

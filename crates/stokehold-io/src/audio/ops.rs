@@ -248,7 +248,9 @@ fn insert(e: &mut Example, out: &str, audio: Audio, opts: &DecodeOptions) -> Res
             (0..c * n)
                 .map(|k| {
                     let (ch, i) = order(k);
-                    (audio.channels[ch][i] * 32768.0).round().clamp(-32768.0, 32767.0) as i16
+                    (audio.channels[ch][i] * 32768.0)
+                        .round()
+                        .clamp(-32768.0, 32767.0) as i16
                 })
                 .collect(),
         )?,
