@@ -15,6 +15,7 @@ need none of them: the outputs are committed. What each file is for:
   float32 frames x channels; the tests state the tolerance);
 * files we must refuse: MS-ADPCM in WAV and Opus in Ogg (codecs not built in), a WAV of zero
   frames;
+* 0.1 s FLAC, MP3 and Ogg clips (`tiny.*`), seeds of the fuzz targets;
 * log-mel references of speech.wav from librosa and torchaudio (`logmel_*.npy`, with the
   parameters in `logmel.json`).
 """
@@ -109,6 +110,17 @@ def main() -> None:
     write_pcm("empty", np.zeros((0, 1), np.int16), 2)
     (OUT / "empty.npy").unlink()
     logmel_refs(np.load(OUT / "speech.npy")[:, 0].astype(np.float32) / 32768)
+    tiny()
+
+
+def tiny() -> None:
+    """0.1 s clips of each lossy/lossless codec: seeds for the fuzz targets (fuzz/corpus)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        wav = Path(tmp) / "tiny.wav"
+        run("sox", str(OUT / "stereo_s16.wav"), str(wav), "trim", "0", "0.1")
+        run("flac", "-f", "-s", "--no-padding", "-o", str(OUT / "tiny.flac"), str(wav))
+        run("lame", "--quiet", "-b", "32", str(wav), str(OUT / "tiny.mp3"))
+        run("oggenc", "-Q", "-q", "0", "-o", str(OUT / "tiny.ogg"), str(wav))
 
 
 def logmel_refs(y: np.ndarray) -> None:

@@ -285,8 +285,9 @@ impl Opened {
             (None, Some(t)) => t.saturating_sub(start),
             _ => 0,
         };
-        // The capacity is a hint from the header: never trust it past 2^26 frames per channel.
-        let cap = cap.min(1 << 26) as usize;
+        // The capacity is a hint from a header we have not checked yet: reserve at most 2^20
+        // frames (4 MiB) per channel up front; longer clips grow as they decode.
+        let cap = cap.min(1 << 20) as usize;
         let mut out: Vec<Vec<f32>> = vec![Vec::with_capacity(cap); self.info.channels];
         let mut decoded_to: u64 = 0;
         loop {
