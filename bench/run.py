@@ -43,6 +43,7 @@ WORKLOADS = [
     ("soak: faults over epochs", "bench/soak/bench.py"),
     ("bucketing + packing", "bench/sequence/bench.py"),
     ("python UDFs: processes vs threads vs torch", "bench/udf/bench.py"),
+    ("audio decode -> log-mel", "bench/audio_decode/bench.py"),
 ]
 TIMEOUT = {"quick": 120, "full": 900}
 REQUIREMENTS = BENCH / "suite" / "requirements.txt"

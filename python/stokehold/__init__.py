@@ -30,6 +30,7 @@ from ._native import (
     WorkerPanicError,
     __version__,
 )
+from .audio import AudioSource, probe_audio
 from .dataset import Dataset, Element
 from .demo import demo
 from .iterator import Epoch, EpochLoader, Iterator
@@ -54,6 +55,7 @@ __all__ = [
     "AUTOTUNE",
     "INFINITE",
     "UNKNOWN",
+    "AudioSource",
     "CancelledError",
     "DataCorruptionError",
     "Dataset",
@@ -89,6 +91,7 @@ __all__ = [
     "list_files",
     "open_shards",
     "open_table",
+    "probe_audio",
     "sample_from_datasets",
     "tfrecord",
     "torch",

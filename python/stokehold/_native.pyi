@@ -38,6 +38,8 @@ __all__ = [
     "decode_example",
     "verify_shards",
     "element_key",
+    "AudioErrorLog",
+    "probe_audio",
 ]
 
 __version__: str
@@ -83,6 +85,13 @@ class CorruptLog:
     def count(self) -> int: ...
     @property
     def first(self) -> List[Tuple[str, int, str]]: ...
+
+@final
+class AudioErrorLog:
+    @property
+    def count(self) -> int: ...
+    @property
+    def first(self) -> List[Tuple[int, str]]: ...
 
 @final
 class Table:
@@ -146,6 +155,30 @@ class Dataset:
     def ignore_errors(self, log_warning: bool = False) -> Dataset: ...
     def skipped(self) -> Tuple[int, List[Tuple[int, str]]]: ...
     def gather(self, table: Table, index_feature: str, output: str, keys: Optional[Any] = None) -> Dataset: ...
+    # audio (crates/stokehold-python/src/audio.rs)
+    def decode_audio(
+        self, feature: str, out: str, dtype: str, channels_first: bool, mono: bool,
+        sample_rate: Optional[int], offset: float, duration: Optional[float],
+        random_window: Optional[float], seed: int, rate_feature: Optional[str], on_error: str,
+        num_parallel_calls: Optional[int],
+    ) -> Tuple[Dataset, AudioErrorLog]: ...
+    def load_audio(
+        self, path_feature: str, out: str, dtype: str, channels_first: bool, mono: bool,
+        sample_rate: Optional[int], offset: float, duration: Optional[float],
+        random_window: Optional[float], seed: int, rate_feature: Optional[str], on_error: str,
+        num_parallel_calls: Optional[int],
+    ) -> Tuple[Dataset, AudioErrorLog]: ...
+    def spectrogram(
+        self, feature: str, out: str, n_fft: int, win_length: Optional[int],
+        hop_length: Optional[int], power: float, center: bool, pad_mode: str,
+        num_parallel_calls: Optional[int],
+    ) -> Dataset: ...
+    def mel_spectrogram(
+        self, feature: str, out: str, sample_rate: int, n_fft: int, win_length: Optional[int],
+        hop_length: Optional[int], f_min: float, f_max: Optional[float], n_mels: int,
+        power: float, center: bool, pad_mode: str, mel_scale: str, norm: Optional[str],
+        log: bool, top_db: Optional[float], num_parallel_calls: Optional[int],
+    ) -> Dataset: ...
     def parse_examples(
         self, features: List[Tuple[str, str, List[int], str, Any]], batched: bool, record: str
     ) -> Dataset: ...
@@ -282,6 +315,7 @@ class Epochs:
 
 def verify_shards(path: str) -> None: ...
 def element_key(seed: int, epoch: int, index: int) -> int: ...
+def probe_audio(source: Any) -> Dict[str, Any]: ...
 def write_table(path: str, arrays: List[Any]) -> Table: ...
 def tfrecord_build_index(file: str, skip_corrupt: bool, side_folder: bool = False) -> Tuple[int, int, str]: ...
 def encode_example(example: Mapping[str, Any]) -> bytes: ...

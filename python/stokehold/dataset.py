@@ -224,6 +224,88 @@ class Dataset:
         a :class:`~stokehold.errors.SkipLog` (``count``, and the first few in detail)."""
         return errors.SkipLog.from_native(self._native.skipped())
 
+    # ---- audio (decoding and features in Rust, on the pipeline's threads; stokehold/audio.py) ----
+
+    def decode_audio(
+        self, feature: str = "audio", out: Optional[str] = None, *, dtype: str = "float32",
+        channels_first: bool = True, mono: bool = False, sample_rate: Optional[int] = None,
+        offset: float = 0.0, duration: Optional[float] = None,
+        random_window: Optional[float] = None, seed: Optional[int] = None,
+        sample_rate_key: Optional[str] = "sample_rate", on_error: str = "raise",
+        num_parallel_calls: Optional[int] = None,
+    ) -> Dataset:
+        """Decodes the audio bytes in ``feature`` (WAV: PCM 8/16/24/32-bit, float 32/64; FLAC;
+        MP3; Ogg Vorbis; the format is recognised from the bytes) into ``out`` (default: replace
+        ``feature``), as tf.audio.decode_wav / torchaudio.load do. ``dtype``: ``"float32"``
+        (in [-1, 1]) or ``"int16"``. Shape ``[channels, frames]``, or ``[frames, channels]`` with
+        ``channels_first=False``. ``mono`` averages the channels; ``sample_rate`` resamples
+        (band-limited FFT resampler); the (output) rate goes into int64 feature
+        ``sample_rate_key``. ``offset`` / ``duration`` (seconds) decode only that window, seeking
+        where the format allows; ``random_window`` (seconds) decodes a window at an offset drawn
+        from (``seed``, epoch, index), zero-padded at the end for shorter clips. A clip that does
+        not decode raises :class:`DataCorruptionError` naming the element, the op and the byte
+        offset, or with ``on_error="skip"`` is left out and counted in the result's ``skipped``
+        (``.count``, ``.first``). ``num_parallel_calls`` (threads, or AUTOTUNE) decodes on
+        worker threads."""
+        from .audio import decode
+
+        return decode(self, "decode_audio", feature, out or feature, dtype, channels_first, mono,
+                      sample_rate, offset, duration, random_window, seed, sample_rate_key,
+                      on_error, num_parallel_calls)
+
+    def load_audio(
+        self, path: str = "path", out: str = "audio", *, dtype: str = "float32",
+        channels_first: bool = True, mono: bool = False, sample_rate: Optional[int] = None,
+        offset: float = 0.0, duration: Optional[float] = None,
+        random_window: Optional[float] = None, seed: Optional[int] = None,
+        sample_rate_key: Optional[str] = "sample_rate", on_error: str = "raise",
+        num_parallel_calls: Optional[int] = None,
+    ) -> Dataset:
+        """Decodes the audio file named by feature ``path`` into ``out``: :meth:`decode_audio`'s
+        options, reading the file as the decoder asks (a window touches only its part of the
+        file). Errors name the file, the element and the op."""
+        from .audio import decode
+
+        return decode(self, "load_audio", path, out, dtype, channels_first, mono, sample_rate,
+                      offset, duration, random_window, seed, sample_rate_key, on_error,
+                      num_parallel_calls)
+
+    def spectrogram(
+        self, feature: str = "audio", out: str = "spectrogram", *, n_fft: int = 400,
+        win_length: Optional[int] = None, hop_length: Optional[int] = None, power: float = 2.0,
+        center: bool = True, pad_mode: str = "reflect", num_parallel_calls: Optional[int] = None,
+    ) -> Dataset:
+        """``|STFT|**power`` of ``feature`` (samples on the last axis; float32, float64 or int16
+        scaled by 1/32768) as float32 ``[..., n_fft // 2 + 1, frames]``, with
+        torchaudio.transforms.Spectrogram's defaults: periodic Hann window of ``win_length``
+        (default ``n_fft``), ``hop_length`` default ``win_length // 2``, ``center`` padding of
+        ``n_fft // 2`` (``pad_mode`` ``"reflect"``, or ``"constant"`` zeros as librosa)."""
+        from .audio import spectrogram
+
+        return spectrogram(self, feature, out, n_fft, win_length, hop_length, power, center,
+                           pad_mode, num_parallel_calls)
+
+    def mel_spectrogram(
+        self, feature: str = "audio", out: str = "mel", *, sample_rate: int, n_fft: int = 400,
+        win_length: Optional[int] = None, hop_length: Optional[int] = None, f_min: float = 0.0,
+        f_max: Optional[float] = None, n_mels: int = 128, power: float = 2.0, center: bool = True,
+        pad_mode: str = "reflect", mel_scale: str = "htk", norm: Optional[str] = None,
+        log: bool = False, top_db: Optional[float] = None,
+        num_parallel_calls: Optional[int] = None,
+    ) -> Dataset:
+        """The mel spectrogram of ``feature`` as float32 ``[..., n_mels, frames]``:
+        :meth:`spectrogram`'s STFT through triangular mel filters, with
+        torchaudio.transforms.MelSpectrogram's defaults (``mel_scale="htk"``, ``norm=None``);
+        ``mel_scale="slaney", norm="slaney", pad_mode="constant"`` gives librosa's. ``log=True``
+        gives decibels, ``10 * log10(max(x, 1e-10))``, floored at ``max - top_db`` per channel
+        when ``top_db`` is given (librosa.power_to_db, torchaudio's AmplitudeToDB).
+        ``sample_rate`` is the audio's rate (the filters depend on it)."""
+        from .audio import mel_spectrogram
+
+        return mel_spectrogram(self, feature, out, sample_rate, n_fft, win_length, hop_length,
+                               f_min, f_max, n_mels, power, center, pad_mode, mel_scale, norm,
+                               log, top_db, num_parallel_calls)
+
     def gather(
         self, table: Table, index_feature: str, output: str, keys: Optional[Any] = None
     ) -> Dataset:

@@ -5,6 +5,8 @@
 #![deny(missing_docs)]
 
 pub mod atomic;
+#[cfg(feature = "audio")]
+pub mod audio;
 pub mod files;
 pub mod shard;
 pub mod table;

@@ -17,6 +17,7 @@
 //!    public `Dataset` (e.g. in `python/stokehold/<name>.py`).
 #![deny(missing_docs)]
 
+mod audio;
 mod callbacks;
 pub mod convert;
 pub mod dataset;
@@ -59,5 +60,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     // One line per module file, e.g. `tfrecord::register(m)?;`
     shard::register(m)?;
     sequence::register(m)?;
+    audio::register(m)?;
     Ok(())
 }

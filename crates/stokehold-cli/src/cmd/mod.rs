@@ -1,5 +1,6 @@
 //! One module per subcommand (see `main.rs` for how to add one).
 
+pub mod audio;
 pub mod bench;
 pub mod demo;
 pub mod shard;

@@ -1,6 +1,8 @@
 //! Integration tests of stokehold-io (one binary; one module per area).
 
 mod adversarial;
+#[cfg(feature = "audio")]
+mod audio;
 mod conformance_io;
 mod shard_bad;
 mod shard_compat;
