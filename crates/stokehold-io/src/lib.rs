@@ -6,6 +6,8 @@
 
 pub mod atomic;
 pub mod files;
+#[cfg(feature = "image")]
+pub mod image;
 pub mod shard;
 pub mod table;
 pub mod tfrecord;

@@ -2,6 +2,8 @@
 
 mod adversarial;
 mod conformance_io;
+#[cfg(feature = "image")]
+mod image;
 mod shard_bad;
 mod shard_compat;
 mod shard_crash;
