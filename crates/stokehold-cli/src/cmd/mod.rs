@@ -2,6 +2,7 @@
 
 pub mod bench;
 pub mod demo;
+pub mod image;
 pub mod shard;
 pub mod table;
 pub mod tfrecord;
