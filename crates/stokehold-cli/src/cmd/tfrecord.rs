@@ -43,6 +43,9 @@ fn is_shard_folder(path: &Path) -> bool {
 pub fn inspect(args: InspectArgs) -> anyhow::Result<()> {
     let mut corrupt = 0u64;
     for f in &args.files {
+        if super::image::inspect(f)? {
+            continue;
+        }
         if is_shard_folder(f) {
             inspect_shards(f)?;
             continue;

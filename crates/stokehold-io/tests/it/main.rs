@@ -4,6 +4,8 @@ mod adversarial;
 #[cfg(feature = "audio")]
 mod audio;
 mod conformance_io;
+#[cfg(feature = "image")]
+mod image;
 mod shard_bad;
 mod shard_compat;
 mod shard_crash;
