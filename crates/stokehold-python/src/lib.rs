@@ -24,6 +24,7 @@ mod demo;
 mod epochs;
 pub mod errors;
 mod parallel;
+mod ray_io;
 mod shard;
 mod table;
 mod tfrecord;
@@ -46,5 +47,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     tfrecord::register(m)?;
     // One line per module file, e.g. `tfrecord::register(m)?;`
     shard::register(m)?;
+    ray_io::register(m)?;
     Ok(())
 }
