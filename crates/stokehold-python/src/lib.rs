@@ -26,6 +26,7 @@ mod epochs;
 pub mod errors;
 mod parallel;
 mod sequence;
+mod ray_io;
 mod shard;
 mod skips;
 mod table;
@@ -61,5 +62,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     shard::register(m)?;
     sequence::register(m)?;
     audio::register(m)?;
+    ray_io::register(m)?;
     Ok(())
 }
