@@ -32,6 +32,7 @@ from ._native import (
 )
 from .dataset import Dataset, Element
 from .demo import demo
+from .errors import SkipLog
 from .iterator import Epoch, EpochLoader, Iterator
 from .ragged import Ragged
 from .shards import open_shards, verify_shards, write_shards
@@ -44,7 +45,6 @@ from .sources import (
     sample_from_datasets,
     zip,
 )
-from .errors import SkipLog
 from .spec import ElementSpec, RaggedSpec, TensorSpec
 from .table import Table, open_table, write_table
 from .tfrecord import TFRecordDataset
