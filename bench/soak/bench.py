@@ -36,8 +36,9 @@ def make_file(folder, n, corrupt):
     byte flipped on disk. Returns its path."""
     import stokehold as sh
 
-    recs = [i.to_bytes(8, "little") + bytes(PAYLOAD - 8) for i in range(n)]
-    ds = sh.from_list([{"record": np.frombuffer(r, dtype=np.uint8).tobytes()} for r in recs])
+    # Non-zero filler: numpy's bytes dtype drops trailing NULs.
+    recs = [i.to_bytes(8, "little") + b"x" * (PAYLOAD - 8) for i in range(n)]
+    ds = sh.from_list([{"record": r} for r in recs])
     path = sh.tfrecord.write_tfrecord(ds, folder, compression="", index=False)[0]
     frame = 12 + PAYLOAD + 4
     with open(path, "r+b") as f:

@@ -33,6 +33,7 @@ from ._native import (
 from .audio import AudioSource, probe_audio
 from .dataset import Dataset, Element
 from .demo import demo
+from .errors import SkipLog
 from .iterator import Epoch, EpochLoader, Iterator
 from .processes import ProcessOptions, WorkerProcessError
 from .ragged import Ragged
@@ -46,7 +47,6 @@ from .sources import (
     sample_from_datasets,
     zip,
 )
-from .errors import SkipLog
 from .spec import ElementSpec, RaggedSpec, TensorSpec
 from .table import Table, open_table, write_table
 from .tfrecord import TFRecordDataset

@@ -71,7 +71,11 @@ mod tests {
         assert!(epoch_start("iter", u64::MAX / 10, 10).is_err());
         assert!(global_index("shuffle", u64::MAX / 10, 10, 9).is_err());
         let e = mul("repeat", "the length", u64::MAX, 2).unwrap_err();
-        assert!(e.to_string().starts_with("invalid argument: repeat: the length"), "{e}");
+        assert!(
+            e.to_string()
+                .starts_with("invalid argument: repeat: the length"),
+            "{e}"
+        );
         assert!(to_i64("enumerate", "position", u64::MAX).is_err());
         assert_eq!(to_usize("x", "n", 7).unwrap(), 7);
     }

@@ -223,7 +223,11 @@ pub fn check_error_rule(name: &str, faulty: &Dataset) {
             assert!(logged >= 1, "{name}/{how}: the error was not logged");
         } else {
             assert_eq!(logged, 0, "{name}/{how}: nothing failed, nothing is logged");
-            assert_eq!(got, run(&ds, 0), "{name}/{how}: ignore_errors() changed the output");
+            assert_eq!(
+                got,
+                run(&ds, 0),
+                "{name}/{how}: ignore_errors() changed the output"
+            );
         }
     }
 }

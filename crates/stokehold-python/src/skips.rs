@@ -35,7 +35,11 @@ impl PyDataset {
     /// tf.data's `ignore_errors`: leaves out elements whose computation failed, logged.
     #[pyo3(signature = (log_warning=false))]
     fn ignore_errors(&self, log_warning: bool) -> PyResult<PyDataset> {
-        guard(|| Ok(PyDataset::from_dataset(self.dataset().ignore_errors(log_warning))))
+        guard(|| {
+            Ok(PyDataset::from_dataset(
+                self.dataset().ignore_errors(log_warning),
+            ))
+        })
     }
 
     /// Elements this pipeline's skipping ops left out so far: `(count, [(index, message), ...])`,

@@ -39,8 +39,12 @@ impl MapDataset for MapConcat {
             self.a
                 .get(crate::checked::global_index("concatenate", epoch, la, i)?)
         } else {
-            self.b
-                .get(crate::checked::global_index("concatenate", epoch, lb, i - la)?)
+            self.b.get(crate::checked::global_index(
+                "concatenate",
+                epoch,
+                lb,
+                i - la,
+            )?)
         }
     }
 

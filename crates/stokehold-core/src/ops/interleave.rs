@@ -411,8 +411,11 @@ impl DatasetIter for InterleaveIter {
             .as_bool()
             .unwrap_or(false);
         self.cycle = state_u64(state, "cycle")? as usize % self.cycle_length;
-        self.block =
-            crate::checked::to_usize("interleave", "the state's block", state_u64(state, "block")?)?;
+        self.block = crate::checked::to_usize(
+            "interleave",
+            "the state's block",
+            state_u64(state, "block")?,
+        )?;
         Ok(())
     }
 }

@@ -270,9 +270,12 @@ impl DatasetIter for ElasticIter {
             return Ok(None);
         }
         let p = (self.start + self.rank + self.taken * self.world) % n;
-        let e = self
-            .parent
-            .get(crate::checked::global_index("elastic_shard", self.epoch, n, p)?)?;
+        let e = self.parent.get(crate::checked::global_index(
+            "elastic_shard",
+            self.epoch,
+            n,
+            p,
+        )?)?;
         self.taken += 1;
         Ok(Some(e))
     }

@@ -56,9 +56,15 @@ fn an_epoch_past_the_u64_index_range_is_an_error_naming_the_op_not_empty() {
         Dataset::range(10).map("m", map_fn(|e, _| Ok(e))),
     ] {
         let err = ds.iter(far).err().expect("an error, not an empty epoch");
-        assert!(err.to_string().contains("past the 64-bit index range"), "{err}");
+        assert!(
+            err.to_string().contains("past the 64-bit index range"),
+            "{err}"
+        );
     }
-    let err = Dataset::range(10).epochs(far, Some(2), None).err().expect("refused");
+    let err = Dataset::range(10)
+        .epochs(far, Some(2), None)
+        .err()
+        .expect("refused");
     assert!(err.to_string().contains("epochs()"), "{err}");
     let err = Dataset::range(10)
         .epochs(0, Some(u64::MAX / 4), None)
@@ -78,7 +84,10 @@ fn a_global_index_past_u64_in_index_arithmetic_is_an_error() {
     let errs = (u64::MAX - 5..u64::MAX)
         .filter(|&i| ds.get(i).is_err())
         .count();
-    assert!(errs > 0, "some index of the last partial epoch maps past u64");
+    assert!(
+        errs > 0,
+        "some index of the last partial epoch maps past u64"
+    );
 }
 
 #[test]
@@ -107,7 +116,11 @@ fn after_an_error_the_iterator_is_done_whatever_the_op() {
         let mut it = PipelineIter::new(ds, 0).unwrap();
         let (got, errors) = catch_and_go_on(&mut it, 100);
         assert_eq!(errors, 1, "{how}: the error is raised once");
-        assert!(got.len() <= 3, "{how}: nothing after the error ({} elements)", got.len());
+        assert!(
+            got.len() <= 3,
+            "{how}: nothing after the error ({} elements)",
+            got.len()
+        );
         assert!(it.failed() && matches!(it.next(), Ok(None)), "{how}");
     }
 }
@@ -140,7 +153,11 @@ fn a_caught_error_ends_its_epoch_and_the_next_epochs_are_whole() {
         }
         lens.push(n);
     }
-    assert_eq!(lens, vec![10, 10, 10], "13 % 10 fails in no epoch of range(10)");
+    assert_eq!(
+        lens,
+        vec![10, 10, 10],
+        "13 % 10 fails in no epoch of range(10)"
+    );
 }
 
 #[test]
@@ -166,7 +183,10 @@ fn a_plain_prefetch_counts_its_bytes_in_a_budget_that_stats_report() {
     let big = Dataset::range(32).map(
         "big",
         map_fn(|mut e, _| {
-            e.insert("blob", Tensor::from_vec(vec![1 << 20], vec![0u8; 1 << 20]).unwrap());
+            e.insert(
+                "blob",
+                Tensor::from_vec(vec![1 << 20], vec![0u8; 1 << 20]).unwrap(),
+            );
             Ok(e)
         }),
     );
@@ -175,9 +195,17 @@ fn a_plain_prefetch_counts_its_bytes_in_a_budget_that_stats_report() {
     it.next().unwrap().unwrap();
     std::thread::sleep(Duration::from_millis(200));
     let exec = executor_of(&ds).expect("the prefetch's own executor");
-    assert!(exec.budget().peak() >= 1 << 20, "peak {}", exec.budget().peak());
+    assert!(
+        exec.budget().peak() >= 1 << 20,
+        "peak {}",
+        exec.budget().peak()
+    );
     let stats = exec.stats();
-    assert!(stats.ops.iter().any(|o| o.op.starts_with("prefetch")), "{}", stats.table());
+    assert!(
+        stats.ops.iter().any(|o| o.op.starts_with("prefetch")),
+        "{}",
+        stats.table()
+    );
     // Behind a parallel map the two share one budget: 8 MiB under a 4 MiB budget holds at most
     // the budget plus one element per buffer.
     let ds = big
@@ -208,7 +236,11 @@ fn next_many_returns_the_elements_before_an_error_then_raises_it() {
     assert!(ep.next_many(100).is_err());
     assert!(ep.next_many(100).unwrap().is_empty());
     ep.next_epoch().unwrap();
-    assert_eq!(ep.next_many(100).unwrap().len(), 3, "the next epoch starts whole");
+    assert_eq!(
+        ep.next_many(100).unwrap().len(),
+        3,
+        "the next epoch starts whole"
+    );
 }
 
 #[test]

@@ -286,10 +286,10 @@ impl RecordReader {
         if self.opts.compression == Compression::None {
             return None;
         }
-        let limit = stokehold_core::Executor::current().map_or(
-            stokehold_core::exec::executor::DEFAULT_MEMORY_BUDGET,
-            |e| e.budget().limit(),
-        );
+        let limit = stokehold_core::Executor::current()
+            .map_or(stokehold_core::exec::executor::DEFAULT_MEMORY_BUDGET, |e| {
+                e.budget().limit()
+            });
         (len > limit as u64).then_some(limit)
     }
 

@@ -176,7 +176,8 @@ fn write_shards_progress_error_aborts_the_write_and_propagates() {
         .map(|d| d.filter_map(|e| e.ok()).map(|e| e.file_name()).collect())
         .unwrap_or_default();
     assert!(
-        left.iter().all(|n| n.to_string_lossy().starts_with(".stokehold.lock")),
+        left.iter()
+            .all(|n| n.to_string_lossy().starts_with(".stokehold.lock")),
         "{left:?}"
     );
 }
