@@ -234,7 +234,7 @@ def main():
         name, workers, mib = args.mem_child
         mem_child(name, int(workers), int(mib))
         return
-    n_py, n_wav = (200, 300) if args.quick else (1500, 1500)
+    n_py, n_wav = (150, 200) if args.quick else (600, 1000)
     out = []
     ids = np.arange(n_py, dtype=np.int64)
     out += throughput_rows(W_PY, {"x": ids}, [{"x": np.int64(i)} for i in ids], pure_python, n_py,

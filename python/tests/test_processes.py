@@ -87,6 +87,19 @@ def test_same_order_and_values_as_thread_map(calls):
     assert rows(pipeline(calls, True)) == want
 
 
+def keyed_noise(e):
+    # Randomness keyed by the element (its index), never by the worker: as random_map does.
+    rng = np.random.default_rng([7, int(e["index"])])
+    return {"x": e["x"], "noise": rng.normal(size=3).astype(np.float32)}
+
+
+def test_keyed_randomness_is_the_same_in_processes_and_threads():
+    base = sh.Dataset.range(40).shuffle(seed=2).enumerate()
+    threads = [e["noise"].tolist() for e in base.map(keyed_noise, num_parallel_calls=2)]
+    procs = [e["noise"].tolist() for e in base.map(keyed_noise, num_parallel_calls=2, processes=True)]
+    assert procs == threads
+
+
 def test_stream_input_and_as_completed_order():
     base = sh.Dataset.range(80).filter(lambda e: int(e["x"]) % 3 != 0)
     want = [int(e["x"]) for e in base.map(affine)]
@@ -120,7 +133,7 @@ def test_ragged_batches_travel_through_the_arena():
 def test_work_runs_in_other_processes():
     out = list(sh.Dataset.range(40).map(pid_of, num_parallel_calls=2, processes=True))
     pids = {int(e["pid"]) for e in out}
-    assert os.getpid() not in pids and 1 <= len(pids) <= 2
+    assert os.getpid() not in pids and len(pids) >= 1
 
 
 def test_exception_keeps_its_type_with_worker_traceback_and_index():
