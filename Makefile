@@ -12,9 +12,10 @@ TARGET_DIR := $(or $(CARGO_TARGET_DIR),target)
 DEMO_ARGS ?=
 # What the Python tests and checks need; nothing else goes into .venv (numpy is never assumed
 # preinstalled). jax and keras (run on the jax backend) are here so that their adapters are
-# tested; the benchmark peers (tensorflow, torch, grain, ...) never are.
+# tested; the benchmark peers (tensorflow, torch, grain, ...) never are. ray[data] (with pyarrow)
+# is here so that stokehold.ray runs its tests on a real local Ray cluster.
 PY_TEST_DEPS := "maturin>=1.16,<2" "pytest>=8" "pytest-timeout>=2.3" "numpy>=1.26" \
-	"mypy>=1.18" "ruff>=0.14" "jax>=0.4.30" "keras>=3.5"
+	"mypy>=1.18" "ruff>=0.14" "jax>=0.4.30" "keras>=3.5" "ray[data]==2.60.0"
 
 .PHONY: demo test test-rust test-python check check-rust check-python wheel check-wheel bench bench-quick
 

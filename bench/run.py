@@ -40,7 +40,10 @@ WORKLOADS = [
     ("TFRecord scan + parse", "bench/tfrecord/bench.py"),
     ("shards: reads + shuffle quality", "bench/shard/bench.py"),
     ("feature-table gather", "bench/table/bench.py"),
+    ("soak: faults over epochs", "bench/soak/bench.py"),
     ("bucketing + packing", "bench/sequence/bench.py"),
+    ("python UDFs: processes vs threads vs torch", "bench/udf/bench.py"),
+    ("audio decode -> log-mel", "bench/audio_decode/bench.py"),
 ]
 TIMEOUT = {"quick": 120, "full": 900}
 REQUIREMENTS = BENCH / "suite" / "requirements.txt"

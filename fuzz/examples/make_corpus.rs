@@ -70,6 +70,43 @@ fn with_broken(valid: Vec<Vec<u8>>) -> Vec<Vec<u8>> {
     all
 }
 
+/// A PCM WAV (format 1, or 3 for float) of `frames` frames of a ramp, written by hand.
+fn wav(channels: u16, bits: u16, float: bool, frames: usize) -> Vec<u8> {
+    let block = channels as usize * bits as usize / 8;
+    let data: Vec<u8> = (0..frames * block).map(|k| (k * 7 % 251) as u8).collect();
+    let mut v = b"RIFF".to_vec();
+    v.extend_from_slice(&(36 + data.len() as u32).to_le_bytes());
+    v.extend_from_slice(b"WAVEfmt ");
+    v.extend_from_slice(&16u32.to_le_bytes());
+    v.extend_from_slice(&(if float { 3u16 } else { 1 }).to_le_bytes());
+    v.extend_from_slice(&channels.to_le_bytes());
+    v.extend_from_slice(&16000u32.to_le_bytes());
+    v.extend_from_slice(&(16000 * block as u32).to_le_bytes());
+    v.extend_from_slice(&(block as u16).to_le_bytes());
+    v.extend_from_slice(&bits.to_le_bytes());
+    v.extend_from_slice(b"data");
+    v.extend_from_slice(&(data.len() as u32).to_le_bytes());
+    v.extend_from_slice(&data);
+    v
+}
+
+/// Audio seeds: small WAVs of every sample type, and the 0.1 s FLAC, MP3 and Ogg fixtures.
+fn audio_seeds() -> Vec<Vec<u8>> {
+    let mut seeds = vec![
+        wav(1, 8, false, 64),
+        wav(2, 16, false, 64),
+        wav(2, 24, false, 32),
+        wav(1, 32, false, 32),
+        wav(1, 32, true, 32),
+        wav(2, 64, true, 16),
+    ];
+    for f in ["tiny.flac", "tiny.mp3", "tiny.ogg", "opus.ogg", "adpcm.wav"] {
+        let p = Path::new("testdata/audio").join(f);
+        seeds.push(std::fs::read(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display())));
+    }
+    with_broken(seeds)
+}
+
 fn main() {
     // TFRecord framing: the first byte picks raise/skip, verify and compression (0: plain).
     let mut framed = vec![0u8];
@@ -156,4 +193,12 @@ fn main() {
 
     let entries = [IndexEntry { offset: 0, len: 5 }, IndexEntry { offset: 21, len: 7 }];
     write("tfrecord_index", with_broken(vec![index::encode(&entries, 44), index::encode(&entries[..1], 21)]));
+
+    // Audio: the decode target's first byte picks the resample rate, the window target's first
+    // four give the start and the length.
+    write("audio_decode", audio_seeds().into_iter().map(|s| [vec![2u8], s].concat()).collect());
+    write(
+        "audio_window",
+        audio_seeds().into_iter().map(|s| [vec![0x10, 0x00, 0x00, 0x01], s].concat()).collect(),
+    );
 }

@@ -28,6 +28,8 @@ pub const TARGETS: &[(&str, fn(&[u8]))] = &[
     ("shard_manifest", shard_manifest),
     ("npy_header", npy_header),
     ("tfrecord_index", tfrecord_index),
+    ("audio_decode", audio_decode),
+    ("audio_window", audio_window),
 ];
 
 /// TFRecord framing: see `fuzz_targets/tfrecord_framing.rs` for the checks (kept there as it was).
@@ -280,4 +282,42 @@ pub fn npy_header(data: &[u8]) {
 pub fn tfrecord_index(data: &[u8]) {
     let Ok((entries, file_size)) = index::decode(Path::new("fuzz.idx"), data) else { return };
     assert_eq!(index::decode(Path::new("fuzz.idx"), &index::encode(&entries, file_size)).ok(), Some((entries, file_size)));
+}
+
+/// Audio (WAV, FLAC, MP3, Ogg Vorbis; the container is probed from the bytes): a whole decode
+/// never panics, gives equally long channels, and (for a short clip) survives the mix down and a
+/// resample to the rate picked by the first byte.
+pub fn audio_decode(data: &[u8]) {
+    use stokehold_io::audio::{decode, resample};
+    let Some((&mode, body)) = data.split_first() else { return };
+    let Ok(opened) = decode::open_bytes(Bytes::copy_from_slice(body), Path::new("fuzz.audio")) else { return };
+    let info = opened.info().clone();
+    let Ok(audio) = opened.decode(0, None) else { return };
+    assert_eq!(audio.channels.len(), info.channels);
+    assert!(audio.channels.iter().all(|c| c.len() == audio.frames()));
+    // Resampling costs O(frames): only short clips, so the target stays fast.
+    if audio.frames() <= 1 << 16 {
+        let target = [8000, 11025, 16000, 22050, 44100, 48000][mode as usize % 6];
+        let frames = audio.frames() as u64;
+        let rate = audio.sample_rate as u64;
+        let out = resample::resample(resample::mix_to_mono(audio), target).expect("resample");
+        assert_eq!(out.channels.len(), 1);
+        assert_eq!(out.frames() as u64, (frames * target as u64 + rate / 2) / rate);
+    }
+}
+
+/// Audio window reads (the seek path): the first 4 bytes give the start frame and the length
+/// (two little-endian u16); a window never panics and never returns more than it asked for.
+pub fn audio_window(data: &[u8]) {
+    use stokehold_io::audio::decode;
+    if data.len() < 4 {
+        return;
+    }
+    let start = u16::from_le_bytes([data[0], data[1]]) as u64;
+    let len = u16::from_le_bytes([data[2], data[3]]) as u64;
+    let Ok(opened) = decode::open_bytes(Bytes::copy_from_slice(&data[4..]), Path::new("fuzz.audio")) else { return };
+    if let Ok(audio) = opened.decode(start, Some(len)) {
+        assert!(audio.frames() as u64 <= len);
+        assert!(audio.channels.iter().all(|c| c.len() == audio.frames()));
+    }
 }

@@ -30,9 +30,11 @@ from ._native import (
     WorkerPanicError,
     __version__,
 )
+from .audio import AudioSource, probe_audio
 from .dataset import Dataset, Element
 from .demo import demo
 from .iterator import Epoch, EpochLoader, Iterator
+from .processes import ProcessOptions, WorkerProcessError
 from .ragged import Ragged
 from .shards import open_shards, verify_shards, write_shards
 from .sources import (
@@ -44,6 +46,7 @@ from .sources import (
     sample_from_datasets,
     zip,
 )
+from .errors import SkipLog
 from .spec import ElementSpec, RaggedSpec, TensorSpec
 from .table import Table, open_table, write_table
 from .tfrecord import TFRecordDataset
@@ -52,6 +55,7 @@ __all__ = [
     "AUTOTUNE",
     "INFINITE",
     "UNKNOWN",
+    "AudioSource",
     "CancelledError",
     "DataCorruptionError",
     "Dataset",
@@ -62,9 +66,11 @@ __all__ = [
     "InvalidArgumentError",
     "Iterator",
     "OutOfRangeError",
+    "ProcessOptions",
     "Ragged",
     "RaggedSpec",
     "SchemaError",
+    "SkipLog",
     "StateError",
     "StokeholdError",
     "StokeholdFileNotFoundError",
@@ -73,6 +79,7 @@ __all__ = [
     "Table",
     "TensorSpec",
     "WorkerPanicError",
+    "WorkerProcessError",
     "__version__",
     "demo",
     "from_arrays",
@@ -84,6 +91,7 @@ __all__ = [
     "list_files",
     "open_shards",
     "open_table",
+    "probe_audio",
     "sample_from_datasets",
     "tfrecord",
     "torch",

@@ -28,10 +28,11 @@ from typing import (
 
 import numpy as np
 
-from . import _args, _native
+from . import _args, _native, errors
 from ._args import AUTOTUNE, INFINITE, UNKNOWN, PathLike
 from ._native import OutOfRangeError
 from .iterator import EpochLoader, Iterator
+from .processes import ProcessOptions, process_map
 from .spec import ElementSpec, spec_of
 
 if TYPE_CHECKING:
@@ -123,6 +124,7 @@ class Dataset:
         num_parallel_calls: Optional[int] = None,
         deterministic: Optional[bool] = None,
         name: Optional[str] = None,
+        processes: Union[bool, ProcessOptions] = False,
     ) -> Dataset:
         """Applies ``fn`` to every element.
 
@@ -141,9 +143,15 @@ class Dataset:
             deterministic: keep the input order (default True); False yields elements as they
                 complete.
             name: label in ``describe()``, stats and errors (default: ``fn.__qualname__``).
+            processes: ``True`` or a :class:`ProcessOptions`: run ``fn`` in
+                ``num_parallel_calls`` worker processes (Python code then uses every core;
+                elements travel through shared memory, ``fn`` is pickled once per worker). Same
+                output, order and checkpoints as the thread map; see ``docs/PROCESSES.md``.
         """
         fn = _args.function("map", "fn", fn)
         label = name or _args.label(fn)
+        if processes is not False:
+            fn = process_map("map", fn, label, num_parallel_calls, processes)
         if num_parallel_calls is None:
             return Dataset(self._native.map(fn, label))
         par = _args.parallelism("map", "num_parallel_calls", num_parallel_calls)
@@ -187,17 +195,116 @@ class Dataset:
         truncation toward zero, saturating float-to-int)."""
         return Dataset(self._native.cast(_args.name("cast", "feature", feature), _args.dtype_name("cast", dtype)))
 
-    def read_file(self, path: str = "path", out: str = "data") -> Dataset:
+    def read_file(self, path: str = "path", out: str = "data", on_error: str = "raise") -> Dataset:
         """Reads the file named by feature ``path`` into bytes feature ``out`` (native, lazy:
-        each file is read when its element is)."""
+        each file is read when its element is). ``on_error="skip"`` leaves out a file that
+        cannot be read, counted in :meth:`skipped`."""
         op = "read_file"
-        return Dataset(self._native.read_file(_args.name(op, "path", path), _args.name(op, "out", out)))
+        return Dataset(self._native.read_file(
+            _args.name(op, "path", path), _args.name(op, "out", out), errors.on_error(op, on_error)))
 
-    def load_npy(self, path: str = "path", out: str = "array") -> Dataset:
+    def load_npy(self, path: str = "path", out: str = "array", on_error: str = "raise") -> Dataset:
         """Loads the ``.npy`` file named by feature ``path`` into feature ``out`` (native,
-        lazy)."""
+        lazy). ``on_error="skip"`` leaves out a missing or malformed file, counted in
+        :meth:`skipped`."""
         op = "load_npy"
-        return Dataset(self._native.load_npy(_args.name(op, "path", path), _args.name(op, "out", out)))
+        return Dataset(self._native.load_npy(
+            _args.name(op, "path", path), _args.name(op, "out", out), errors.on_error(op, on_error)))
+
+    def ignore_errors(self, log_warning: bool = False) -> Dataset:
+        """tf.data's ``ignore_errors``: leaves out the elements whose computation failed (your
+        function raised, a file is missing or corrupt), counted in :meth:`skipped`; with
+        ``log_warning`` each is also written to stderr. Without it (or ``on_error="skip"``) an
+        iterator is done after an error: the error is raised once, then ``StopIteration``."""
+        op = "ignore_errors"
+        return Dataset(self._native.ignore_errors(_args.flag(op, "log_warning", log_warning)))
+
+    def skipped(self) -> errors.SkipLog:
+        """What this pipeline's ``ignore_errors()`` and ``on_error="skip"`` ops left out so far:
+        a :class:`~stokehold.errors.SkipLog` (``count``, and the first few in detail)."""
+        return errors.SkipLog.from_native(self._native.skipped())
+
+    # ---- audio (decoding and features in Rust, on the pipeline's threads; stokehold/audio.py) ----
+
+    def decode_audio(
+        self, feature: str = "audio", out: Optional[str] = None, *, dtype: str = "float32",
+        channels_first: bool = True, mono: bool = False, sample_rate: Optional[int] = None,
+        offset: float = 0.0, duration: Optional[float] = None,
+        random_window: Optional[float] = None, seed: Optional[int] = None,
+        sample_rate_key: Optional[str] = "sample_rate", on_error: str = "raise",
+        num_parallel_calls: Optional[int] = None,
+    ) -> Dataset:
+        """Decodes the audio bytes in ``feature`` (WAV: PCM 8/16/24/32-bit, float 32/64; FLAC;
+        MP3; Ogg Vorbis; the format is recognised from the bytes) into ``out`` (default: replace
+        ``feature``), as tf.audio.decode_wav / torchaudio.load do. ``dtype``: ``"float32"``
+        (in [-1, 1]) or ``"int16"``. Shape ``[channels, frames]``, or ``[frames, channels]`` with
+        ``channels_first=False``. ``mono`` averages the channels; ``sample_rate`` resamples
+        (band-limited FFT resampler); the (output) rate goes into int64 feature
+        ``sample_rate_key``. ``offset`` / ``duration`` (seconds) decode only that window, seeking
+        where the format allows; ``random_window`` (seconds) decodes a window at an offset drawn
+        from (``seed``, epoch, index), zero-padded at the end for shorter clips. A clip that does
+        not decode raises :class:`DataCorruptionError` naming the element, the op and the byte
+        offset, or with ``on_error="skip"`` is left out and counted in the result's ``skipped``
+        (``.count``, ``.first``). ``num_parallel_calls`` (threads, or AUTOTUNE) decodes on
+        worker threads."""
+        from .audio import decode
+
+        return decode(self, "decode_audio", feature, out or feature, dtype, channels_first, mono,
+                      sample_rate, offset, duration, random_window, seed, sample_rate_key,
+                      on_error, num_parallel_calls)
+
+    def load_audio(
+        self, path: str = "path", out: str = "audio", *, dtype: str = "float32",
+        channels_first: bool = True, mono: bool = False, sample_rate: Optional[int] = None,
+        offset: float = 0.0, duration: Optional[float] = None,
+        random_window: Optional[float] = None, seed: Optional[int] = None,
+        sample_rate_key: Optional[str] = "sample_rate", on_error: str = "raise",
+        num_parallel_calls: Optional[int] = None,
+    ) -> Dataset:
+        """Decodes the audio file named by feature ``path`` into ``out``: :meth:`decode_audio`'s
+        options, reading the file as the decoder asks (a window touches only its part of the
+        file). Errors name the file, the element and the op."""
+        from .audio import decode
+
+        return decode(self, "load_audio", path, out, dtype, channels_first, mono, sample_rate,
+                      offset, duration, random_window, seed, sample_rate_key, on_error,
+                      num_parallel_calls)
+
+    def spectrogram(
+        self, feature: str = "audio", out: str = "spectrogram", *, n_fft: int = 400,
+        win_length: Optional[int] = None, hop_length: Optional[int] = None, power: float = 2.0,
+        center: bool = True, pad_mode: str = "reflect", num_parallel_calls: Optional[int] = None,
+    ) -> Dataset:
+        """``|STFT|**power`` of ``feature`` (samples on the last axis; float32, float64 or int16
+        scaled by 1/32768) as float32 ``[..., n_fft // 2 + 1, frames]``, with
+        torchaudio.transforms.Spectrogram's defaults: periodic Hann window of ``win_length``
+        (default ``n_fft``), ``hop_length`` default ``win_length // 2``, ``center`` padding of
+        ``n_fft // 2`` (``pad_mode`` ``"reflect"``, or ``"constant"`` zeros as librosa)."""
+        from .audio import spectrogram
+
+        return spectrogram(self, feature, out, n_fft, win_length, hop_length, power, center,
+                           pad_mode, num_parallel_calls)
+
+    def mel_spectrogram(
+        self, feature: str = "audio", out: str = "mel", *, sample_rate: int, n_fft: int = 400,
+        win_length: Optional[int] = None, hop_length: Optional[int] = None, f_min: float = 0.0,
+        f_max: Optional[float] = None, n_mels: int = 128, power: float = 2.0, center: bool = True,
+        pad_mode: str = "reflect", mel_scale: str = "htk", norm: Optional[str] = None,
+        log: bool = False, top_db: Optional[float] = None,
+        num_parallel_calls: Optional[int] = None,
+    ) -> Dataset:
+        """The mel spectrogram of ``feature`` as float32 ``[..., n_mels, frames]``:
+        :meth:`spectrogram`'s STFT through triangular mel filters, with
+        torchaudio.transforms.MelSpectrogram's defaults (``mel_scale="htk"``, ``norm=None``);
+        ``mel_scale="slaney", norm="slaney", pad_mode="constant"`` gives librosa's. ``log=True``
+        gives decibels, ``10 * log10(max(x, 1e-10))``, floored at ``max - top_db`` per channel
+        when ``top_db`` is given (librosa.power_to_db, torchaudio's AmplitudeToDB).
+        ``sample_rate`` is the audio's rate (the filters depend on it)."""
+        from .audio import mel_spectrogram
+
+        return mel_spectrogram(self, feature, out, sample_rate, n_fft, win_length, hop_length,
+                               f_min, f_max, n_mels, power, center, pad_mode, mel_scale, norm,
+                               log, top_db, num_parallel_calls)
 
     def gather(
         self, table: Table, index_feature: str, output: str, keys: Optional[Any] = None

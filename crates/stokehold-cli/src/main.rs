@@ -28,8 +28,8 @@ enum Command {
     Demo(cmd::demo::Args),
     /// Write (`table write`) or inspect (`table info`) a memory-mapped feature table.
     Table(cmd::table::Args),
-    /// TFRecord files (record count, sizes, features with dtypes and shapes seen) or shard
-    /// folders (manifest); exit 1 on a corrupt record.
+    /// TFRecord files (record count, sizes, features with dtypes and shapes seen), shard
+    /// folders (manifest) or images (format, size); exit 1 on a corrupt record.
     Inspect(cmd::tfrecord::InspectArgs),
     /// Check every CRC of TFRecord files or every byte of shard folders (progress bar); exit 1 if
     /// any record is corrupt or a file is not TFRecord.

@@ -164,6 +164,13 @@ pub trait IterDataset: Send + Sync + 'static {
     fn executor(&self) -> Option<crate::exec::Executor> {
         None
     }
+
+    /// The log of the elements this op left out, when it skips failing elements
+    /// (`ignore_errors`, a loader's `on_error="skip"`); found with
+    /// [`error_logs`](crate::ops::ignore_errors::error_logs). Default: `None`.
+    fn error_log(&self) -> Option<Arc<crate::ops::on_error::ErrorLog>> {
+        None
+    }
 }
 
 /// An iterator over a dataset, with a checkpointable position.
@@ -349,7 +356,7 @@ impl Dataset {
     /// `epoch * len .. (epoch + 1) * len`).
     pub fn iter(&self, epoch: u64) -> Result<Box<dyn DatasetIter>> {
         match self {
-            Dataset::Map(m) => Ok(Box::new(MapIter::new(m.clone(), epoch))),
+            Dataset::Map(m) => Ok(Box::new(MapIter::new(m.clone(), epoch)?)),
             Dataset::Iter(i) => i.iter(epoch),
         }
     }
@@ -365,22 +372,19 @@ pub struct MapIter {
 }
 
 impl MapIter {
-    /// Iterates epoch `epoch` of `ds`.
-    pub fn new(ds: Arc<dyn MapDataset>, epoch: u64) -> Self {
+    /// Iterates epoch `epoch` of `ds`; an error naming the dataset when the epoch lies past
+    /// the 64-bit index range (it would otherwise be silently empty).
+    pub fn new(ds: Arc<dyn MapDataset>, epoch: u64) -> Result<Self> {
         let len = ds.len();
-        let start = if len == INFINITE {
-            0
-        } else {
-            epoch.saturating_mul(len)
-        };
+        let start = crate::checked::epoch_start(&ds.name(), epoch, len)?;
         let end = start.saturating_add(len);
-        MapIter {
+        Ok(MapIter {
             hints: ds.prefetch_useful(),
             ds,
             start,
             pos: start,
             end,
-        }
+        })
     }
 }
 
@@ -392,9 +396,11 @@ impl DatasetIter for MapIter {
         if self.hints {
             hint_ahead(&*self.ds, self.pos, self.end);
         }
-        let e = self.ds.get(self.pos)?;
+        // Past the element before reading it: after a failed element the iterator continues
+        // with the next one (what `ignore_errors` over a stream relies on), never re-raising it.
+        let at = self.pos;
         self.pos += 1;
-        Ok(Some(e))
+        Ok(Some(self.ds.get(at)?))
     }
 
     fn state(&self) -> Json {

@@ -15,6 +15,7 @@
 #![deny(missing_docs)]
 
 pub mod cast;
+pub mod checked;
 pub mod dataset;
 pub mod dtype;
 pub mod error;
@@ -38,6 +39,7 @@ pub use ops::group_by_window::{key_fn, KeyFn};
 pub use ops::interleave::{interleave_fn, InterleaveFn};
 pub use ops::map::{Ctx, MapFn};
 pub use ops::mix::sample_from_datasets;
+pub use ops::on_error::{ErrorLog, OnError};
 pub use ops::plan::Epochs;
 pub use ops::shard::ShardPolicy;
 pub use ops::{filter_fn, map_fn};

@@ -6,6 +6,14 @@
 //! `fingerprint` hashes the pipeline's description (ops and their arguments), so a state is never
 //! applied to another pipeline; `iter` is the op tree's own state (`{"pos": n}` for a random-access
 //! pipeline: a checkpoint of a few integers).
+//!
+//! **After an error the iterator is done** (tf.data's rule, one rule for every op): the error is
+//! returned once and every later `next()` returns `Ok(None)`, whatever op failed and however the
+//! pipeline runs (a random-access map, a parallel map, a prefetch thread). Elements whose
+//! computation may fail and should be left out need an explicit policy: `ignore_errors()` after
+//! the op, or the loader's `on_error="skip"`. The one exception is [`Error::Interrupted`] (Ctrl-C
+//! while waiting): the awaited element still comes on the next call. `set_state` makes the
+//! iterator live again at the restored position.
 
 use serde_json::{json, Value as Json};
 
@@ -21,19 +29,55 @@ pub struct PipelineIter {
     ds: Dataset,
     epoch: u64,
     inner: Box<dyn DatasetIter>,
+    /// An error was returned: the iterator is done (see the module docs).
+    failed: bool,
+    /// An error met by [`PipelineIter::next_many`] after it had elements to return: raised by
+    /// the next call, so that the elements before it are not lost.
+    deferred: Option<Error>,
 }
 
 impl PipelineIter {
     /// Iterates epoch `epoch` of `ds`.
     pub fn new(ds: Dataset, epoch: u64) -> Result<Self> {
         let inner = ds.iter(epoch)?;
-        Ok(PipelineIter { ds, epoch, inner })
+        Ok(PipelineIter {
+            ds,
+            epoch,
+            inner,
+            failed: false,
+            deferred: None,
+        })
     }
 
-    /// The next element.
+    /// The next element; `Ok(None)` at the end and after an error (see the module docs).
     #[allow(clippy::should_implement_trait)] // fallible; mirrors DatasetIter::next
     pub fn next(&mut self) -> Result<Option<Example>> {
-        self.inner.next()
+        if let Some(e) = self.deferred.take() {
+            return Err(e);
+        }
+        if self.failed {
+            return Ok(None);
+        }
+        let r = self.inner.next();
+        if matches!(&r, Err(e) if !matches!(e, Error::Interrupted(_))) {
+            self.failed = true;
+        }
+        r
+    }
+
+    /// Up to `n` elements, fewer at the end. An error after some elements is kept for the next
+    /// call, which raises it: the elements before it are returned, not lost with it. Reserves at
+    /// most 1024 slots up front (`n` comes from the caller).
+    pub fn next_many(&mut self, n: usize) -> Result<Vec<Example>> {
+        let mut deferred = None;
+        let r = take_deferring(n, &mut deferred, || self.next());
+        self.deferred = deferred;
+        r
+    }
+
+    /// True once an error ended the iterator.
+    pub fn failed(&self) -> bool {
+        self.failed
     }
 
     /// The epoch this iterator runs.
@@ -76,6 +120,31 @@ impl PipelineIter {
         inner.set_state(state_field(state, "iter")?)?;
         self.inner = inner;
         self.epoch = epoch;
+        self.failed = false;
+        self.deferred = None;
         Ok(())
     }
+}
+
+/// Up to `n` elements from `next`; an error after at least one element goes into `deferred`
+/// (for the caller's next call) instead of dropping the elements taken (an interrupt is returned
+/// at once: the host is waiting for it).
+pub(crate) fn take_deferring(
+    n: usize,
+    deferred: &mut Option<Error>,
+    mut next: impl FnMut() -> Result<Option<Example>>,
+) -> Result<Vec<Example>> {
+    let mut v = Vec::with_capacity(n.min(1024));
+    while v.len() < n {
+        match next() {
+            Ok(Some(e)) => v.push(e),
+            Ok(None) => break,
+            Err(e) if v.is_empty() || matches!(e, Error::Interrupted(_)) => return Err(e),
+            Err(e) => {
+                *deferred = Some(e);
+                break;
+            }
+        }
+    }
+    Ok(v)
 }

@@ -157,6 +157,77 @@ pub fn check_resume_at_every_cut(name: &str, ds: &Dataset) {
     }
 }
 
+/// Wraps `input` so that element `k` of every epoch fails with a user function's error (for
+/// [`check_error_rule`]: an op built over it meets the error wherever it reads that element).
+pub fn fail_at(input: &Dataset, k: u64) -> Dataset {
+    let n = input.len().filter(|&n| n > 0 && n != crate::INFINITE);
+    input.map(
+        "fault",
+        crate::map_fn(move |e, ctx| {
+            let i = n.map_or(ctx.index, |n| ctx.index % n);
+            if i == k {
+                let msg = format!("injected fault at element {k}");
+                return Err(crate::Error::Callback {
+                    op: "fault".into(),
+                    index: ctx.index,
+                    source: msg.into(),
+                });
+            }
+            Ok(e)
+        }),
+    )
+}
+
+/// The error-then-next rule (see [`crate::state`]) for a pipeline `faulty` whose input fails on
+/// one element ([`fail_at`]), plain, behind a prefetch and on 4 threads: iterating raises the
+/// error at most once, and afterwards `next()` returns `None`, three times over; under
+/// `ignore_errors()` the same pipeline runs to its end without an error, logging what it left
+/// out (at least one element when the plain run raised).
+pub fn check_error_rule(name: &str, faulty: &Dataset) {
+    let variants = [
+        ("plain", faulty.clone()),
+        ("prefetch(4)", faulty.prefetch(4).expect("depth > 0")),
+        (
+            "parallelize(4)",
+            faulty.parallelize(Parallelism::Fixed(4), true),
+        ),
+    ];
+    for (how, ds) in variants {
+        let mut it = PipelineIter::new(ds.clone(), 0).unwrap();
+        let mut raised = false;
+        for _ in 0..100_000 {
+            match it.next() {
+                Ok(Some(_)) => {}
+                Ok(None) => break,
+                Err(_) => {
+                    raised = true;
+                    break;
+                }
+            }
+        }
+        if raised {
+            for _ in 0..3 {
+                assert!(
+                    matches!(it.next(), Ok(None)),
+                    "{name}/{how}: next() after the error must be None"
+                );
+            }
+        }
+        let skipping = ds.ignore_errors(false);
+        let got = skipping
+            .iter(0)
+            .and_then(|mut it| it.collect_all())
+            .unwrap_or_else(|e| panic!("{name}/{how}: ignore_errors() still raised: {e}"));
+        let logged = crate::ops::ignore_errors::error_logs(&skipping)[0].count();
+        if raised {
+            assert!(logged >= 1, "{name}/{how}: the error was not logged");
+        } else {
+            assert_eq!(logged, 0, "{name}/{how}: nothing failed, nothing is logged");
+            assert_eq!(got, run(&ds, 0), "{name}/{how}: ignore_errors() changed the output");
+        }
+    }
+}
+
 /// A random-access dataset with its prefetch hints dropped (for [`check_hints`]).
 struct NoHints(Arc<dyn MapDataset>);
 

@@ -5,7 +5,11 @@
 #![deny(missing_docs)]
 
 pub mod atomic;
+#[cfg(feature = "audio")]
+pub mod audio;
 pub mod files;
+#[cfg(feature = "image")]
+pub mod image;
 pub mod shard;
 pub mod table;
 pub mod tfrecord;

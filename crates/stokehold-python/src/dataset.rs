@@ -403,7 +403,7 @@ impl PyIterator {
     /// Up to `n` elements as a list (one GIL release for all of them).
     fn next_many<'py>(&self, py: Python<'py>, n: usize) -> PyResult<Bound<'py, PyList>> {
         guard(|| {
-            let items = self.run(py, |it| take_up_to(n, || it.next()))?;
+            let items = self.run(py, |it| it.next_many(n))?;
             to_list(py, items)
         })
     }
@@ -430,22 +430,6 @@ impl PyIterator {
     fn describe(&self) -> String {
         self.describe.clone()
     }
-}
-
-/// Up to `n` elements from `next`, stopping at the end; preallocates at most 1024 slots (`n`
-/// comes from the caller: `next_many(10**9)` must not reserve 10**9).
-pub(crate) fn take_up_to(
-    n: usize,
-    mut next: impl FnMut() -> stokehold_core::Result<Option<Example>>,
-) -> stokehold_core::Result<Vec<Example>> {
-    let mut v = Vec::with_capacity(n.min(1024));
-    while v.len() < n {
-        match next()? {
-            Some(e) => v.push(e),
-            None => break,
-        }
-    }
-    Ok(v)
 }
 
 /// Elements as a Python list of dicts.

@@ -14,7 +14,7 @@ use pyo3::types::{PyDict, PyList};
 use stokehold_core::ops::plan::Epochs;
 
 use crate::convert::example_to_dict;
-use crate::dataset::{parse_state, run_detached, take_up_to, to_list, PyDataset};
+use crate::dataset::{parse_state, run_detached, to_list, PyDataset};
 use crate::errors::{guard, ok};
 
 /// Epochs from one iterator, with a checkpointable position.
@@ -85,7 +85,7 @@ impl PyEpochs {
     /// Up to `n` more elements of the current epoch as a list (one GIL release for all).
     fn next_many<'py>(&self, py: Python<'py>, n: usize) -> PyResult<Bound<'py, PyList>> {
         guard(|| {
-            let items = self.run(py, |l| take_up_to(n, || l.next()))?;
+            let items = self.run(py, |l| l.next_many(n))?;
             to_list(py, items)
         })
     }

@@ -17,6 +17,7 @@
 //!    public `Dataset` (e.g. in `python/stokehold/<name>.py`).
 #![deny(missing_docs)]
 
+mod audio;
 mod callbacks;
 pub mod convert;
 pub mod dataset;
@@ -25,7 +26,9 @@ mod epochs;
 pub mod errors;
 mod parallel;
 mod sequence;
+mod ray_io;
 mod shard;
+mod skips;
 mod table;
 mod tfrecord;
 
@@ -34,7 +37,17 @@ pub use dataset::PyDataset;
 use pyo3::prelude::*;
 
 /// The extension module.
-#[pymodule]
+///
+/// `gil_used = false` (PyO3's default since 0.28, stated here because it is a claim): on a
+/// free-threaded CPython (3.13t/3.14t) importing the module leaves the GIL off, so the thread
+/// map runs Python functions on every core with no processes. Sound because every `#[pyclass]`
+/// is `Send + Sync` (PyO3 checks it; `&mut self` methods are guarded by PyO3's runtime borrow
+/// flag, which raises instead of racing), the module's statics are `PyOnceLock`s or atomics,
+/// and the one `unsafe` (`convert::ArrayOwner`) reads a numpy buffer the GIL never protected
+/// anyway (Rust reads it with the GIL released). PyO3 ignores the `abi3` feature when it builds
+/// for a free-threaded interpreter (the limited API does not exist there) and builds a
+/// version-specific extension instead.
+#[pymodule(gil_used = false)]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     errors::register(m)?;
@@ -48,5 +61,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     // One line per module file, e.g. `tfrecord::register(m)?;`
     shard::register(m)?;
     sequence::register(m)?;
+    audio::register(m)?;
+    ray_io::register(m)?;
     Ok(())
 }

@@ -139,23 +139,37 @@ impl PyDataset {
         guard(|| ok(py, py.detach(|| files::list_files(&patterns, seed))).map(wrap))
     }
 
-    /// Reads the file named by feature `path_feature` into bytes feature `out`.
-    fn read_file(&self, path_feature: &str, out: &str) -> PyResult<PyDataset> {
+    /// Reads the file named by feature `path_feature` into bytes feature `out`; `on_error`
+    /// "raise" or "skip" (a file that fails is left out and logged).
+    #[pyo3(signature = (path_feature, out, on_error="raise"))]
+    fn read_file(
+        &self,
+        py: Python<'_>,
+        path_feature: &str,
+        out: &str,
+        on_error: &str,
+    ) -> PyResult<PyDataset> {
         guard(|| {
-            Ok(wrap(self.dataset().map(
-                &format!("read_file:{out}"),
-                files::read_file_fn(path_feature, out),
-            )))
+            let f = files::read_file_fn(path_feature, out);
+            let label = format!("read_file:{out}");
+            crate::skips::map_on_error(py, self, "read_file", &label, f, on_error)
         })
     }
 
-    /// Loads the `.npy` file named by feature `path_feature` into feature `out`.
-    fn load_npy(&self, path_feature: &str, out: &str) -> PyResult<PyDataset> {
+    /// Loads the `.npy` file named by feature `path_feature` into feature `out`; `on_error` as
+    /// for `read_file`.
+    #[pyo3(signature = (path_feature, out, on_error="raise"))]
+    fn load_npy(
+        &self,
+        py: Python<'_>,
+        path_feature: &str,
+        out: &str,
+        on_error: &str,
+    ) -> PyResult<PyDataset> {
         guard(|| {
-            Ok(wrap(self.dataset().map(
-                &format!("load_npy:{out}"),
-                files::load_npy_fn(path_feature, out),
-            )))
+            let f = files::load_npy_fn(path_feature, out);
+            let label = format!("load_npy:{out}");
+            crate::skips::map_on_error(py, self, "load_npy", &label, f, on_error)
         })
     }
 

@@ -67,15 +67,17 @@ impl PyDataset {
                 opts.threads = t.max(1);
             }
             let data = self.dataset().clone();
-            let cb = |p: &Progress| {
-                if let Some(f) = &progress {
-                    // A failing progress callback must not abort the write: its error is printed.
-                    Python::attach(|py| {
-                        if let Err(e) = f.call1(py, (p.records, p.total)) {
-                            e.print(py);
-                        }
-                    });
-                }
+            // An exception in the progress callback aborts the write (nothing is left that opens
+            // as a folder) and reaches the caller as itself.
+            let cb = |p: &Progress| -> stokehold_core::Result<()> {
+                let Some(f) = &progress else { return Ok(()) };
+                Python::attach(|py| f.call1(py, (p.records, p.total)).map(drop)).map_err(|e| {
+                    stokehold_core::Error::Callback {
+                        op: "write_shards(progress)".into(),
+                        index: p.records,
+                        source: Box::new(e),
+                    }
+                })
             };
             let r = py.detach(|| shards::write_shards(&data, &path, opts, Some(&cb)));
             let m = ok(py, r)?;

@@ -139,6 +139,7 @@ fn write(ds: &Dataset, out: &Path, a: &ShardArgs) -> anyhow::Result<()> {
                 bytes(p.bytes)
             ));
         }
+        Ok(())
     };
     let m = shard::write_shards(ds, out, opts, Some(&cb))
         .with_context(|| format!("writing shards to {}", out.display()))?;

@@ -22,7 +22,7 @@ fn compression(arg: &str, path: &Path) -> anyhow::Result<Compression> {
 /// Options of `stokehold inspect`.
 #[derive(clap::Args)]
 pub struct InspectArgs {
-    /// TFRecord files, or shard folders.
+    /// TFRecord files, shard folders, or audio files (WAV, FLAC, MP3, Ogg).
     #[arg(required = true)]
     files: Vec<PathBuf>,
     /// auto, none, gzip or zlib (TFRecord files).
@@ -43,8 +43,15 @@ fn is_shard_folder(path: &Path) -> bool {
 pub fn inspect(args: InspectArgs) -> anyhow::Result<()> {
     let mut corrupt = 0u64;
     for f in &args.files {
+        if super::image::inspect(f)? {
+            continue;
+        }
         if is_shard_folder(f) {
             inspect_shards(f)?;
+            continue;
+        }
+        if super::audio::is_audio(f) {
+            super::audio::inspect(f)?;
             continue;
         }
         let opts = ReadOptions {
@@ -108,7 +115,7 @@ fn inspect_shards(dir: &Path) -> anyhow::Result<()> {
 /// Options of `stokehold verify`.
 #[derive(clap::Args)]
 pub struct VerifyArgs {
-    /// TFRecord files, or shard folders.
+    /// TFRecord files, shard folders, or audio files (WAV, FLAC, MP3, Ogg).
     #[arg(required = true)]
     files: Vec<PathBuf>,
     /// auto, none, gzip or zlib (TFRecord files).

@@ -83,3 +83,32 @@ fn index_writes_sidecars() {
         text(&gz)
     );
 }
+
+#[test]
+fn inspect_prints_audio_headers() {
+    let audio = |n: &str| {
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../testdata/audio")
+            .join(n)
+            .display()
+            .to_string()
+    };
+    let out = stokehold(&["inspect", &audio("s24.flac"), &audio("speech.mp3"), &audio("stereo.ogg")]);
+    let s = text(&out);
+    assert!(out.status.success(), "{s}");
+    assert!(
+        s.contains("format flac, codec flac, 16000 Hz, 2 channels, 24-bit")
+            && s.contains("16000 frames, duration 1.000 s"),
+        "{s}"
+    );
+    assert!(s.contains("format mp3, codec mp3, 16000 Hz, 1 channel"), "{s}");
+    assert!(s.contains("24000 frames, duration 1.500 s"), "{s}");
+    assert!(s.contains("format ogg, codec vorbis, 16000 Hz, 2 channels"), "{s}");
+    // Not audio after all: the error names the file.
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.wav");
+    std::fs::write(&bad, b"RIFF but nothing else").unwrap();
+    let out = stokehold(&["inspect", &bad.display().to_string()]);
+    assert!(!out.status.success());
+    assert!(text(&out).contains("bad.wav"), "{}", text(&out));
+}

@@ -327,11 +327,7 @@ fn build(
     let (source, end) = match parent {
         Dataset::Map(m) => {
             let len = m.len();
-            let start = if len == INFINITE {
-                0
-            } else {
-                epoch.saturating_mul(len)
-            };
+            let start = crate::checked::epoch_start(&spec.label, epoch, len)?;
             let end = (len != INFINITE).then_some(len);
             let ds: Arc<dyn MapDataset> = match f {
                 Some(f) => Arc::new(crate::ops::map::MapMap::new(

@@ -8,6 +8,14 @@
 //! never joined from `drop`, which might hold the GIL a Python callback is waiting for). A panic in
 //! the input becomes an error at the consumer. An iterator used in a forked child (whose threads
 //! did not survive the fork) returns an error instead of waiting forever.
+//!
+//! The buffer's elements always count in a memory budget: the pipeline's executor when one is
+//! installed (`with_options`, or an enclosing parallel stage), or else a default executor the op
+//! makes for its iterator and remembers (so `executor_of(ds)` and `ds.stats()` find the bytes).
+//! Under a parallel op that made its own default executor, the prefetch uses that one: one
+//! budget for every buffer of the pipeline. After an element fails the thread goes on with
+//! the next one (the outer iterator is done after an error anyway, see [`crate::state`]; an
+//! `ignore_errors()` above relies on the input moving on); a panic ends it.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -20,6 +28,7 @@ use crate::dataset::{state_field, Dataset, DatasetIter, IterDataset};
 use crate::error::{Error, Result};
 use crate::example::Example;
 use crate::exec::interrupt;
+use crate::exec::options::DefaultExecutor;
 use crate::ops::plan::{Stage, StageKind};
 
 /// The fewest elements an autotuned prefetch buffers: double buffering, so the consumer takes one
@@ -31,6 +40,8 @@ pub struct Prefetch {
     parent: Dataset,
     /// `None`: autotuned, resolved when an iterator starts (see [`Prefetch::autotune`]).
     depth: Option<usize>,
+    /// The executor made for the last iterator when none was installed (see the module docs).
+    default_exec: DefaultExecutor,
 }
 
 impl Prefetch {
@@ -39,10 +50,7 @@ impl Prefetch {
         if depth == 0 {
             return Err(Error::invalid("prefetch buffer size must be > 0"));
         }
-        Ok(Prefetch {
-            parent,
-            depth: Some(depth),
-        })
+        Ok(Prefetch::with_depth(parent, Some(depth)))
     }
 
     /// tf.data's `prefetch(AUTOTUNE)`. The depth is picked when an iterator starts, not tuned
@@ -53,33 +61,34 @@ impl Prefetch {
     /// consumer's position), so the name says `prefetch(autotune)` on every machine and a
     /// checkpoint restores anywhere.
     pub fn autotune(parent: Dataset) -> Self {
-        Prefetch {
-            parent,
-            depth: None,
-        }
+        Prefetch::with_depth(parent, None)
     }
 
     /// A prefetch whose depth is known to be > 0 or autotuned (re-applying an existing stage).
     pub(crate) fn with_depth(parent: Dataset, depth: Option<usize>) -> Self {
         debug_assert!(depth != Some(0));
-        Prefetch { parent, depth }
+        Prefetch {
+            parent,
+            depth,
+            default_exec: DefaultExecutor::default(),
+        }
     }
 }
 
 impl IterDataset for Prefetch {
     fn iter(&self, epoch: u64) -> Result<Box<dyn DatasetIter>> {
         let inner = self.parent.iter(epoch)?;
+        // The installed executor; else the one a thread-owning op below just made for its
+        // iterator (found through the dataset), so both buffers share one budget; else our own.
+        let exec = super::Executor::current()
+            .or_else(|| super::executor_of(&self.parent))
+            .unwrap_or_else(|| self.default_exec.current_or_new());
         let state = inner.state();
-        let depth = self.depth.unwrap_or_else(|| {
-            // The pipeline's executor when there is one; not `current_or_default`, which would
-            // make and register a default executor just to read a core count.
-            let cores = super::Executor::current().map_or_else(
-                || super::ExecOptions::default().cores,
-                |e| e.options().cores,
-            );
-            cores.max(AUTOTUNE_MIN_DEPTH)
-        });
+        let depth = self
+            .depth
+            .unwrap_or_else(|| exec.options().cores.max(AUTOTUNE_MIN_DEPTH));
         Ok(Box::new(PrefetchIter {
+            exec,
             parent: self.parent.clone(),
             epoch,
             depth,
@@ -103,6 +112,10 @@ impl IterDataset for Prefetch {
 
     fn len(&self) -> Option<u64> {
         self.parent.len()
+    }
+
+    fn executor(&self) -> Option<super::Executor> {
+        self.default_exec.get()
     }
 
     fn stage(&self) -> Option<Stage> {
@@ -200,6 +213,8 @@ impl Drop for Running {
 }
 
 struct PrefetchIter {
+    /// The executor whose budget and stats the buffer uses.
+    exec: super::Executor,
     parent: Dataset,
     epoch: u64,
     depth: usize,
@@ -223,7 +238,7 @@ impl PrefetchIter {
         let op = self.parent.name();
         // Ops whose iterators the thread creates later (repeat's next epoch) join this pipeline,
         // and the buffer's elements count against its memory budget.
-        let exec = super::Executor::current();
+        let exec = Some(self.exec.clone());
         let stats = exec
             .as_ref()
             .map(|e| e.op_stats(&format!("prefetch({})", self.depth)));
@@ -236,7 +251,7 @@ impl PrefetchIter {
                     while !stop2.load(Ordering::Relaxed) {
                         let r = catch_unwind(AssertUnwindSafe(|| inner.next()))
                             .unwrap_or_else(|p| Err(Error::from_panic(&op, p)));
-                        let last = !matches!(r, Ok(Some(_)));
+                        let last = matches!(r, Ok(None) | Err(Error::Panic { .. }));
                         let state = inner.state();
                         let bytes = match &r {
                             Ok(Some(e)) => e.nbytes(),
@@ -300,7 +315,7 @@ impl DatasetIter for PrefetchIter {
                 }
             }
         };
-        if !matches!(r, Ok(Some(_))) {
+        if matches!(r, Ok(None) | Err(Error::Panic { .. })) {
             self.done = true;
             self.running = None;
         }
@@ -315,7 +330,8 @@ impl DatasetIter for PrefetchIter {
     fn set_state(&mut self, state: &Json) -> Result<()> {
         self.running = None;
         let mut inner = self.parent.iter(self.epoch)?;
-        inner.set_state(state_field(state, "inner")?)?;
+        self.exec
+            .enter(|| inner.set_state(state_field(state, "inner")?))?;
         self.state = inner.state();
         self.pending = Some(inner);
         self.done = false;

@@ -36,9 +36,11 @@ impl MapDataset for MapConcat {
         }
         let (epoch, i) = (index / n, index % n);
         if i < la {
-            self.a.get(epoch * la + i)
+            self.a
+                .get(crate::checked::global_index("concatenate", epoch, la, i)?)
         } else {
-            self.b.get(epoch * lb + i - la)
+            self.b
+                .get(crate::checked::global_index("concatenate", epoch, lb, i - la)?)
         }
     }
 

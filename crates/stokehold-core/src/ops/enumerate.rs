@@ -15,7 +15,8 @@ pub fn enumerate_fn(name: &str, len: Option<u64>) -> MapFn {
             Some(n) if n > 0 && n != crate::dataset::INFINITE => ctx.index % n,
             _ => ctx.index,
         };
-        e.insert(&name, Tensor::scalar(pos as i64));
+        let pos = crate::checked::to_i64("enumerate", "the position", pos)?;
+        e.insert(&name, Tensor::scalar(pos));
         Ok(e)
     })
 }

@@ -299,11 +299,7 @@ impl DatasetIter for GroupIter {
             Dataset::Map(m) => {
                 // Random access: the buffered elements by index (as `MapIter` numbers them).
                 let n = m.len();
-                let base = if n == crate::INFINITE {
-                    0
-                } else {
-                    self.epoch.saturating_mul(n)
-                };
+                let base = crate::checked::epoch_start("group_by_window", self.epoch, n)?;
                 for (&p, &gi) in &slot {
                     groups[gi].items.push((p, m.get(base + p)?));
                 }

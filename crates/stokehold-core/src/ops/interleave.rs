@@ -411,7 +411,8 @@ impl DatasetIter for InterleaveIter {
             .as_bool()
             .unwrap_or(false);
         self.cycle = state_u64(state, "cycle")? as usize % self.cycle_length;
-        self.block = state_u64(state, "block")? as usize;
+        self.block =
+            crate::checked::to_usize("interleave", "the state's block", state_u64(state, "block")?)?;
         Ok(())
     }
 }

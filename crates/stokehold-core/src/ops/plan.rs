@@ -141,6 +141,8 @@ impl Dataset {
         let range = Dataset::from_map(EpochRange::new(m.clone(), start, count)?);
         Ok(Epochs {
             pipeline: apply_stages(&range, &stages),
+            base: m.clone(),
+            stages,
             it: None,
             start,
             count,
@@ -149,6 +151,7 @@ impl Dataset {
             next: start,
             current: None,
             resume_taken: 0,
+            deferred: None,
         })
     }
 }
@@ -173,11 +176,24 @@ impl EpochRange {
                 parent.name()
             )));
         }
-        Ok(EpochRange {
-            start: start.saturating_mul(n),
-            len: count.map_or(INFINITE, |c| n.saturating_mul(c)),
-            parent,
-        })
+        let op = "epochs()";
+        let len = match count {
+            None => INFINITE,
+            Some(c) => crate::checked::mul(op, "the epochs' total length", n, c)?,
+        };
+        let start = crate::checked::mul(op, &format!("the start of epoch {start}"), start, n)?;
+        if len != INFINITE {
+            crate::checked::add(op, "the last epoch's end", start, len)?;
+        }
+        Ok(EpochRange { start, len, parent })
+    }
+}
+
+impl EpochRange {
+    /// The parent's global index of element `index`, checked (an endless range may run past
+    /// the 64-bit index range).
+    fn at(&self, index: u64) -> Result<u64> {
+        crate::checked::add("epochs()", "the global index", self.start, index)
     }
 }
 
@@ -187,14 +203,14 @@ impl MapDataset for EpochRange {
     }
 
     fn get(&self, index: u64) -> Result<Example> {
-        self.parent.get(self.start.saturating_add(index))
+        self.parent.get(self.at(index)?)
     }
 
     fn get_batch(&self, indices: &[u64]) -> Result<Option<Example>> {
-        let moved: Vec<u64> = indices
+        let moved = indices
             .iter()
-            .map(|i| self.start.saturating_add(*i))
-            .collect();
+            .map(|&i| self.at(i))
+            .collect::<Result<Vec<u64>>>()?;
         self.parent.get_batch(&moved)
     }
 
@@ -236,8 +252,18 @@ pub const EPOCHS_STATE_FORMAT: &str = "stokehold-epochs";
 /// of the same pipeline and arguments, given that state before it starts, yields first the rest
 /// of that epoch, then the following epochs: exactly what the interrupted run had still to yield,
 /// unless it abandoned an epoch part-way (which a restored loader does not know, and finishes).
+///
+/// **Errors** follow the iterator rule (see [`crate::state`]): the error is raised once and the
+/// epoch it was raised in ends there ([`Epochs::next`] returns `None`, so that epoch yields fewer
+/// than [`Epochs::per_epoch`] elements). The next [`Epochs::next_epoch`] starts the following
+/// epoch whole, on a new iterator built at its first element, so one bad element never empties
+/// the later epochs. Elements to be left out instead need `ignore_errors()` or `on_error="skip"`.
 pub struct Epochs {
     pipeline: Dataset,
+    /// The random-access base and the stages over it, to start again at a later epoch after an
+    /// error ended the iterator.
+    base: Arc<dyn MapDataset>,
+    stages: Vec<StageKind>,
     it: Option<PipelineIter>,
     start: u64,
     count: Option<u64>,
@@ -248,6 +274,8 @@ pub struct Epochs {
     current: Option<Current>,
     /// Elements of epoch `next` yielded before a saved state (0 unless restored).
     resume_taken: u64,
+    /// An error [`Epochs::next_many`] met after elements it returned: raised by the next call.
+    deferred: Option<Error>,
 }
 
 impl Epochs {
@@ -284,9 +312,30 @@ impl Epochs {
 
     fn iter(&mut self) -> Result<&mut PipelineIter> {
         if self.it.is_none() {
-            self.it = Some(PipelineIter::new(self.pipeline.clone(), 0)?);
+            let it = if self.next == self.start {
+                PipelineIter::new(self.pipeline.clone(), 0)?
+            } else {
+                // After an error (or restored from a state saved then): the epochs from `next`.
+                let count = self.end.map(|end| end - self.next);
+                let range = EpochRange::new(self.base.clone(), self.next, count)?;
+                let ds = apply_stages(&Dataset::from_map(range), &self.stages);
+                PipelineIter::new(ds, 0)?
+            };
+            self.it = Some(it);
         }
         Ok(self.it.as_mut().expect("just made"))
+    }
+
+    /// Ends the current epoch after `e`, dropping the iterator it ended (see the type's docs).
+    fn fail(&mut self, e: Error) -> Error {
+        if !matches!(e, Error::Interrupted(_)) {
+            if let Some(cur) = &mut self.current {
+                cur.left = 0;
+            }
+            self.it = None;
+            self.resume_taken = 0;
+        }
+        e
     }
 
     /// Starts the next epoch and returns its number, after skipping what is left of the current
@@ -295,10 +344,11 @@ impl Epochs {
         if let Some(cur) = &mut self.current {
             if let Some(it) = &mut self.it {
                 while cur.left > 0 {
-                    if it.next()?.is_none() {
-                        break;
+                    match it.next() {
+                        Ok(Some(_)) => cur.left -= 1,
+                        Ok(None) => break,
+                        Err(e) => return Err(self.fail(e)),
                     }
-                    cur.left -= 1;
                 }
             }
             self.current = None;
@@ -323,17 +373,33 @@ impl Epochs {
     /// `next_epoch`).
     #[allow(clippy::should_implement_trait)] // fallible; mirrors DatasetIter::next
     pub fn next(&mut self) -> Result<Option<Example>> {
+        if let Some(e) = self.deferred.take() {
+            return Err(e);
+        }
         let (Some(cur), Some(it)) = (&mut self.current, &mut self.it) else {
             return Ok(None);
         };
         if cur.left == 0 {
             return Ok(None);
         }
-        let item = it.next()?;
-        if item.is_some() {
-            cur.left -= 1;
+        match it.next() {
+            Ok(item) => {
+                if item.is_some() {
+                    cur.left -= 1;
+                }
+                Ok(item)
+            }
+            Err(e) => Err(self.fail(e)),
         }
-        Ok(item)
+    }
+
+    /// Up to `n` more elements of the current epoch; an error after some elements is raised by
+    /// the next call (as [`PipelineIter::next_many`] does).
+    pub fn next_many(&mut self, n: usize) -> Result<Vec<Example>> {
+        let mut deferred = None;
+        let r = crate::state::take_deferring(n, &mut deferred, || self.next());
+        self.deferred = deferred;
+        r
     }
 
     /// The position: `{"format": "stokehold-epochs", "version": 1, "start", "count",

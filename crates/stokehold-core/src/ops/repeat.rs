@@ -71,7 +71,7 @@ impl IterRepeat {
 impl IterDataset for IterRepeat {
     fn iter(&self, epoch: u64) -> Result<Box<dyn DatasetIter>> {
         let reps = self.count.unwrap_or(u64::MAX);
-        let base = epoch.saturating_mul(reps.min(1 << 32));
+        let base = crate::checked::mul("repeat", "the input's first epoch", epoch, reps.min(1 << 32))?;
         Ok(Box::new(RepeatIter {
             parent: self.parent.clone(),
             inner: self.parent.iter(base)?,

@@ -121,11 +121,12 @@ impl RankShard {
             });
         }
         if n == INFINITE {
-            return Ok(self.index + index * self.parts);
+            let j = crate::checked::mul("shard", "the index", index, self.parts)?;
+            return crate::checked::add("shard", "the index", self.index, j);
         }
         let (epoch, j) = (index / len, index % len);
         // Only Pad reaches past n, by less than `parts`: wrap to the epoch's start.
-        Ok(epoch * n + (self.index + j * self.parts) % n)
+        crate::checked::global_index("shard", epoch, n, (self.index + j * self.parts) % n)
     }
 }
 
@@ -269,7 +270,9 @@ impl DatasetIter for ElasticIter {
             return Ok(None);
         }
         let p = (self.start + self.rank + self.taken * self.world) % n;
-        let e = self.parent.get(self.epoch * n + p)?;
+        let e = self
+            .parent
+            .get(crate::checked::global_index("elastic_shard", self.epoch, n, p)?)?;
         self.taken += 1;
         Ok(Some(e))
     }

@@ -75,7 +75,8 @@ impl IndexMap for GlobalShuffle {
         }
         let (epoch, i) = (index / n, index % n);
         let key = if self.reshuffle { epoch } else { 0 };
-        Ok(epoch * n + Permutation::cached(n, self.seed, key).apply(i))
+        let j = Permutation::cached(n, self.seed, key).apply(i);
+        crate::checked::global_index("shuffle", epoch, n, j)
     }
 
     fn name(&self) -> String {
@@ -225,7 +226,7 @@ impl DatasetIter for BufferShuffleIter {
         let mut buffer = Vec::with_capacity(positions.len());
         if let Dataset::Map(m) = &self.parent {
             // Random-access input: fetch the buffered elements directly.
-            let base = self.epoch * m.len();
+            let base = crate::checked::epoch_start("shuffle_buffer", self.epoch, m.len())?;
             for p in &positions {
                 buffer.push((*p, m.get(base + p)?));
             }

@@ -70,10 +70,10 @@ impl IndexMap for MapSlice {
         }
         let plen = self.parent.len();
         if plen == INFINITE {
-            return Ok(self.offset + index);
+            return crate::checked::add(&self.label, "the index", self.offset, index);
         }
         let (epoch, i) = (index / self.len, index % self.len);
-        Ok(epoch * plen + self.offset + i)
+        crate::checked::global_index(&self.label, epoch, plen, self.offset + i)
     }
 
     fn name(&self) -> String {

@@ -116,7 +116,9 @@ impl MapDataset for Range {
                 what: self.name(),
             });
         }
-        Ok(Example::new().with("x", Tensor::scalar((index % self.n) as i64)))
+        // An int64 feature, as tf.data's range: a value past i64::MAX is an error, not negative.
+        let x = crate::checked::to_i64("range", "the value", index % self.n)?;
+        Ok(Example::new().with("x", Tensor::scalar(x)))
     }
 
     fn name(&self) -> String {

@@ -227,7 +227,7 @@ impl DatasetIter for UnbatchIter {
         let before = state_field(state, "inner")?;
         self.inner.set_state(before)?;
         self.before = before.clone();
-        self.row = state_u64(state, "row")? as usize;
+        self.row = crate::checked::to_usize("unbatch", "the state's row", state_u64(state, "row")?)?;
         self.seen = state_u64(state, "seen")?;
         // The element in progress is read again by the next `next()`, which skips `row` rows.
         self.current = None;

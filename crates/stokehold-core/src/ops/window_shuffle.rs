@@ -86,7 +86,7 @@ impl IndexMap for WindowShuffle {
             });
         }
         let (epoch, i) = (index / n, index % n);
-        Ok(epoch * n + self.source(epoch, i))
+        crate::checked::global_index("window_shuffle", epoch, n, self.source(epoch, i))
     }
 
     fn name(&self) -> String {

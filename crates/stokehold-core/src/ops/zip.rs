@@ -66,7 +66,11 @@ impl MapDataset for MapZip {
             .iter()
             .map(|d| {
                 let n = d.len();
-                d.get(if n == INFINITE { i } else { epoch * n + i })
+                d.get(if n == INFINITE {
+                    i
+                } else {
+                    crate::checked::global_index("zip", epoch, n, i)?
+                })
             })
             .collect::<Result<Vec<_>>>()?;
         merge(&self.label, &self.prefixes, parts)

@@ -385,6 +385,14 @@ fn every_op_gives_the_same_output_on_1_and_4_threads() {
 }
 
 #[test]
+fn every_op_raises_an_error_once_then_ends_and_ignore_errors_skips_it() {
+    for (name, build) in pipelines() {
+        let faulty = testing::fail_at(&ragged_input(23), 7);
+        testing::check_error_rule(name, &build(&faulty));
+    }
+}
+
+#[test]
 fn every_op_is_deterministic_across_runs_and_prefetch_depths() {
     for (name, build) in pipelines() {
         testing::check_deterministic(name, &build(&ragged_input(23)));

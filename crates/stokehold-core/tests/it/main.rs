@@ -1,5 +1,6 @@
 //! Integration tests of stokehold-core: one binary, one module per theme.
 
+mod adversarial;
 mod bucket;
 mod budget;
 mod combine;

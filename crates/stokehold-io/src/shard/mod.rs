@@ -16,6 +16,7 @@
 //! assert_eq!(ds.get(3).unwrap(), Dataset::range(10).get(3).unwrap());
 //! ```
 
+pub mod assemble;
 pub mod cache;
 pub mod codec;
 pub mod format;
@@ -24,6 +25,7 @@ pub mod skip;
 pub mod write_dataset;
 pub mod writer;
 
+pub use assemble::assemble_shards;
 pub use cache::CacheExt;
 pub use format::{Compression, Kind, Manifest, ShardEntry, ShardFeature, DEFAULT_SHARD_BYTES};
 pub use reader::ShardDataset;

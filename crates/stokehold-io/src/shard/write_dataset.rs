@@ -21,8 +21,10 @@ const CHUNK_BYTES: usize = 32 << 20;
 const CHUNK_MIN: usize = 64;
 const CHUNK_MAX: usize = 8192;
 
-/// A progress callback (the CLI draws a bar with it).
-pub type ProgressFn<'a> = &'a (dyn Fn(&Progress) + Sync);
+/// A progress callback (the CLI draws a bar with it). An error it returns aborts the write and
+/// is returned as it is: the temporary files are removed and no manifest is written, so nothing
+/// opens as a complete folder.
+pub type ProgressFn<'a> = &'a (dyn Fn(&Progress) -> Result<()> + Sync);
 
 /// Writes epoch 0 of `ds` into `dir` as a shard folder and returns its manifest.
 pub fn write_shards(
@@ -90,7 +92,7 @@ pub fn write_shards(
         }
         done += examples.len() as u64;
         if let Some(cb) = progress {
-            cb(&w.progress(total));
+            cb(&w.progress(total))?;
         }
         let avg = (bytes / examples.len()).max(1);
         chunk = (CHUNK_BYTES / avg).clamp(threads.max(CHUNK_MIN / 8), CHUNK_MAX);

@@ -105,6 +105,19 @@ pub fn encode_record(
     })
 }
 
+impl Encoded {
+    /// A record as another shard file stores it (bytes, decompressed length, codec, CRC32C of the
+    /// bytes), appended as is: the assembler (`assemble.rs`) moves records without re-encoding.
+    pub fn from_stored(stored: Vec<u8>, raw_len: u32, codec: u8, crc: u32) -> Encoded {
+        Encoded {
+            stored,
+            raw_len,
+            codec,
+            crc,
+        }
+    }
+}
+
 /// The schema an example implies (shapes fixed to its own).
 pub fn schema_of(e: &Example) -> Vec<ShardFeature> {
     e.iter()
@@ -280,6 +293,44 @@ impl ShardWriter {
             Some(s) => merge_shapes(s, e),
         }
         Ok(self.schema.clone().expect("set above"))
+    }
+
+    /// Merges the schema of records about to be pushed with [`ShardWriter::push_encoded`] (the
+    /// schema of a part folder): names, kinds and dtypes must match; differing shapes widen as
+    /// [`ShardWriter::observe`] widens them.
+    pub fn merge_schema(&mut self, part: &[ShardFeature], what: &str) -> Result<()> {
+        let Some(s) = &mut self.schema else {
+            self.schema = Some(part.to_vec());
+            return Ok(());
+        };
+        let key = |f: &ShardFeature| (f.name.clone(), f.kind, f.dtype);
+        if s.len() != part.len() || s.iter().zip(part).any(|(a, b)| key(a) != key(b)) {
+            let show = |v: &[ShardFeature]| -> Vec<String> {
+                v.iter()
+                    .map(|f| format!("{} {:?} {:?}", f.name, f.kind, f.dtype))
+                    .collect()
+            };
+            return Err(Error::schema(
+                "write_shards",
+                format!(
+                    "{what} has features {:?}, earlier records {:?}",
+                    show(part),
+                    show(s)
+                ),
+            ));
+        }
+        for (a, b) in s.iter_mut().zip(part) {
+            a.shape = match (&a.shape, &b.shape) {
+                (Some(x), Some(y)) if x.len() == y.len() => Some(
+                    x.iter()
+                        .zip(y)
+                        .map(|(p, q)| if p == q { *p } else { None })
+                        .collect(),
+                ),
+                _ => None,
+            };
+        }
+        Ok(())
     }
 
     fn record_error(&self, reason: String) -> Error {

@@ -244,6 +244,19 @@ impl RecordReader {
                 self.resync()?;
                 continue;
             };
+            if let Some(limit) = self.over_budget(len) {
+                // A compressed stream can inflate any length from a few bytes: refuse before
+                // buffering it. The rest of the stream cannot be framed without reading it.
+                let msg = format!(
+                    "record of {len} bytes declared in a {:?}-compressed stream is larger than \
+                     the memory budget ({limit} bytes)",
+                    self.opts.compression
+                );
+                self.corrupt(off, msg)?;
+                self.broken = true;
+                self.lo = self.hi;
+                return Ok(None);
+            }
             let total = record_size(len);
             let avail = self.fill(total.unwrap_or(usize::MAX))?;
             let Some(total) = total.filter(|t| *t <= avail) else {
@@ -264,6 +277,20 @@ impl RecordReader {
             self.records += 1;
             return Ok(Some((off, &self.buf[start..start + len as usize])));
         }
+    }
+
+    /// The memory budget a record of `len` bytes passes, when it does not fit it and the stream
+    /// is compressed. Uncompressed streams need no check: the buffer grows only as bytes arrive
+    /// from the file, so a record costs at most twice the bytes really there.
+    fn over_budget(&self, len: u64) -> Option<usize> {
+        if self.opts.compression == Compression::None {
+            return None;
+        }
+        let limit = stokehold_core::Executor::current().map_or(
+            stokehold_core::exec::executor::DEFAULT_MEMORY_BUDGET,
+            |e| e.budget().limit(),
+        );
+        (len > limit as u64).then_some(limit)
     }
 
     /// The data length at buffer position `p` if the header there is valid.

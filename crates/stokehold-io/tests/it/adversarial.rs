@@ -156,6 +156,73 @@ fn truncated_gzip_and_zlib_are_corruption_and_skip_applies() {
     }
 }
 
+/// An error in the progress callback aborts the write, comes back as it is, and leaves nothing
+/// that opens as a folder (it was swallowed and the write went on).
+#[test]
+fn write_shards_progress_error_aborts_the_write_and_propagates() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("shards");
+    let cb = |p: &stokehold_io::shard::Progress| {
+        if p.records > 0 {
+            return Err(Error::invalid("stop from progress"));
+        }
+        Ok(())
+    };
+    let err = write_shards(&sample(500), &out, opts(2048, Compression::None), Some(&cb))
+        .expect_err("the callback's error");
+    assert!(err.to_string().contains("stop from progress"), "{err}");
+    assert!(ShardDataset::open(&out).is_err(), "no complete folder left");
+    let left: Vec<_> = fs::read_dir(&out)
+        .map(|d| d.filter_map(|e| e.ok()).map(|e| e.file_name()).collect())
+        .unwrap_or_default();
+    assert!(
+        left.iter().all(|n| n.to_string_lossy().starts_with(".stokehold.lock")),
+        "{left:?}"
+    );
+}
+
+/// A GZIP/ZLIB record inflates from a few bytes to any size: one larger than the memory budget
+/// is refused from its header, before a byte of it is buffered (it was read whole).
+#[test]
+fn compressed_record_larger_than_the_memory_budget_is_refused_before_buffering() {
+    use stokehold_core::exec::{ExecOptions, Executor};
+    for c in [tfrecord::Compression::Gzip, tfrecord::Compression::Zlib] {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("bomb.tfrecord");
+        let mut w = tfrecord::RecordWriter::create(&path, c).unwrap();
+        w.write(b"small").unwrap();
+        w.write(&vec![0u8; 4 << 20]).unwrap(); // 4 MiB of zeros: a few KiB compressed
+        w.finish().unwrap();
+        assert!(fs::metadata(&path).unwrap().len() < 64 << 10);
+        let exec = Executor::new(ExecOptions {
+            memory_budget: 1 << 20,
+            ..ExecOptions::default()
+        });
+        let read = |on_corrupt| {
+            exec.enter(|| {
+                let opts = ReadOptions {
+                    compression: c,
+                    verify: true,
+                    on_corrupt,
+                };
+                let mut r = tfrecord::RecordReader::open(&path, opts)?;
+                let mut n = 0;
+                while r.next_record()?.is_some() {
+                    n += 1;
+                }
+                Ok::<_, Error>((n, r.skipped()))
+            })
+        };
+        match read(OnCorrupt::Raise) {
+            Err(e @ Error::Corrupt { .. }) => {
+                assert!(e.to_string().contains("memory budget"), "{e}")
+            }
+            other => panic!("{c:?}: a record over the budget read as {other:?}"),
+        }
+        assert_eq!(read(OnCorrupt::Skip).unwrap(), (1, 1), "{c:?}");
+    }
+}
+
 #[cfg(unix)]
 #[test]
 fn fifo_named_as_a_shard_is_refused_not_waited_on() {

@@ -1,7 +1,11 @@
 //! Integration tests of stokehold-io (one binary; one module per area).
 
 mod adversarial;
+#[cfg(feature = "audio")]
+mod audio;
 mod conformance_io;
+#[cfg(feature = "image")]
+mod image;
 mod shard_bad;
 mod shard_compat;
 mod shard_crash;

@@ -233,7 +233,10 @@ fn uncompressed_reads_are_zero_copy_views_of_the_map() {
 fn progress_reports_reach_the_total() {
     let dir = tempfile::tempdir().unwrap();
     let seen = std::sync::Mutex::new(Vec::new());
-    let cb = |p: &stokehold_io::shard::Progress| seen.lock().unwrap().push((p.records, p.total));
+    let cb = |p: &stokehold_io::shard::Progress| {
+        seen.lock().unwrap().push((p.records, p.total));
+        Ok(())
+    };
     write_shards(
         &sample(500),
         dir.path(),

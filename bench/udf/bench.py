@@ -1,0 +1,258 @@
+"""Python map functions (UDFs): stokehold's process map vs its thread map vs torch DataLoader.
+
+Two per-element Python functions, the same function object for every system:
+  (a) "pure Python": an integer loop of ~1-2 ms per element that holds the GIL throughout (the
+      tokenizer / custom-augmentation case);
+  (b) "wav + fft": decode a 1 s, 16 kHz mono WAV file held as bytes with the ``wave`` module,
+      then a numpy real FFT of it (magnitudes as float32).
+
+Systems, at 1 and 2 workers:
+  stokehold          ds.map(fn, num_parallel_calls=N, processes=True) (forkserver workers, shared
+                     memory arena)
+  stokehold/threads  ds.map(fn, num_parallel_calls=N) (the thread map: one GIL)
+  torch              DataLoader(map-style dataset over a list of the same elements, batch_size=None,
+                     num_workers=N), fork workers (torch's default on Linux), not persistent, so
+                     each epoch starts its workers as stokehold's does
+Each timed run is one epoch: "throughput" counts the elements after the first (steady state),
+"time to first element" is the wait for the first (worker start-up included). Runs are
+interleaved across systems; figures are medians of 3.
+
+Memory: a 1 GiB in-memory dataset (4096 float32 rows of 256 KiB; 256 MiB with --quick) mapped by
+a light Python function (the row's mean), one epoch with N = 1, 2 workers, each system in a fresh
+process; the peak total PSS of the process tree (main + workers) while iterating, and its growth
+per added worker (PSS splits shared pages between the processes that map them, so the tree's sum
+is the real footprint).
+"""
+
+import io
+import json
+import subprocess
+import sys
+import time
+import wave
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import numpy as np  # noqa: E402
+from common import proc, rows  # noqa: E402
+
+W_PY = "python UDF: pure Python"
+W_WAV = "python UDF: wav + fft"
+W_MEM = "python UDF: memory over a cached dataset"
+RUNS = 3
+
+
+# ---- the functions (module level: the worker processes import them) ------------------------------
+
+
+def pure_python(e):
+    x = e["x"]
+    seed = int(x) if np.ndim(x) == 0 else int(x[0])
+    s = 0
+    for k in range(20_000):
+        s = (s * 31 + (k ^ seed)) % 1_000_003
+    return {"x": np.int64(seed), "h": np.int64(s)}
+
+
+def wav_fft(e):
+    blob = e["wav"]
+    if isinstance(blob, np.ndarray):
+        blob = blob.item()
+    with wave.open(io.BytesIO(blob)) as w:
+        pcm = np.frombuffer(w.readframes(w.getnframes()), np.int16)
+    spec = np.abs(np.fft.rfft(pcm.astype(np.float32)))
+    return {"spec": spec.astype(np.float32), "peak": np.int64(int(np.argmax(spec)))}
+
+
+def row_mean(e):
+    return {"m": np.float32(e["x"].mean())}
+
+
+# ---- data ---------------------------------------------------------------------------------------
+
+
+def wav_bytes(n, seconds=1.0, rate=16_000):
+    rng = np.random.default_rng(1)
+    out = []
+    t = np.arange(int(seconds * rate)) / rate
+    for i in range(n):
+        tone = np.sin(2 * np.pi * (200 + 10 * (i % 50)) * t) * 8000
+        pcm = (tone + rng.normal(0, 500, t.shape)).astype(np.int16)
+        buf = io.BytesIO()
+        with wave.open(buf, "wb") as w:
+            w.setnchannels(1)
+            w.setsampwidth(2)
+            w.setframerate(rate)
+            w.writeframes(pcm.tobytes())
+        out.append(buf.getvalue())
+    return out
+
+
+# ---- systems ------------------------------------------------------------------------------------
+
+
+def stokehold_epoch(columns, fn, workers, processes):
+    import stokehold as sh
+
+    ds = sh.from_arrays(columns).map(fn, num_parallel_calls=workers, processes=processes)
+    return iter(ds)
+
+
+def torch_epoch(elements, fn, workers):
+    import torch.utils.data
+
+    class Elements(torch.utils.data.Dataset):
+        def __len__(self):
+            return len(elements)
+
+        def __getitem__(self, i):
+            return fn(elements[i])
+
+    loader = torch.utils.data.DataLoader(Elements(), batch_size=None, num_workers=workers)
+    return iter(loader)
+
+
+def timed(make):
+    """(elements/s after the first element, seconds to the first element: start-up included)."""
+    t0 = time.perf_counter()
+    it = make()
+    next(it)
+    first = time.perf_counter() - t0
+    n = sum(1 for _ in it)
+    steady = time.perf_counter() - t0 - first
+    del it
+    return n / steady, first
+
+
+def throughput_rows(workload, columns, elements, fn, n, unit, quick):
+    have_torch = True
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        have_torch = False
+    systems = {
+        "stokehold": lambda w: (lambda: stokehold_epoch(columns, fn, w, True)),
+        "stokehold/threads": lambda w: (lambda: stokehold_epoch(columns, fn, w, False)),
+    }
+    if have_torch:
+        systems["torch"] = lambda w: (lambda: torch_epoch(elements, fn, w))
+    out = []
+    speed = {}
+    for workers in (1, 2):
+        config = f"{n} elements, {workers} worker{'s' if workers > 1 else ''}"
+        got = {s: ([], []) for s in systems}
+        for _ in range(RUNS):
+            for name, make in systems.items():
+                rate, first = timed(make(workers))
+                got[name][0].append(rate)
+                got[name][1].append(first)
+                print(f"{workload} {config} {name}: {rate:.0f} {unit}, first {first:.3f} s",
+                      file=sys.stderr)
+        for name, (rates, firsts) in got.items():
+            params = {"parallelism": workers}
+            out.append(rows.median_row(workload, name, config, "throughput", rates, unit,
+                                       params=params))
+            out.append(rows.median_row(workload, name, config, "time to first element", firsts,
+                                       "s", better="lower"))
+            speed[(name, workers)] = sorted(rates)[len(rates) // 2]
+        if not have_torch:
+            out.append(rows.unavailable(workload, "torch", config, "torch is not installed"))
+    for name in systems:
+        out.append(rows.row(workload, name, f"{n} elements", "speed-up 2 workers / 1",
+                            speed[(name, 2)] / speed[(name, 1)], "x", better="higher"))
+    return out
+
+
+# ---- memory (each system in a fresh process) ----------------------------------------------------
+
+
+def mem_child(system, workers, mib):
+    rows_n = mib * 4  # 256 KiB rows
+    data = np.random.default_rng(0).random((rows_n, 65536), dtype=np.float32)
+    if system == "torch":
+        import torch.utils.data
+
+        elements = [{"x": data[i]} for i in range(rows_n)]
+
+        class Elements(torch.utils.data.Dataset):
+            def __len__(self):
+                return rows_n
+
+            def __getitem__(self, i):
+                return row_mean(elements[i])
+
+        it = iter(torch.utils.data.DataLoader(Elements(), batch_size=None, num_workers=workers))
+    else:
+        import stokehold as sh
+
+        ds = sh.from_arrays({"x": data}).map(row_mean, num_parallel_calls=workers,
+                                              processes=system == "stokehold")
+        it = iter(ds)
+    peak = 0
+    for i, _ in enumerate(it):
+        if i % 256 == 128:
+            peak = max(peak, proc.tree()["total_pss"])
+    peak = max(peak, proc.tree()["total_pss"])
+    print(json.dumps({"pss": peak}))
+
+
+def memory_rows(quick):
+    mib = 256 if quick else 1024
+    systems = ["stokehold", "stokehold/threads"]
+    try:
+        import torch  # noqa: F401
+
+        systems.append("torch")
+    except ImportError:
+        pass
+    out = []
+    for name in systems:
+        pss = {}
+        for workers in (1, 2):
+            cmd = [sys.executable, __file__, "--json", "-", "--mem-child", name, str(workers), str(mib)]
+            res = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+            if res.returncode != 0:
+                print(res.stderr, file=sys.stderr)
+                out.append(rows.unavailable(W_MEM, name, f"{mib} MiB", f"failed: {res.stderr[-200:]}"))
+                break
+            pss[workers] = json.loads(res.stdout.strip().splitlines()[-1])["pss"] / proc.MiB
+            print(f"{W_MEM} {name} {workers} workers: total PSS {pss[workers]:.0f} MiB", file=sys.stderr)
+            out.append(rows.row(W_MEM, name, f"{mib} MiB dataset, {workers} workers", "total PSS",
+                                pss[workers], "MiB", params={"dataset_bytes": mib * proc.MiB}))
+        if len(pss) == 2:
+            out.append(rows.row(W_MEM, name, f"{mib} MiB dataset", "PSS per added worker",
+                                pss[2] - pss[1], "MiB", better="lower"))
+    return out
+
+
+def main():
+    p = rows.workload_args(__doc__.splitlines()[0])
+    p.add_argument("--mem-child", nargs=3, help=argparse_hidden())
+    args = p.parse_args()
+    if args.mem_child:
+        name, workers, mib = args.mem_child
+        mem_child(name, int(workers), int(mib))
+        return
+    n_py, n_wav = (200, 300) if args.quick else (1500, 1500)
+    out = []
+    ids = np.arange(n_py, dtype=np.int64)
+    out += throughput_rows(W_PY, {"x": ids}, [{"x": np.int64(i)} for i in ids], pure_python, n_py,
+                           "elements/s", args.quick)
+    wavs = wav_bytes(n_wav)
+    col = np.empty(n_wav, dtype=object)
+    col[:] = wavs
+    out += throughput_rows(W_WAV, {"wav": col}, [{"wav": b} for b in wavs], wav_fft, n_wav,
+                           "elements/s", args.quick)
+    out += memory_rows(args.quick)
+    rows.write_json(args.json, out)
+
+
+def argparse_hidden():
+    import argparse
+
+    return argparse.SUPPRESS
+
+
+if __name__ == "__main__":
+    main()

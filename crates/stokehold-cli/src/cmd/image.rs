@@ -1,0 +1,40 @@
+//! `stokehold inspect` on image files (JPEG, PNG, WebP): format, size, channels and bit depth,
+//! read from the header alone.
+
+use std::io::Read;
+use std::path::Path;
+
+use anyhow::Context;
+use stokehold_io::image;
+
+/// Whether `path` starts with an image signature; read this many bytes to tell.
+const SIGNATURE_BYTES: u64 = 16;
+
+/// Prints the image's header when `path` is a JPEG, PNG or WebP file and returns true; returns
+/// false for anything else (the caller tries the other formats).
+pub fn inspect(path: &Path) -> anyhow::Result<bool> {
+    if path.is_dir() {
+        return Ok(false);
+    }
+    let mut head = Vec::new();
+    std::fs::File::open(path)
+        .and_then(|f| f.take(SIGNATURE_BYTES).read_to_end(&mut head))
+        .with_context(|| format!("reading {}", path.display()))?;
+    if image::sniff(&head).is_err() {
+        return Ok(false);
+    }
+    // Headers can sit behind large metadata segments (Exif, ICC): read the file.
+    let data = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+    let i = image::probe(&data).with_context(|| format!("inspecting {}", path.display()))?;
+    println!(
+        "{}: {} image, {}x{} (width x height), {} channel{}, {}-bit",
+        path.display(),
+        i.format,
+        i.width,
+        i.height,
+        i.channels,
+        if i.channels == 1 { "" } else { "s" },
+        i.bit_depth
+    );
+    Ok(true)
+}

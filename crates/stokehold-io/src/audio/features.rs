@@ -1,0 +1,363 @@
+//! Spectrogram features with torchaudio's and librosa's conventions: a periodic Hann window of
+//! `win_length` centred in `n_fft`, frames every `hop_length` samples, with `center` padding of
+//! `n_fft / 2` on both sides (`reflect` as torchaudio, `constant` zeros as librosa >= 0.10),
+//! `|X|^power` per bin; triangular mel filters on the HTK or Slaney mel scale, with or without
+//! Slaney's area normalisation; decibels as `10 * log10(max(x, 1e-10))`, optionally floored at
+//! `max - top_db` (librosa's `power_to_db(ref=1.0)`, torchaudio's `AmplitudeToDB`).
+//!
+//! The FFT plan, window and filter bank are built once per op and shared by its threads.
+
+use std::sync::Arc;
+
+use realfft::num_complex::Complex;
+use realfft::{RealFftPlanner, RealToComplex};
+use stokehold_core::{Error, Result};
+
+/// How `center` pads the signal's ends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PadMode {
+    /// Mirror the signal without repeating the edge sample (torchaudio's default).
+    Reflect,
+    /// Zeros (librosa's default since 0.10).
+    Constant,
+}
+
+/// Options of the short-time Fourier transform.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StftOptions {
+    /// FFT size; `n_fft / 2 + 1` frequency bins come out.
+    pub n_fft: usize,
+    /// Window length, at most `n_fft` (default `n_fft`).
+    pub win_length: usize,
+    /// Samples between frames (default `win_length / 2`).
+    pub hop_length: usize,
+    /// Pad `n_fft / 2` on both ends so frame `t` is centred on sample `t * hop_length`.
+    pub center: bool,
+    /// How `center` pads.
+    pub pad_mode: PadMode,
+    /// Exponent of the magnitude: 1 magnitude, 2 power (default).
+    pub power: f32,
+}
+
+impl StftOptions {
+    /// torchaudio's defaults for `n_fft`: window `n_fft`, hop half of it, centred with reflect
+    /// padding, power 2.
+    pub fn new(n_fft: usize) -> Self {
+        StftOptions {
+            n_fft,
+            win_length: n_fft,
+            hop_length: (n_fft / 2).max(1),
+            center: true,
+            pad_mode: PadMode::Reflect,
+            power: 2.0,
+        }
+    }
+}
+
+/// A planned STFT: window and FFT plan, shared by threads.
+#[derive(Clone)]
+pub struct Stft {
+    opts: StftOptions,
+    window: Arc<[f32]>,
+    fft: Arc<dyn RealToComplex<f32>>,
+}
+
+impl Stft {
+    /// Plans the transform; errors on sizes that make no sense.
+    pub fn new(opts: StftOptions) -> Result<Self> {
+        let o = &opts;
+        if o.n_fft < 2 || o.win_length == 0 || o.win_length > o.n_fft || o.hop_length == 0 {
+            return Err(Error::invalid(format!(
+                "stft: need n_fft >= 2, 0 < win_length <= n_fft and hop_length > 0, got n_fft \
+                 {}, win_length {}, hop_length {}",
+                o.n_fft, o.win_length, o.hop_length
+            )));
+        }
+        if !(o.power > 0.0 && o.power.is_finite()) {
+            return Err(Error::invalid(format!(
+                "stft: power must be > 0, got {}",
+                o.power
+            )));
+        }
+        // Periodic Hann (torch.hann_window's default), zero-padded to n_fft around its centre.
+        let mut window = vec![0.0f32; o.n_fft];
+        let left = (o.n_fft - o.win_length) / 2;
+        for n in 0..o.win_length {
+            let x = 2.0 * std::f64::consts::PI * n as f64 / o.win_length as f64;
+            window[left + n] = (0.5 - 0.5 * x.cos()) as f32;
+        }
+        let fft = RealFftPlanner::<f32>::new().plan_fft_forward(o.n_fft);
+        Ok(Stft {
+            opts,
+            window: window.into(),
+            fft,
+        })
+    }
+
+    /// Frequency bins per frame.
+    pub fn n_freqs(&self) -> usize {
+        self.opts.n_fft / 2 + 1
+    }
+
+    /// The options.
+    pub fn options(&self) -> &StftOptions {
+        &self.opts
+    }
+
+    /// Frames for a signal of `len` samples (0 when it is too short for one frame).
+    pub fn frames(&self, len: usize) -> usize {
+        let o = &self.opts;
+        let padded = if o.center {
+            len + 2 * (o.n_fft / 2)
+        } else {
+            len
+        };
+        if padded < o.n_fft {
+            0
+        } else {
+            1 + (padded - o.n_fft) / o.hop_length
+        }
+    }
+
+    /// `|STFT|^power` of `signal` as `[n_freqs, frames]` (row-major), written to `out` (which
+    /// must hold `n_freqs * frames(signal.len())` values).
+    pub fn power_into(&self, signal: &[f32], out: &mut [f32]) -> Result<()> {
+        let o = &self.opts;
+        let half = o.n_fft / 2;
+        if o.center && o.pad_mode == PadMode::Reflect && signal.len() <= half {
+            return Err(Error::invalid(format!(
+                "stft: reflect padding needs more than n_fft / 2 = {half} samples, the signal \
+                 has {} (use pad_mode=\"constant\" for clips this short)",
+                signal.len()
+            )));
+        }
+        let frames = self.frames(signal.len());
+        let padded = self.pad(signal);
+        let n_freqs = self.n_freqs();
+        debug_assert_eq!(out.len(), n_freqs * frames);
+        let mut buf = self.fft.make_input_vec();
+        let mut spec: Vec<Complex<f32>> = self.fft.make_output_vec();
+        let mut scratch = self.fft.make_scratch_vec();
+        for t in 0..frames {
+            let frame = &padded[t * o.hop_length..t * o.hop_length + o.n_fft];
+            for ((b, x), w) in buf.iter_mut().zip(frame).zip(self.window.iter()) {
+                *b = x * w;
+            }
+            self.fft
+                .process_with_scratch(&mut buf, &mut spec, &mut scratch)
+                .map_err(|e| Error::invalid(format!("stft: {e}")))?;
+            for (f, c) in spec.iter().enumerate() {
+                let p = c.norm_sqr();
+                out[f * frames + t] = if o.power == 2.0 {
+                    p
+                } else if o.power == 1.0 {
+                    p.sqrt()
+                } else {
+                    p.powf(o.power / 2.0)
+                };
+            }
+        }
+        Ok(())
+    }
+
+    fn pad<'a>(&self, signal: &'a [f32]) -> std::borrow::Cow<'a, [f32]> {
+        let o = &self.opts;
+        if !o.center {
+            return signal.into();
+        }
+        let half = o.n_fft / 2;
+        let n = signal.len();
+        let mut v = Vec::with_capacity(n + 2 * half);
+        match o.pad_mode {
+            PadMode::Constant => {
+                v.resize(half, 0.0);
+                v.extend_from_slice(signal);
+                v.resize(n + 2 * half, 0.0);
+            }
+            PadMode::Reflect => {
+                v.extend((1..=half).rev().map(|i| signal[i]));
+                v.extend_from_slice(signal);
+                v.extend((1..=half).map(|i| signal[n - 1 - i]));
+            }
+        }
+        v.into()
+    }
+}
+
+/// The mel scale of the filter bank.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MelScale {
+    /// `2595 * log10(1 + f / 700)` (torchaudio's default, librosa's `htk=True`).
+    Htk,
+    /// Linear below 1 kHz, logarithmic above (librosa's default).
+    Slaney,
+}
+
+impl MelScale {
+    fn to_mel(self, hz: f64) -> f64 {
+        match self {
+            MelScale::Htk => 2595.0 * (1.0 + hz / 700.0).log10(),
+            MelScale::Slaney => {
+                let (f_sp, min_log_hz) = (200.0 / 3.0, 1000.0);
+                let logstep = 6.4f64.ln() / 27.0;
+                if hz >= min_log_hz {
+                    min_log_hz / f_sp + (hz / min_log_hz).ln() / logstep
+                } else {
+                    hz / f_sp
+                }
+            }
+        }
+    }
+
+    fn to_hz(self, mel: f64) -> f64 {
+        match self {
+            MelScale::Htk => 700.0 * (10f64.powf(mel / 2595.0) - 1.0),
+            MelScale::Slaney => {
+                let (f_sp, min_log_hz) = (200.0 / 3.0, 1000.0);
+                let min_log_mel = min_log_hz / f_sp;
+                let logstep = 6.4f64.ln() / 27.0;
+                if mel >= min_log_mel {
+                    min_log_hz * (logstep * (mel - min_log_mel)).exp()
+                } else {
+                    f_sp * mel
+                }
+            }
+        }
+    }
+}
+
+/// Options of the mel filter bank.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MelOptions {
+    /// The audio's sample rate.
+    pub sample_rate: u32,
+    /// Filters.
+    pub n_mels: usize,
+    /// Lowest frequency (Hz).
+    pub f_min: f64,
+    /// Highest frequency (Hz; default the Nyquist frequency).
+    pub f_max: Option<f64>,
+    /// The mel scale.
+    pub scale: MelScale,
+    /// Divide each filter by its width in Hz / 2 (Slaney's constant-area normalisation).
+    pub slaney_norm: bool,
+}
+
+/// Triangular mel filters over `n_freqs` STFT bins; each keeps only its non-zero span.
+#[derive(Clone, Debug)]
+pub struct MelBank {
+    filters: Arc<[(usize, Vec<f32>)]>,
+    n_freqs: usize,
+}
+
+impl MelBank {
+    /// The filter bank of `opts` for `n_freqs` bins (an `n_fft / 2 + 1`-bin STFT).
+    pub fn new(n_freqs: usize, opts: &MelOptions) -> Result<Self> {
+        let nyquist = opts.sample_rate as f64 / 2.0;
+        let f_max = opts.f_max.unwrap_or(nyquist);
+        if opts.n_mels == 0 || n_freqs < 2 || !(0.0 <= opts.f_min && opts.f_min < f_max) {
+            return Err(Error::invalid(format!(
+                "mel filter bank: need n_mels > 0 and 0 <= f_min < f_max, got n_mels {}, f_min \
+                 {}, f_max {f_max}",
+                opts.n_mels, opts.f_min
+            )));
+        }
+        let s = opts.scale;
+        let (lo, hi) = (s.to_mel(opts.f_min), s.to_mel(f_max));
+        let pts: Vec<f64> = (0..opts.n_mels + 2)
+            .map(|i| s.to_hz(lo + (hi - lo) * i as f64 / (opts.n_mels + 1) as f64))
+            .collect();
+        let freq = |k: usize| nyquist * k as f64 / (n_freqs - 1) as f64;
+        let filters = (0..opts.n_mels)
+            .map(|m| {
+                let (a, b, c) = (pts[m], pts[m + 1], pts[m + 2]);
+                let norm = if opts.slaney_norm { 2.0 / (c - a) } else { 1.0 };
+                let w: Vec<f64> = (0..n_freqs)
+                    .map(|k| {
+                        let f = freq(k);
+                        ((f - a) / (b - a)).min((c - f) / (c - b)).max(0.0) * norm
+                    })
+                    .collect();
+                let start = w.iter().position(|x| *x > 0.0).unwrap_or(0);
+                let end = w.iter().rposition(|x| *x > 0.0).map_or(start, |e| e + 1);
+                (start, w[start..end].iter().map(|x| *x as f32).collect())
+            })
+            .collect();
+        Ok(MelBank { filters, n_freqs })
+    }
+
+    /// Filters.
+    pub fn n_mels(&self) -> usize {
+        self.filters.len()
+    }
+
+    /// Mel energies `[n_mels, frames]` of a `[n_freqs, frames]` spectrogram.
+    pub fn apply(&self, spec: &[f32], frames: usize, out: &mut [f32]) {
+        debug_assert_eq!(spec.len(), self.n_freqs * frames);
+        out.fill(0.0);
+        for (m, (start, w)) in self.filters.iter().enumerate() {
+            let row = &mut out[m * frames..(m + 1) * frames];
+            for (k, wk) in w.iter().enumerate() {
+                let bin = &spec[(start + k) * frames..(start + k + 1) * frames];
+                for (o, x) in row.iter_mut().zip(bin) {
+                    *o += wk * x;
+                }
+            }
+        }
+    }
+}
+
+/// The floor of [`power_to_db`]: librosa's and torchaudio's `amin`.
+pub const AMIN: f32 = 1e-10;
+
+/// `10 * log10(max(x, 1e-10))` in place, then floored at `max - top_db` when given.
+pub fn power_to_db(x: &mut [f32], top_db: Option<f32>) {
+    for v in x.iter_mut() {
+        *v = 10.0 * v.max(AMIN).log10();
+    }
+    if let Some(top) = top_db {
+        let floor = x.iter().copied().fold(f32::NEG_INFINITY, f32::max) - top;
+        for v in x.iter_mut() {
+            *v = v.max(floor);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_sine_peaks_in_its_bin() {
+        let rate = 16000.0;
+        let sig: Vec<f32> = (0..4000)
+            .map(|t| (2.0 * std::f32::consts::PI * 1000.0 * t as f32 / rate).sin())
+            .collect();
+        let s = Stft::new(StftOptions::new(512)).unwrap();
+        let frames = s.frames(sig.len());
+        assert_eq!(frames, 1 + 4000 / 256);
+        let mut out = vec![0.0; s.n_freqs() * frames];
+        s.power_into(&sig, &mut out).unwrap();
+        let t = frames / 2;
+        let peak = (0..s.n_freqs())
+            .max_by(|a, b| out[a * frames + t].total_cmp(&out[b * frames + t]))
+            .unwrap();
+        assert_eq!(peak, 32); // 1000 Hz * 512 / 16000
+    }
+
+    #[test]
+    fn mel_scales_round_trip() {
+        for s in [MelScale::Htk, MelScale::Slaney] {
+            for hz in [0.0, 440.0, 1000.0, 7999.0] {
+                assert!((s.to_hz(s.to_mel(hz)) - hz).abs() < 1e-6);
+            }
+        }
+    }
+
+    #[test]
+    fn db_floor() {
+        let mut x = vec![1.0, 1e-3, 0.0];
+        power_to_db(&mut x, Some(20.0));
+        assert_eq!(x, vec![0.0, -20.0, -20.0]);
+    }
+}

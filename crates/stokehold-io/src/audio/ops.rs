@@ -1,0 +1,369 @@
+//! The audio ops as map functions (`MapFn`s): `decode_audio` over a bytes feature, `load_audio`
+//! over a path feature, `spectrogram` and `mel_spectrogram` over decoded samples. They run on the
+//! pipeline's threads like any map; the bindings wrap decode and load in
+//! `Dataset::map_with_policy` for `on_error="skip"`.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use stokehold_core::rng::Rng;
+use stokehold_core::{Ctx, DType, Error, Example, MapFn, Result, Tensor};
+
+use super::decode::{open_bytes, open_file, Audio, Opened};
+use super::features::{power_to_db, MelBank, Stft};
+use super::resample::{mix_to_mono, resample};
+
+/// The sample type of decoded audio.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum SampleType {
+    /// `float32` in `[-1, 1]` (integer sources divided by 2^(bits-1)).
+    #[default]
+    F32,
+    /// `int16` (`round(x * 32768)`, saturated; 16-bit sources come back unchanged).
+    I16,
+}
+
+/// Which part of each clip to decode.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub enum Window {
+    /// All of it.
+    #[default]
+    All,
+    /// From `offset` seconds, `duration` seconds of it (to the end with `None`); the reader
+    /// seeks, so what comes before is not decoded where the format allows.
+    Span {
+        /// Start, in seconds.
+        offset: f64,
+        /// Length, in seconds.
+        duration: Option<f64>,
+    },
+    /// `duration` seconds at an offset drawn from `(seed, epoch, index)`, as `random_crop` draws
+    /// (only that window is decoded where the header gives the clip's length); a shorter clip is
+    /// zero-padded at the end, so every element has the same length.
+    Random {
+        /// Length, in seconds.
+        duration: f64,
+        /// Seed of the draw.
+        seed: u64,
+    },
+}
+
+/// Options of `decode_audio` / `load_audio`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DecodeOptions {
+    /// Output sample type (default float32).
+    pub dtype: SampleType,
+    /// `[channels, frames]` (default, as torchaudio) or `[frames, channels]` (as tf.audio).
+    pub channels_first: bool,
+    /// Mix the channels down to one (their mean).
+    pub mono: bool,
+    /// Resample to this rate (default: keep the file's).
+    pub sample_rate: Option<u32>,
+    /// What part of the clip to decode.
+    pub window: Window,
+    /// Feature that receives the (output) sample rate as an int64 scalar (default
+    /// `"sample_rate"`; `None`: not added).
+    pub rate_feature: Option<String>,
+}
+
+impl Default for DecodeOptions {
+    fn default() -> Self {
+        DecodeOptions {
+            dtype: SampleType::F32,
+            channels_first: true,
+            mono: false,
+            sample_rate: None,
+            window: Window::All,
+            rate_feature: Some("sample_rate".into()),
+        }
+    }
+}
+
+/// A map function that decodes the audio bytes in feature `feature` into feature `out`.
+pub fn decode_audio_fn(feature: &str, out: &str, opts: DecodeOptions) -> MapFn {
+    let (feature, out) = (feature.to_string(), out.to_string());
+    Arc::new(move |mut e: Example, ctx: &Ctx| {
+        let t = e.tensor(ctx.op, &feature)?;
+        let data = one_bytes(t, &feature, ctx)?;
+        let label = PathBuf::from(format!("<element {}, feature {feature:?}>", ctx.index));
+        let run = || decode_opened(open_bytes(data, &label)?, &opts, ctx, &label);
+        let audio = run().map_err(|err| with_context(err, ctx))?;
+        insert(&mut e, &out, audio, &opts)?;
+        Ok(e)
+    })
+}
+
+/// A map function that decodes the audio file named by feature `path_feature` into feature
+/// `out` (a window is read without reading the whole file).
+pub fn load_audio_fn(path_feature: &str, out: &str, opts: DecodeOptions) -> MapFn {
+    let (pf, out) = (path_feature.to_string(), out.to_string());
+    Arc::new(move |mut e: Example, ctx: &Ctx| {
+        let t = e.tensor(ctx.op, &pf)?;
+        let path = one_bytes(t, &pf, ctx)?;
+        let path = PathBuf::from(String::from_utf8_lossy(&path).into_owned());
+        let run = || decode_opened(open_file(&path)?, &opts, ctx, &path);
+        let audio = run().map_err(|err| with_context(err, ctx))?;
+        insert(&mut e, &out, audio, &opts)?;
+        Ok(e)
+    })
+}
+
+/// The one bytes value of a scalar (or one-item) bytes feature.
+fn one_bytes(t: &Tensor, feature: &str, ctx: &Ctx) -> Result<Bytes> {
+    match (t.dtype(), t.len(), t.offsets()) {
+        (DType::Bytes, 1, Some(off)) => Ok(t.data().slice(off[0] as usize..off[1] as usize)),
+        _ => Err(Error::schema(
+            ctx.op,
+            format!(
+                "element {}: feature {feature:?} must hold one bytes value, got {} {:?}",
+                ctx.index,
+                t.dtype(),
+                t.shape()
+            ),
+        )),
+    }
+}
+
+/// Names the element and the op in a file's error (the path is already in it).
+fn with_context(err: Error, ctx: &Ctx) -> Error {
+    let at = format!("[element {}, {}]", ctx.index, ctx.op);
+    match err {
+        Error::Corrupt {
+            path,
+            offset,
+            reason,
+        } => Error::Corrupt {
+            path,
+            offset,
+            reason: format!("{reason} {at}"),
+        },
+        Error::Io { path, source } => {
+            let source = std::io::Error::new(source.kind(), format!("{source} {at}"));
+            Error::Io { path, source }
+        }
+        other => other,
+    }
+}
+
+/// Frames in `seconds` at `rate`, rounded.
+fn frames_of(seconds: f64, rate: u32) -> u64 {
+    (seconds * rate as f64).round().max(0.0) as u64
+}
+
+/// Decodes the window `opts` asks for, then mixes down and resamples.
+fn decode_opened(opened: Opened, opts: &DecodeOptions, ctx: &Ctx, name: &Path) -> Result<Audio> {
+    let info = opened.info().clone();
+    let rate = info.sample_rate;
+    let draw = |n: u64, size: u64| {
+        let mut rng = match &opts.window {
+            Window::Random { seed, .. } => Rng::keyed(*seed, &[ctx.epoch, ctx.index]),
+            _ => unreachable!("draws happen for random windows only"),
+        };
+        if n > size {
+            rng.below(n - size + 1)
+        } else {
+            0
+        }
+    };
+    let mut audio = match (&opts.window, info.frames) {
+        (Window::All, _) => opened.decode(0, None)?,
+        (Window::Span { offset, duration }, _) => opened.decode(
+            frames_of(*offset, rate),
+            duration.map(|d| frames_of(d, rate)),
+        )?,
+        (Window::Random { duration, .. }, Some(total)) => {
+            let size = frames_of(*duration, rate);
+            opened.decode(draw(total, size), Some(size))?
+        }
+        (Window::Random { duration, .. }, None) => {
+            // No length in the header (some MP3s): decode all, then draw over what came out.
+            let all = opened.decode(0, None)?;
+            let size = frames_of(*duration, rate);
+            let start = draw(all.frames() as u64, size) as usize;
+            crop(all, start, size as usize)
+        }
+    };
+    if audio.frames() == 0 {
+        return Err(Error::corrupt(
+            name,
+            0,
+            format!(
+                "no audio frames to decode ({} {} Hz, {} channels)",
+                info.format, rate, info.channels
+            ),
+        ));
+    }
+    if opts.mono {
+        audio = mix_to_mono(audio);
+    }
+    if let Some(target) = opts.sample_rate {
+        audio = resample(audio, target)?;
+    }
+    if let Window::Random { duration, .. } = opts.window {
+        let want = frames_of(duration, audio.sample_rate) as usize;
+        audio = crop(audio, 0, want);
+    }
+    Ok(audio)
+}
+
+/// Frames `start..start + len`, zero-padded at the end where the clip is shorter.
+fn crop(mut a: Audio, start: usize, len: usize) -> Audio {
+    for ch in &mut a.channels {
+        let s = start.min(ch.len());
+        ch.drain(..s);
+        ch.resize(len, 0.0);
+    }
+    a
+}
+
+/// Writes `audio` into feature `out` (and its rate into the rate feature).
+fn insert(e: &mut Example, out: &str, audio: Audio, opts: &DecodeOptions) -> Result<()> {
+    let (c, n) = (audio.channels.len(), audio.frames());
+    let shape = if opts.channels_first {
+        vec![c, n]
+    } else {
+        vec![n, c]
+    };
+    let order = |k: usize| {
+        if opts.channels_first {
+            (k / n, k % n)
+        } else {
+            (k % c, k / c)
+        }
+    };
+    let t = match opts.dtype {
+        SampleType::F32 if opts.channels_first => Tensor::from_vec(shape, audio.channels.concat())?,
+        SampleType::F32 => Tensor::from_vec(
+            shape,
+            (0..c * n)
+                .map(|k| {
+                    let (ch, i) = order(k);
+                    audio.channels[ch][i]
+                })
+                .collect(),
+        )?,
+        SampleType::I16 => Tensor::from_vec(
+            shape,
+            (0..c * n)
+                .map(|k| {
+                    let (ch, i) = order(k);
+                    (audio.channels[ch][i] * 32768.0)
+                        .round()
+                        .clamp(-32768.0, 32767.0) as i16
+                })
+                .collect(),
+        )?,
+    };
+    e.insert(out, t);
+    if let Some(rf) = &opts.rate_feature {
+        e.insert(rf, Tensor::scalar(audio.sample_rate as i64));
+    }
+    Ok(())
+}
+
+/// The signal of feature `feature` as float32 rows `[rows, time]` (int16 scaled by 1/32768),
+/// with the leading shape; errors name the element.
+fn signal(e: &Example, feature: &str, ctx: &Ctx) -> Result<(Vec<usize>, usize, Vec<f32>)> {
+    let t = e.tensor(ctx.op, feature)?;
+    let shape = t.shape().to_vec();
+    let bad = |why: String| {
+        Error::schema(
+            ctx.op,
+            format!("element {}: feature {feature:?} {why}", ctx.index),
+        )
+    };
+    let Some((&time, lead)) = shape.split_last() else {
+        return Err(bad("is a scalar; need samples along the last axis".into()));
+    };
+    if time == 0 {
+        return Err(bad(format!("has no samples (shape {shape:?})")));
+    }
+    let values = match t.dtype() {
+        DType::F32 => t.to_vec::<f32>()?,
+        DType::I16 => t
+            .to_vec::<i16>()?
+            .into_iter()
+            .map(|x| x as f32 / 32768.0)
+            .collect(),
+        DType::F64 => t.to_vec::<f64>()?.into_iter().map(|x| x as f32).collect(),
+        other => {
+            return Err(bad(format!(
+                "is {other}; need float32, float64 or int16 samples"
+            )))
+        }
+    };
+    Ok((lead.to_vec(), time, values))
+}
+
+/// Runs `per_row` (time series -> `[bins, frames]`) over every row of `feature`, stacking the
+/// results as `[..., bins, frames]` in `out`.
+fn per_row_fn(
+    feature: &str,
+    out: &str,
+    bins: usize,
+    stft: Stft,
+    per_row: impl Fn(&[f32], &mut [f32]) -> Result<()> + Send + Sync + 'static,
+) -> MapFn {
+    let (feature, out) = (feature.to_string(), out.to_string());
+    Arc::new(move |mut e: Example, ctx: &Ctx| {
+        let (mut shape, time, values) = signal(&e, &feature, ctx)?;
+        let frames = stft.frames(time);
+        if frames == 0 {
+            return Err(Error::schema(
+                ctx.op,
+                format!(
+                    "element {}: feature {feature:?} has {time} samples, fewer than n_fft \
+                     without center padding",
+                    ctx.index
+                ),
+            ));
+        }
+        let size = bins * frames;
+        let mut result = vec![0.0f32; values.len() / time * size];
+        for (row, dst) in values.chunks_exact(time).zip(result.chunks_exact_mut(size)) {
+            per_row(row, dst).map_err(|err| match err {
+                Error::InvalidArgument(why) => {
+                    Error::schema(ctx.op, format!("element {}: {why}", ctx.index))
+                }
+                other => other,
+            })?;
+        }
+        shape.extend([bins, frames]);
+        e.insert(&out, Tensor::from_vec(shape, result)?);
+        Ok(e)
+    })
+}
+
+/// A map function writing `|STFT|^power` of feature `feature` (`[..., time]`) to feature `out`
+/// as `[..., n_fft / 2 + 1, frames]` float32.
+pub fn spectrogram_fn(feature: &str, out: &str, stft: Stft) -> MapFn {
+    let s = stft.clone();
+    per_row_fn(feature, out, stft.n_freqs(), stft, move |row, dst| {
+        s.power_into(row, dst)
+    })
+}
+
+/// A map function writing the mel spectrogram of feature `feature` (`[..., time]`) to feature
+/// `out` as `[..., n_mels, frames]` float32; with `db = Some(top_db)` in decibels
+/// ([`power_to_db`]).
+pub fn mel_spectrogram_fn(
+    feature: &str,
+    out: &str,
+    stft: Stft,
+    bank: MelBank,
+    db: Option<Option<f32>>,
+) -> MapFn {
+    let s = stft.clone();
+    let n_freqs = stft.n_freqs();
+    per_row_fn(feature, out, bank.n_mels(), stft, move |row, dst| {
+        let frames = dst.len() / bank.n_mels();
+        let mut spec = vec![0.0f32; n_freqs * frames];
+        s.power_into(row, &mut spec)?;
+        bank.apply(&spec, frames, dst);
+        if let Some(top_db) = db {
+            power_to_db(dst, top_db);
+        }
+        Ok(())
+    })
+}

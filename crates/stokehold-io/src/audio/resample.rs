@@ -1,0 +1,114 @@
+//! Sample-rate conversion with rubato's synchronous FFT resampler (fixed ratio, band-limited),
+//! and the mix down to mono.
+
+use rubato::audioadapter_buffers::direct::SequentialSliceOfVecs;
+use rubato::{Fft, FixedSync, Resampler};
+use stokehold_core::{Error, Result};
+
+use super::decode::Audio;
+
+/// Frames per FFT chunk. 1024 keeps rubato's delay (which `process_all` removes) and its
+/// buffers small while its FFTs stay efficient; the ratio is exact whatever the chunk.
+const CHUNK: usize = 1024;
+
+/// `audio` at `target` frames per second: `round(frames * target / rate)` frames.
+pub fn resample(audio: Audio, target: u32) -> Result<Audio> {
+    let rate = audio.sample_rate;
+    if target == 0 {
+        return Err(Error::invalid("resample: the target rate must be > 0"));
+    }
+    if rate == target || audio.frames() == 0 {
+        return Ok(Audio {
+            sample_rate: target,
+            ..audio
+        });
+    }
+    let (channels, frames) = (audio.channels.len(), audio.frames());
+    let want = ((frames as u128 * target as u128 + rate as u128 / 2) / rate as u128) as usize;
+    let fail = |what: String| Error::invalid(format!("resample {rate} Hz -> {target} Hz: {what}"));
+    let mut r = Fft::<f32>::new(
+        rate as usize,
+        target as usize,
+        CHUNK,
+        channels,
+        FixedSync::Input,
+    )
+    .map_err(|e| fail(e.to_string()))?;
+    let input = SequentialSliceOfVecs::new(&audio.channels, channels, frames)
+        .map_err(|e| fail(e.to_string()))?;
+    let out = r
+        .process_all(&input, frames, None)
+        .map_err(|e| fail(e.to_string()))?;
+    let got = out.take_data();
+    let have = got.len() / channels;
+    let mut planar = vec![vec![0.0f32; want]; channels];
+    for (t, frame) in got.chunks_exact(channels).take(want.min(have)).enumerate() {
+        for (c, s) in frame.iter().enumerate() {
+            planar[c][t] = *s;
+        }
+    }
+    Ok(Audio {
+        sample_rate: target,
+        channels: planar,
+    })
+}
+
+/// The mean of the channels, as one channel (torchaudio's and librosa's mix down).
+pub fn mix_to_mono(audio: Audio) -> Audio {
+    if audio.channels.len() <= 1 {
+        return audio;
+    }
+    let n = audio.channels.len() as f32;
+    let mut mono = vec![0.0f32; audio.frames()];
+    for ch in &audio.channels {
+        for (m, s) in mono.iter_mut().zip(ch) {
+            *m += *s;
+        }
+    }
+    for m in &mut mono {
+        *m /= n;
+    }
+    Audio {
+        sample_rate: audio.sample_rate,
+        channels: vec![mono],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sine(rate: u32, hz: f32, frames: usize) -> Vec<f32> {
+        (0..frames)
+            .map(|t| (2.0 * std::f32::consts::PI * hz * t as f32 / rate as f32).sin() * 0.5)
+            .collect()
+    }
+
+    #[test]
+    fn resampled_sine_keeps_its_frequency_and_length() {
+        let a = Audio {
+            sample_rate: 44100,
+            channels: vec![sine(44100, 440.0, 44100), sine(44100, 1000.0, 44100)],
+        };
+        let b = resample(a, 16000).unwrap();
+        assert_eq!(b.frames(), 16000);
+        assert_eq!(b.channels.len(), 2);
+        // Away from the edges the output is the same sine sampled at 16 kHz.
+        let want = sine(16000, 440.0, 16000);
+        let err = b.channels[0][2000..14000]
+            .iter()
+            .zip(&want[2000..14000])
+            .map(|(x, y)| (x - y).abs())
+            .fold(0.0f32, f32::max);
+        assert!(err < 2e-3, "max error {err}");
+    }
+
+    #[test]
+    fn mono_is_the_channel_mean() {
+        let a = Audio {
+            sample_rate: 8000,
+            channels: vec![vec![1.0, 0.5], vec![0.0, -0.5]],
+        };
+        assert_eq!(mix_to_mono(a).channels, vec![vec![0.5, 0.0]]);
+    }
+}

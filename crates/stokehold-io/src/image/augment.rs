@@ -1,0 +1,174 @@
+//! Geometry and value ops on HWC images: torchvision's `RandomResizedCrop` parameters and
+//! `CenterCrop` offsets reproduced, a horizontal flip and a fused normalise.
+
+use stokehold_core::rng::Rng;
+
+use super::resize::Rect;
+
+/// torchvision's `RandomResizedCrop.get_params` with our keyed generator: up to 10 attempts at
+/// an area fraction uniform in `scale` and an aspect ratio log-uniform in `ratio`; sides are
+/// rounded half to even (Python's `round`); the first attempt that fits inside the image wins
+/// and its offset is uniform. When none fits, the fallback is torchvision's: the whole image
+/// clamped to the ratio range, centred.
+pub fn random_resized_crop_rect(
+    h: usize,
+    w: usize,
+    scale: (f64, f64),
+    ratio: (f64, f64),
+    rng: &mut Rng,
+) -> Rect {
+    let area = (h * w) as f64;
+    let (log_lo, log_hi) = (ratio.0.ln(), ratio.1.ln());
+    for _ in 0..10 {
+        let target = area * uniform(rng, scale.0, scale.1);
+        let aspect = uniform(rng, log_lo, log_hi).exp();
+        let cw = (target * aspect).sqrt().round_ties_even();
+        let ch = (target / aspect).sqrt().round_ties_even();
+        if cw > 0.0 && ch > 0.0 && cw <= w as f64 && ch <= h as f64 {
+            let (cw, ch) = (cw as usize, ch as usize);
+            let top = rng.below((h - ch + 1) as u64) as usize;
+            let left = rng.below((w - cw + 1) as u64) as usize;
+            return Rect {
+                top,
+                left,
+                height: ch,
+                width: cw,
+            };
+        }
+    }
+    let in_ratio = w as f64 / h as f64;
+    let (cw, ch) = if in_ratio < ratio.0 {
+        (w, ((w as f64 / ratio.0).round_ties_even() as usize).max(1))
+    } else if in_ratio > ratio.1 {
+        (((h as f64 * ratio.1).round_ties_even() as usize).max(1), h)
+    } else {
+        (w, h)
+    };
+    Rect {
+        top: (h - ch.min(h)) / 2,
+        left: (w - cw.min(w)) / 2,
+        height: ch.min(h),
+        width: cw.min(w),
+    }
+}
+
+fn uniform(rng: &mut Rng, lo: f64, hi: f64) -> f64 {
+    lo + (hi - lo) * rng.next_f64()
+}
+
+/// torchvision's `CenterCrop` on raw pixels of `px` bytes each: an `h x w` image cropped (or
+/// zero-padded where it is smaller) to `ch x cw`. Offsets are `round((h - ch) / 2)` for a
+/// crop and `(ch - h) / 2` rows of padding on top for a pad, as torchvision computes them.
+pub fn center_crop(src: &[u8], (h, w, px): (usize, usize, usize), (ch, cw): (usize, usize)) -> Vec<u8> {
+    let off = |n: usize, c: usize| -> (usize, usize) {
+        if n >= c {
+            // (source offset, destination offset)
+            ((((n - c) as f64) / 2.0).round_ties_even() as usize, 0)
+        } else {
+            (0, (c - n) / 2)
+        }
+    };
+    let ((sy, dy), (sx, dx)) = (off(h, ch), off(w, cw));
+    let rows = h.min(ch);
+    let cols = w.min(cw);
+    let mut out = vec![0u8; ch * cw * px];
+    for r in 0..rows {
+        let s = ((sy + r) * w + sx) * px;
+        let d = ((dy + r) * cw + dx) * px;
+        out[d..d + cols * px].copy_from_slice(&src[s..s + cols * px]);
+    }
+    out
+}
+
+/// Mirrors each row of an `h x w` image of `px`-byte pixels.
+pub fn flip_left_right(src: &[u8], (h, w, px): (usize, usize, usize)) -> Vec<u8> {
+    let mut out = vec![0u8; src.len()];
+    for y in 0..h {
+        let row = &src[y * w * px..(y + 1) * w * px];
+        let dst = &mut out[y * w * px..(y + 1) * w * px];
+        for (x, p) in row.chunks_exact(px).enumerate() {
+            let d = (w - 1 - x) * px;
+            dst[d..d + px].copy_from_slice(p);
+        }
+    }
+    out
+}
+
+/// `(x / 255 - mean[c]) / std[c]` as float32, from HWC `uint8`, written HWC or (with `chw`)
+/// channels first. One pass, one multiply-add per sample: `x * a[c] + b[c]`.
+pub fn normalize(src: &[u8], pixels: usize, mean: &[f32], std: &[f32], chw: bool) -> Vec<f32> {
+    let c = mean.len();
+    let a: Vec<f32> = std.iter().map(|s| 1.0 / (255.0 * s)).collect();
+    let b: Vec<f32> = mean.iter().zip(std).map(|(m, s)| -m / s).collect();
+    let mut out = vec![0f32; pixels * c];
+    if chw {
+        for (i, p) in src.chunks_exact(c).enumerate() {
+            for k in 0..c {
+                out[k * pixels + i] = f32::from(p[k]) * a[k] + b[k];
+            }
+        }
+    } else {
+        for (o, p) in out.chunks_exact_mut(c).zip(src.chunks_exact(c)) {
+            for k in 0..c {
+                o[k] = f32::from(p[k]) * a[k] + b[k];
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rrc_within_bounds_and_keyed() {
+        for i in 0..500u64 {
+            let mut rng = Rng::keyed(3, &[0, i]);
+            let r = random_resized_crop_rect(375, 500, (0.08, 1.0), (0.75, 4.0 / 3.0), &mut rng);
+            assert!(r.height >= 1 && r.width >= 1);
+            assert!(r.top + r.height <= 375 && r.left + r.width <= 500, "{r:?}");
+            let mut again = Rng::keyed(3, &[0, i]);
+            assert_eq!(
+                r,
+                random_resized_crop_rect(375, 500, (0.08, 1.0), (0.75, 4.0 / 3.0), &mut again)
+            );
+        }
+    }
+
+    #[test]
+    fn rrc_fallback_is_centred_and_clamped_to_ratio() {
+        // A 1 x 100 strip: no crop of ratio 3/4..4/3 fits with scale >= 0.9, so the fallback
+        // takes the full height and a width of round(1 * 4/3) = 1, centred.
+        let mut rng = Rng::keyed(1, &[0, 0]);
+        let r = random_resized_crop_rect(1, 100, (0.9, 1.0), (0.75, 4.0 / 3.0), &mut rng);
+        assert_eq!(
+            r,
+            Rect {
+                top: 0,
+                left: 49,
+                height: 1,
+                width: 1
+            }
+        );
+    }
+
+    #[test]
+    fn center_crop_and_pad() {
+        // 3x4 gray image 0..12; crop 2x2: rows round(0.5)=0, cols round(1)=1.
+        let src: Vec<u8> = (0..12).collect();
+        assert_eq!(center_crop(&src, (3, 4, 1), (2, 2)), vec![1, 2, 5, 6]);
+        // Pad a 1x1 to 3x3: centred.
+        assert_eq!(center_crop(&[9], (1, 1, 1), (3, 3)), vec![0, 0, 0, 0, 9, 0, 0, 0, 0]);
+    }
+
+    #[test]
+    fn flip_and_normalize() {
+        let src = [1u8, 2, 3, 4, 5, 6];
+        assert_eq!(flip_left_right(&src, (1, 2, 3)), vec![4, 5, 6, 1, 2, 3]);
+        let n = normalize(&[255, 0], 1, &[0.5, 0.5], &[0.5, 0.25], false);
+        assert!((n[0] - 1.0).abs() < 1e-6 && (n[1] + 2.0).abs() < 1e-6, "{n:?}");
+        let chw = normalize(&[0, 255, 255, 0], 2, &[0.0, 0.0], &[1.0, 1.0], true);
+        assert_eq!(chw, vec![0.0, 1.0, 1.0, 0.0]);
+    }
+}

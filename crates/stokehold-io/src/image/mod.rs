@@ -1,0 +1,296 @@
+//! Images, decoded and augmented natively on the pipeline's threads (no Python, no GIL): JPEG,
+//! PNG and WebP into `uint8` HWC tensors, then resize, crops, flips and normalisation as map
+//! functions. Every random choice is keyed by (seed, epoch, index) like `random_crop`, so the
+//! output is the same whatever the thread count.
+//!
+//! ```no_run
+//! use stokehold_core::{Dataset, Parallelism};
+//! use stokehold_core::ops::on_error::{ErrorLog, OnError};
+//! use stokehold_io::files::list_files;
+//! use stokehold_io::image::{self, DecodeOptions, Interpolation};
+//! let log = std::sync::Arc::new(ErrorLog::default());
+//! let ds = list_files(&["photos/*.jpg"], Some(7)).unwrap()
+//!     .map_with_policy("load_image", image::load_image_fn("path", "image", DecodeOptions::default()),
+//!                      OnError::Skip, log, Some((Parallelism::Autotune, true)))
+//!     .map("rrc", image::random_resized_crop_fn("image", (224, 224), (0.08, 1.0), (0.75, 4.0 / 3.0),
+//!                                                Interpolation::Bilinear, 7))
+//!     .map("flip", image::random_flip_fn("image", 0.5, 7))
+//!     .map("norm", image::normalize_fn("image", &[0.485, 0.456, 0.406], &[0.229, 0.224, 0.225], false));
+//! ```
+//!
+//! Decoding checks the header's dimensions against [`DecodeOptions::max_pixels`] before any
+//! pixel buffer exists. Errors name the element, the op, the feature and, for files, the path.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use stokehold_core::rng::Rng;
+use stokehold_core::{Ctx, DType, Error, Example, MapFn, Result, Tensor};
+
+pub mod augment;
+pub mod decode;
+mod pixels;
+pub mod resize;
+
+pub use decode::{decode, probe, sniff, DecodeOptions, Format, ImageInfo, DEFAULT_MAX_PIXELS};
+pub use resize::{Interpolation, Rect, Size};
+
+/// Why an image could not be decoded or transformed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ImageError {
+    /// Not one of the formats we decode (the detected one is named).
+    #[error("unsupported image format ({0}); decode_image reads JPEG, PNG and WebP")]
+    Unsupported(&'static str),
+    /// The decoder refused the bytes.
+    #[error("{format}: {reason}")]
+    Corrupt {
+        /// The format the signature announced.
+        format: Format,
+        /// The decoder's message.
+        reason: String,
+    },
+    /// A zero side, or more pixels than allowed (checked on the header, before allocating).
+    #[error(
+        "{format} header says {width}x{height}: refused before decoding (each side must be \
+         >= 1 and width*height <= max_pixels = {max_pixels})"
+    )]
+    Size {
+        /// The format.
+        format: Format,
+        /// Width from the header.
+        width: u64,
+        /// Height from the header.
+        height: u64,
+        /// The limit in force.
+        max_pixels: u64,
+    },
+    /// An option or an input tensor an op cannot work with.
+    #[error("{0}")]
+    Argument(String),
+}
+
+/// Memory order of a decoded or normalised image.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Layout {
+    /// `[height, width, channels]` (tf.image, Pillow, numpy).
+    #[default]
+    Hwc,
+    /// `[channels, height, width]` (torchvision).
+    Chw,
+}
+
+impl Layout {
+    /// `"HWC"` or `"CHW"`.
+    pub fn parse(s: &str) -> Result<Self> {
+        match s {
+            "HWC" => Ok(Layout::Hwc),
+            "CHW" => Ok(Layout::Chw),
+            _ => Err(Error::invalid(format!(
+                "layout={s:?}: must be \"HWC\" or \"CHW\""
+            ))),
+        }
+    }
+}
+
+/// The error of element `ctx.index` in feature `feature`: a corrupt-file error naming the path
+/// when the element carries one in feature `"path"` (a `read_file` / `list_files` pipeline),
+/// else a schema error naming the feature.
+fn element_error(e: &Example, ctx: &Ctx, feature: &str, err: ImageError) -> Error {
+    let what = format!("element {}: {} feature {feature:?}: {err}", ctx.index, ctx.op);
+    match (&err, path_in(e)) {
+        (ImageError::Argument(_), _) | (_, None) => Error::schema(ctx.op, what),
+        (_, Some(path)) => Error::corrupt(path, 0, what),
+    }
+}
+
+fn path_in(e: &Example) -> Option<String> {
+    let t = e.tensor("", "path").ok()?;
+    (t.dtype() == DType::Bytes && t.len() == 1)
+        .then(|| t.string(0).map(|s| String::from_utf8_lossy(s).into_owned()))
+        .flatten()
+}
+
+/// A map function decoding the bytes in feature `feature` into feature `out` (which may be the
+/// same name).
+pub fn decode_image_fn(feature: &str, out: &str, opts: DecodeOptions) -> MapFn {
+    let (feature, out) = (feature.to_string(), out.to_string());
+    Arc::new(move |mut e: Example, ctx: &Ctx| {
+        let t = e.tensor(ctx.op, &feature)?;
+        let data = match t.string(0) {
+            Some(d) if t.dtype() == DType::Bytes && t.len() == 1 => d,
+            _ => {
+                return Err(Error::schema(
+                    ctx.op,
+                    format!(
+                        "element {}: feature {feature:?} must hold one encoded image (a bytes \
+                         scalar), got {} {:?}",
+                        ctx.index,
+                        t.dtype(),
+                        t.shape()
+                    ),
+                ))
+            }
+        };
+        let img = decode(data, &opts).map_err(|err| element_error(&e, ctx, &feature, err))?;
+        e.insert(&out, img);
+        Ok(e)
+    })
+}
+
+/// A map function reading the file named by feature `path_feature` and decoding it into feature
+/// `out`; errors name the file and the element.
+pub fn load_image_fn(path_feature: &str, out: &str, opts: DecodeOptions) -> MapFn {
+    let (pf, out) = (path_feature.to_string(), out.to_string());
+    let read = crate::files::read_file_fn(&pf, "\0image:bytes");
+    Arc::new(move |e: Example, ctx: &Ctx| {
+        let mut e = read(e, ctx)?;
+        let bytes = e.remove("\0image:bytes");
+        let t = bytes.as_ref().and_then(|v| v.as_tensor(ctx.op, "").ok());
+        let data = t.and_then(|t| t.string(0)).unwrap_or_default();
+        let path = e.tensor(ctx.op, &pf)?.string(0).unwrap_or_default();
+        let path = String::from_utf8_lossy(path).into_owned();
+        let img = decode(data, &opts).map_err(|err| file_error(&path, ctx, err))?;
+        e.insert(&out, img);
+        Ok(e)
+    })
+}
+
+fn file_error(path: impl AsRef<Path>, ctx: &Ctx, err: ImageError) -> Error {
+    let what = format!("element {}: {}: {err}", ctx.index, ctx.op);
+    match err {
+        ImageError::Argument(_) => Error::schema(ctx.op, what),
+        _ => Error::corrupt(path.as_ref(), 0, what),
+    }
+}
+
+/// An HWC image feature: its tensor and `(h, w, c)`; an error naming the element otherwise.
+fn hwc<'a>(e: &'a Example, ctx: &Ctx, name: &str, need_u8: bool) -> Result<(&'a Tensor, (usize, usize, usize))> {
+    let t = e.tensor(ctx.op, name)?;
+    let ok_dtype = if need_u8 {
+        t.dtype() == DType::U8
+    } else {
+        t.dtype() != DType::Bytes
+    };
+    match t.shape() {
+        &[h, w, c] if ok_dtype && h > 0 && w > 0 && c > 0 => Ok((t, (h, w, c))),
+        _ => Err(Error::schema(
+            ctx.op,
+            format!(
+                "element {}: feature {name:?} must be a {} image [height, width, channels], \
+                 got {} {:?}",
+                ctx.index,
+                if need_u8 { "uint8" } else { "numeric" },
+                t.dtype(),
+                t.shape()
+            ),
+        )),
+    }
+}
+
+fn arg_err(ctx: &Ctx, name: &str, err: ImageError) -> Error {
+    Error::schema(ctx.op, format!("element {}: feature {name:?}: {err}", ctx.index))
+}
+
+/// A map function resizing `uint8` HWC feature `name` to `size`.
+pub fn resize_fn(name: &str, size: Size, interp: Interpolation) -> MapFn {
+    let name = name.to_string();
+    Arc::new(move |mut e: Example, ctx: &Ctx| {
+        let (t, (h, w, c)) = hwc(&e, ctx, &name, true)?;
+        let (oh, ow) = size.of(h, w);
+        let full = Rect {
+            top: 0,
+            left: 0,
+            height: h,
+            width: w,
+        };
+        let px = resize::resize(t.data(), (h, w, c), full, (oh.max(1), ow.max(1)), interp)
+            .map_err(|err| arg_err(ctx, &name, err))?;
+        let out = Tensor::from_vec(vec![oh.max(1), ow.max(1), c], px)?;
+        e.insert(&name, out);
+        Ok(e)
+    })
+}
+
+/// A map function cropping HWC feature `name` (any numeric dtype) to its centre `size`
+/// (torchvision's `CenterCrop`: zero padding where the image is smaller).
+pub fn center_crop_fn(name: &str, size: (usize, usize)) -> MapFn {
+    let name = name.to_string();
+    Arc::new(move |mut e: Example, ctx: &Ctx| {
+        let (t, (h, w, c)) = hwc(&e, ctx, &name, false)?;
+        let px = c * t.dtype().size().unwrap_or(1);
+        let data = augment::center_crop(t.data(), (h, w, px), size);
+        let out = Tensor::new(t.dtype(), vec![size.0, size.1, c], data.into())?;
+        e.insert(&name, out);
+        Ok(e)
+    })
+}
+
+/// A map function doing torchvision's `RandomResizedCrop(size, scale, ratio)` on `uint8` HWC
+/// feature `name`, the crop drawn from (seed, epoch, index) (see
+/// [`augment::random_resized_crop_rect`]); crop and resize are one resampling pass.
+pub fn random_resized_crop_fn(
+    name: &str,
+    size: (usize, usize),
+    scale: (f64, f64),
+    ratio: (f64, f64),
+    interp: Interpolation,
+    seed: u64,
+) -> MapFn {
+    let name = name.to_string();
+    Arc::new(move |mut e: Example, ctx: &Ctx| {
+        let (t, (h, w, c)) = hwc(&e, ctx, &name, true)?;
+        let mut rng = Rng::keyed(seed, &[ctx.epoch, ctx.index]);
+        let rect = augment::random_resized_crop_rect(h, w, scale, ratio, &mut rng);
+        let px = resize::resize(t.data(), (h, w, c), rect, size, interp)
+            .map_err(|err| arg_err(ctx, &name, err))?;
+        e.insert(&name, Tensor::from_vec(vec![size.0, size.1, c], px)?);
+        Ok(e)
+    })
+}
+
+/// A map function mirroring HWC feature `name` left-right with probability `p`, drawn from
+/// (seed, epoch, index).
+pub fn random_flip_fn(name: &str, p: f64, seed: u64) -> MapFn {
+    let name = name.to_string();
+    Arc::new(move |mut e: Example, ctx: &Ctx| {
+        let flip = Rng::keyed(seed, &[ctx.epoch, ctx.index]).next_f64() < p;
+        if !flip {
+            return Ok(e);
+        }
+        let (t, (h, w, c)) = hwc(&e, ctx, &name, false)?;
+        let px = c * t.dtype().size().unwrap_or(1);
+        let data = augment::flip_left_right(t.data(), (h, w, px));
+        let out = Tensor::new(t.dtype(), vec![h, w, c], data.into())?;
+        e.insert(&name, out);
+        Ok(e)
+    })
+}
+
+/// A map function turning `uint8` HWC feature `name` into float32 `(x / 255 - mean) / std` per
+/// channel (torchvision's `ToTensor` + `Normalize`), HWC or with `chw` channels first. `mean`
+/// and `std` have one value per channel, or one for all.
+pub fn normalize_fn(name: &str, mean: &[f32], std: &[f32], chw: bool) -> MapFn {
+    let (name, mean, std) = (name.to_string(), mean.to_vec(), std.to_vec());
+    Arc::new(move |mut e: Example, ctx: &Ctx| {
+        let (t, (h, w, c)) = hwc(&e, ctx, &name, true)?;
+        let per = |v: &[f32]| -> Result<Vec<f32>> {
+            match v.len() {
+                1 => Ok(vec![v[0]; c]),
+                n if n == c => Ok(v.to_vec()),
+                n => Err(Error::schema(
+                    ctx.op,
+                    format!(
+                        "element {}: feature {name:?} has {c} channels, mean/std give {n}",
+                        ctx.index
+                    ),
+                )),
+            }
+        };
+        let (m, s) = (per(&mean)?, per(&std)?);
+        let v = augment::normalize(t.data(), h * w, &m, &s, chw);
+        let shape = if chw { vec![c, h, w] } else { vec![h, w, c] };
+        e.insert(&name, Tensor::from_vec(shape, v)?);
+        Ok(e)
+    })
+}

@@ -1,0 +1,53 @@
+"""Skip policies, as Python sees them: the ``on_error`` argument of loaders and decoders and the
+:class:`SkipLog` of what a pipeline left out.
+
+Every op that can leave a failing element out (``ignore_errors()``, ``load_npy(on_error="skip")``,
+``read_file(on_error="skip")``, decoders with ``on_error``) counts it in a log; ``ds.skipped()``
+gathers the logs of the whole pipeline into one :class:`SkipLog`. Without such a policy the
+iterator is done after an error: the error is raised once, then ``next()`` raises
+``StopIteration``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import List, Sequence, Tuple
+
+from ._args import fail
+
+#: The values ``on_error`` accepts.
+ON_ERROR = ("raise", "skip")
+
+
+def on_error(op: str, value: object) -> str:
+    """Checks an ``on_error`` argument of ``op``: ``"raise"`` (the default) or ``"skip"``."""
+    if value not in ON_ERROR:
+        raise fail(op, "on_error", value, 'must be "raise" or "skip"')
+    return str(value)
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """One element left out: its index in the op's input and the error, as its message (naming
+    the op, and the file where there is one)."""
+
+    index: int
+    error: str
+
+
+@dataclass(frozen=True)
+class SkipLog:
+    """What a pipeline's skipping ops left out so far: ``count`` in all, and the first few of
+    each op (16) in detail. Falsy when nothing was skipped."""
+
+    count: int = 0
+    first: List[Skipped] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return self.count > 0
+
+    @staticmethod
+    def from_native(raw: Tuple[int, Sequence[Tuple[int, str]]]) -> SkipLog:
+        """From the native ``Dataset.skipped()`` tuple ``(count, [(index, message), ...])``."""
+        count, first = raw
+        return SkipLog(int(count), [Skipped(int(i), str(m)) for i, m in first])

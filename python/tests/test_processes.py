@@ -1,0 +1,413 @@
+"""map(fn, processes=True): Python functions in worker processes, elements through shared memory.
+
+Real processes throughout: results equal the thread map's, faults (exceptions, a SIGKILLed worker,
+a SIGKILLed parent, Ctrl-C, a dropped iterator) are checked on the process table and /dev/shm.
+Worker functions live at module level so the forkserver workers can import them."""
+
+import gc
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import stokehold as sh
+from stokehold.processes import ProcessMap, ProcessOptions
+
+pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="checks /proc and /dev/shm")
+
+
+def affine(e):
+    return {"x": e["x"] * 3 + 1, "sq": (e["x"] ** 2).astype(np.float32)}
+
+
+def features(e):
+    x = int(e["x"])
+    return {
+        "x": e["x"],
+        "text": f"n{x}",  # str: encoded as UTF-8 bytes by both executors
+        "raw": bytes(range(x % 7)),
+        "words": np.array([b"a" * x, b"b"], dtype=object),
+        "scalar": 2.5 * x,
+        "empty": np.zeros((0, 3), np.int16),
+    }
+
+
+def fail_on_7(e):
+    if int(e["x"]) == 7:
+        raise KeyError(f"no such thing as {int(e['x'])}")
+    return e
+
+
+def kill_self_on_5(e):
+    if int(e["x"]) == 5:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return e
+
+
+def returns_tuple(e):
+    return (e["x"], e["x"])
+
+
+def returns_object_array(e):
+    return {"x": np.array([1, "two"], dtype=object)}
+
+
+def identity(e):
+    return e
+
+
+def pid_of(e):
+    return {"x": e["x"], "pid": np.int64(os.getpid())}
+
+
+def slow(e):
+    time.sleep(0.05)
+    return e
+
+
+def pipeline(calls, processes, n=60):
+    ds = sh.Dataset.range(n).shuffle(seed=3)
+    return ds.map(affine, num_parallel_calls=calls, processes=processes).batch(4)
+
+
+def rows(ds):
+    return [{k: v.tolist() for k, v in b.items()} for b in ds.iter(0)]
+
+
+@pytest.mark.parametrize("calls", [1, 2, sh.AUTOTUNE])
+def test_same_order_and_values_as_thread_map(calls):
+    want = rows(pipeline(None, False))
+    assert rows(pipeline(calls, False)) == want
+    assert rows(pipeline(calls, True)) == want
+
+
+def test_stream_input_and_as_completed_order():
+    base = sh.Dataset.range(80).filter(lambda e: int(e["x"]) % 3 != 0)
+    want = [int(e["x"]) for e in base.map(affine)]
+    got = [int(e["x"]) for e in base.map(affine, num_parallel_calls=2, processes=True)]
+    assert got == want
+    loose = base.map(affine, num_parallel_calls=2, deterministic=False, processes=True)
+    assert sorted(int(e["x"]) for e in loose) == sorted(want)
+
+
+def test_bytes_strings_scalars_and_empty_arrays_travel_like_the_thread_map():
+    ds = sh.Dataset.range(12)
+    threads = list(ds.map(features, num_parallel_calls=2))
+    procs = list(ds.map(features, num_parallel_calls=2, processes=True))
+    assert len(procs) == 12
+    for a, b in zip(threads, procs):
+        assert a.keys() == b.keys()
+        for k in a:
+            assert a[k].dtype == b[k].dtype and a[k].shape == b[k].shape, k
+            assert a[k].tolist() == b[k].tolist(), k
+
+
+def test_ragged_batches_travel_through_the_arena():
+    clips = [np.arange(n, dtype=np.float32) for n in (3, 5, 1, 4, 2, 6)]
+    ds = sh.from_arrays({"audio": clips}).batch(3)
+    want = [b["audio"].values.tolist() for b in ds.map(identity)]
+    got = list(ds.map(identity, num_parallel_calls=2, processes=True))
+    assert [b["audio"].values.tolist() for b in got] == want
+    assert isinstance(got[0]["audio"], sh.Ragged)
+
+
+def test_work_runs_in_other_processes():
+    out = list(sh.Dataset.range(40).map(pid_of, num_parallel_calls=2, processes=True))
+    pids = {int(e["pid"]) for e in out}
+    assert os.getpid() not in pids and 1 <= len(pids) <= 2
+
+
+def test_exception_keeps_its_type_with_worker_traceback_and_index():
+    ds = sh.Dataset.range(20).map(fail_on_7, num_parallel_calls=2, processes=True)
+    with pytest.raises(KeyError) as info:
+        list(ds)
+    notes = " ".join(getattr(info.value, "__notes__", []))
+    assert "element 7" in notes, notes
+    cause = str(info.value.__cause__)
+    assert "Traceback in worker process" in cause and "fail_on_7" in cause, cause
+
+
+def test_sigkilled_worker_is_reported_and_the_run_resumes_from_a_checkpoint(tmp_path):
+    marker = str(tmp_path / "killed-once")
+    ds = sh.from_arrays({"x": np.arange(12), "marker": [marker] * 12})
+    ds = ds.map(kill_once_on_5, num_parallel_calls=2, processes=True)
+    it = ds.iter(0)
+    seen = [int(next(it)["x"]) for _ in range(5)]
+    state = it.get_state()
+    with pytest.raises(sh.WorkerProcessError) as info:
+        next(it)
+    msg = str(info.value) + " ".join(getattr(info.value, "__notes__", []))
+    assert "SIGKILL" in msg and "exit status -9" in msg and "element 5" in msg, msg
+    del it
+    # Nothing lost or repeated: the checkpoint taken before the fault resumes exactly there.
+    it2 = ds.iter(0)
+    it2.set_state(state)
+    assert seen + [int(e["x"]) for e in it2] == list(range(12))
+
+
+def kill_once_on_5(e):
+    marker = e["marker"].item().decode()
+    if int(e["x"]) == 5 and not os.path.exists(marker):
+        open(marker, "w").close()
+        os.kill(os.getpid(), signal.SIGKILL)
+    return {"x": e["x"]}
+
+
+def test_sigkilled_worker_is_replaced_for_later_elements():
+    ds = sh.Dataset.range(12).map(kill_self_on_5, num_parallel_calls=1, processes=True)
+    it = ds.iter(0)
+    assert [int(next(it)["x"]) for _ in range(5)] == [0, 1, 2, 3, 4]
+    with pytest.raises(sh.WorkerProcessError):
+        next(it)
+    # The element is reported, not retried; the iterator goes on with a new worker.
+    assert [int(e["x"]) for e in it] == list(range(6, 12))
+
+
+@pytest.mark.parametrize("cut", [0, 7, 13])
+@pytest.mark.parametrize("save_with,restore_with", [(True, False), (False, True)])
+def test_checkpoint_restores_across_thread_and_process_executors(cut, save_with, restore_with):
+    def make(processes):
+        base = sh.Dataset.range(50).shuffle(seed=9)
+        return base.map(affine, num_parallel_calls=2, processes=processes).batch(3)
+
+    want = rows(make(False))
+    it = make(save_with).iter(0)
+    head = [{k: v.tolist() for k, v in next(it).items()} for _ in range(cut)]
+    state = it.get_state()
+    del it
+    it2 = make(restore_with).iter(0)
+    it2.set_state(state)
+    tail = [{k: v.tolist() for k, v in b.items()} for b in it2]
+    assert head + tail == want
+
+
+def test_stream_checkpoint_restores_across_executors():
+    def make(processes):
+        base = sh.Dataset.range(40).filter(lambda e: int(e["x"]) % 4 != 1)
+        return base.map(affine, num_parallel_calls=2, processes=processes)
+
+    want = [int(e["x"]) for e in make(False)]
+    it = make(True).iter(0)
+    head = [int(next(it)["x"]) for _ in range(11)]
+    state = it.get_state()
+    it2 = make(False).iter(0)
+    it2.set_state(state)
+    assert head + [int(e["x"]) for e in it2] == want
+
+
+def test_extra_arguments_after_the_element_are_passed_on():
+    pm = ProcessMap(extra_args_fn, "extra_args_fn", 1, ProcessOptions())
+    out = pm({"x": np.arange(3)}, 10, {"epoch": 2})
+    assert out["x"].tolist() == [12, 13, 14]
+
+
+def extra_args_fn(e, offset, ctx):
+    return {"x": e["x"] + offset + ctx["epoch"]}
+
+
+@pytest.mark.parametrize("idle_timeout", [0.2, 1.0])
+def test_dropping_the_iterator_ends_the_workers(idle_timeout):
+    opts = ProcessOptions(idle_timeout=idle_timeout)
+    ds = sh.Dataset.range(100).map(slow, num_parallel_calls=2, processes=opts)
+    it = iter(ds)
+    next(it)
+    kids = _children()
+    assert kids, "no worker process is running"
+    del it
+    gc.collect()
+    _wait_gone(kids, timeout=idle_timeout + 5)
+    assert [int(e["x"]) for e in ds.take(3)] == [0, 1, 2]
+
+
+def test_back_to_back_epochs_keep_the_workers():
+    ds = sh.Dataset.range(10).map(pid_of, num_parallel_calls=1, processes=True)
+    first = {int(e["pid"]) for e in ds}
+    second = {int(e["pid"]) for e in ds}
+    assert first == second and len(first) == 1
+
+
+def test_unpicklable_function_fails_before_any_worker_starts():
+    lock = threading.Lock()
+
+    def holds_a_lock(e):
+        with lock:
+            return e
+
+    before = _children()
+    with pytest.raises(TypeError) as info:
+        sh.Dataset.range(3).map(holds_a_lock, num_parallel_calls=2, processes=True)
+    msg = str(info.value)
+    assert "holds_a_lock" in msg and "pickle" in msg and "cloudpickle" in msg, msg
+    assert _children() == before
+
+
+def test_fork_start_method_needs_no_pickling():
+    lock = threading.Lock()
+
+    def holds_a_lock(e):
+        with lock:
+            return {"x": e["x"] + 1}
+
+    opts = ProcessOptions(start_method="fork")
+    ds = sh.Dataset.range(10).map(holds_a_lock, num_parallel_calls=2, processes=opts)
+    assert [int(e["x"]) for e in ds] == list(range(1, 11))
+
+
+def test_non_dict_result_is_a_type_error_naming_the_element():
+    ds = sh.Dataset.range(4).map(returns_tuple, num_parallel_calls=1, processes=True)
+    with pytest.raises(TypeError, match="expected a dict") as info:
+        list(ds)
+    assert "element 0" in " ".join(info.value.__notes__)
+
+
+def test_object_array_result_is_a_type_error_naming_the_feature():
+    ds = sh.Dataset.range(4).map(returns_object_array, num_parallel_calls=1, processes=True)
+    with pytest.raises(TypeError, match="feature 'x': an object array must hold bytes or str"):
+        list(ds)
+
+
+def test_element_larger_than_the_arena_names_the_budget():
+    big = sh.from_arrays({"a": np.zeros((2, 300_000), np.float32)})  # 1.2 MB per element
+    opts = ProcessOptions(memory_budget=1 << 20)
+    ds = big.map(identity, num_parallel_calls=1, processes=opts)
+    with pytest.raises(sh.InvalidArgumentError, match=r"memory_budget=1048576 over 1 workers"):
+        list(ds)
+
+
+def test_bad_arguments():
+    with pytest.raises(sh.InvalidArgumentError, match="needs num_parallel_calls"):
+        sh.Dataset.range(3).map(identity, processes=True)
+    with pytest.raises(sh.InvalidArgumentError, match="processes"):
+        sh.Dataset.range(3).map(identity, num_parallel_calls=2, processes="yes")
+    with pytest.raises(sh.InvalidArgumentError, match="start_method"):
+        sh.Dataset.range(3).map(identity, num_parallel_calls=2,
+                                processes=ProcessOptions(start_method="teleport"))
+
+
+# ---- the parent's death and Ctrl-C, in a child Python of its own session -------------------------
+
+SCRIPT = """
+import os, sys, time
+import numpy as np
+import stokehold as sh
+
+def work(e):
+    if os.environ.get("BUSY"):
+        t = time.time()
+        while time.time() - t < 60:  # pure Python, holding the worker's GIL
+            pass
+    time.sleep(0.02)
+    return {"x": e["x"] + np.ones(1000, np.float32)}
+
+if __name__ == "__main__":
+    opts = sh.ProcessOptions(start_method=os.environ["START"])
+    ds = sh.Dataset.range(100000).map(work, num_parallel_calls=2, processes=opts)
+    it = iter(ds)
+    if not os.environ.get("BUSY"):
+        next(it)
+    print("running", flush=True)
+    for e in it:
+        pass
+"""
+
+
+def _session(tmp_path, busy=False, start="forkserver"):
+    path = tmp_path / "victim.py"
+    path.write_text(textwrap.dedent(SCRIPT))
+    env = dict(os.environ, BUSY="1" if busy else "", START=start)
+    return subprocess.Popen([sys.executable, str(path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            start_new_session=True, env=env, text=True)
+
+
+def _members(sid):
+    out = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(")") + 2:].split()
+        if int(fields[3]) == sid and fields[0] != "Z":
+            out.append(int(d))
+    return out
+
+
+def _children():
+    """Pids of the worker processes of every live process map in this process."""
+    return sorted(p for pool in list(sh.processes._POOLS) for p in pool.pids())
+
+
+def _wait_gone(pids, timeout=10.0):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        alive = [p for p in pids if _alive(p)]
+        if not alive:
+            return
+        time.sleep(0.05)
+    pytest.fail(f"processes still alive after {timeout} s: {alive}")
+
+
+def _alive(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _wait_members(sid, at_least, timeout=60.0):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        m = _members(sid)
+        if len(m) >= at_least:
+            return m
+        time.sleep(0.05)
+    return _members(sid)
+
+
+@pytest.mark.parametrize("start,busy,procs", [
+    # main + resource tracker + forkserver + workers (one while the first element is busy: the
+    # engine starts its second thread once the first element is out)
+    ("forkserver", False, 5), ("forkserver", True, 4), ("spawn", True, 2), ("fork", True, 2),
+])
+def test_sigkilled_parent_leaves_no_processes_and_no_shared_memory(tmp_path, start, busy, procs):
+    shm_before = set(os.listdir("/dev/shm"))
+    p = _session(tmp_path, busy, start)
+    try:
+        assert p.stdout.readline().strip() == "running", p.stderr.read()
+        members = _wait_members(p.pid, procs)
+        assert len(members) >= procs, members
+        time.sleep(0.3)  # mid-element
+    finally:
+        p.kill()
+        p.communicate()  # reaps it and closes the pipes
+    _wait_gone(members)
+    assert _members(p.pid) == []
+    assert set(os.listdir("/dev/shm")) - shm_before == set()
+
+
+def test_ctrl_c_stops_everything_promptly(tmp_path):
+    p = _session(tmp_path)
+    try:
+        assert p.stdout.readline().strip() == "running", p.stderr.read()
+        members = _wait_members(p.pid, 4)
+        t = time.time()
+        os.killpg(p.pid, signal.SIGINT)  # as a terminal's Ctrl-C: the whole process group
+        _, err = p.communicate(timeout=20)
+        took = time.time() - t
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.communicate()
+    assert "KeyboardInterrupt" in err, err
+    assert took < 10, took
+    _wait_gone(members)
