@@ -59,7 +59,7 @@ fn py_map_ctx_fn(f: Py<PyAny>, len: Option<u64>) -> MapFn {
 /// The length of an epoch of `ds` when its map indices count on across epochs.
 fn epoch_len(ds: &Dataset) -> Option<u64> {
     match ds {
-        Dataset::Map(m) if m.len() != INFINITE && m.len() > 0 => Some(m.len()),
+        Dataset::Map(m) if m.len() != INFINITE && !m.is_empty() => Some(m.len()),
         _ => None,
     }
 }
@@ -126,10 +126,11 @@ impl PyDataset {
                     label: label.to_string(),
                 },
                 (None, Some(name)) => ElementLength::Feature { name, axis },
-                (None, None) => ElementLength::Feature {
-                    name: String::new(),
-                    axis,
-                },
+                (None, None) => {
+                    return Err(pyo3::exceptions::PyValueError::new_err(
+                        "bucket_by_sequence_length: needs a length feature or function",
+                    ))
+                }
             };
             let opts = BucketOptions {
                 boundaries,
