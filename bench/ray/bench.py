@@ -53,6 +53,7 @@ def timed(fn, repeats=3):
 
 def bench_map(n):
     import numpy as np
+
     import stokehold
 
     ds = stokehold.from_arrays({"x": np.arange(n, dtype=np.int64)})
@@ -60,7 +61,7 @@ def bench_map(n):
     result, tput = [], {}
     for actors in (2, 1):
         remote = ds.remote_map(cpu_fn, num_actors=actors, num_cpus_per_actor=1)
-        secs = timed(lambda: sum(1 for _ in remote))
+        secs = timed(lambda remote=remote: sum(1 for _ in remote))
         runs = [n / s for s in secs]
         tput[actors] = sorted(runs)[1]
         system = "stokehold" if actors == 2 else "stokehold/1 actor"
@@ -75,6 +76,7 @@ def bench_map(n):
 def make_data(root, n):
     import numpy as np
     import ray
+
     import stokehold
 
     rng = np.random.default_rng(0)
@@ -97,6 +99,7 @@ def consume(ds):
 
 def bench_read(root, n):
     import ray
+
     import stokehold.ray as sr
 
     shards, npy, pq = make_data(root, n)
@@ -108,7 +111,7 @@ def bench_read(root, n):
     ]
     out = []
     for system, make in readers:
-        def run(make=make):
+        def run(make=make, system=system):
             got = consume(make())
             assert got == n, (system, got)
         runs = [n / s for s in timed(run)]
@@ -120,6 +123,7 @@ def bench_read(root, n):
 def bench_from_ray(n):
     import numpy as np
     import ray
+
     import stokehold.ray as sr
 
     ds = ray.data.from_numpy(np.zeros((n, 64), dtype=np.float32)).materialize()
@@ -151,6 +155,7 @@ def main():
     args = rows.workload_args(__doc__.splitlines()[0]).parse_args()
     try:
         import ray
+
         import stokehold.ray  # noqa: F401
     except ImportError as e:
         why = f"ray[data] not importable here: {e}"

@@ -116,7 +116,7 @@ def _read_task(kind: str, paths: Sequence[str], verify: bool, start: int, stop: 
         return _read_range(kind, paths, verify, start, stop, block_rows, index_column)
 
     meta = BlockMetadata(num_rows=stop - start, size_bytes=size_bytes, exec_stats=None,
-                         input_files=list(paths))
+                         input_files=tuple(paths))
     return ReadTask(read, meta)
 
 
@@ -125,7 +125,7 @@ class StokeholdDatasource(Datasource):
 
     def __init__(self, path: Union[str, Sequence[str]], verify: bool = True,
                  block_rows: int = DEFAULT_BLOCK_ROWS, index_column: Optional[str] = INDEX_COLUMN) -> None:
-        super().__init__()
+        super().__init__()  # type: ignore[no-untyped-call]
         op = "read_stokehold"
         self._verify = _args.flag(op, "verify", verify)
         self._block_rows = _args.count(op, "block_rows", block_rows, 1)
@@ -184,8 +184,8 @@ def read_stokehold(path: Union[str, os.PathLike[str], Sequence[str]], *, verify:
         index_column: name of the global-index column (default ``"_index"``); None leaves it out.
         override_num_blocks: the number of read tasks Ray should aim for (default: Ray's choice).
     """
-    source = StokeholdDatasource(path if isinstance(path, (str, list, tuple)) else os.fspath(path),
-                                 verify, block_rows, index_column)
+    where: Union[str, Sequence[str]] = os.fspath(path) if isinstance(path, os.PathLike) else path
+    source = StokeholdDatasource(where, verify, block_rows, index_column)
     return ray.data.read_datasource(source, override_num_blocks=override_num_blocks)
 
 
@@ -342,7 +342,7 @@ def from_ray(iterator: Any, *, batch_size: int = 256, drop_last: bool = False, p
 
 
 #: The actor pool behind each remote_map dataset (the native map holds the pool; this finds it).
-_pools: "weakref.WeakKeyDictionary[Dataset, _ActorPool]" = weakref.WeakKeyDictionary()
+_pools: weakref.WeakKeyDictionary[Dataset, _ActorPool] = weakref.WeakKeyDictionary()
 
 
 class _MapActor:

@@ -172,7 +172,7 @@ class _DyingSink(shray.StokeholdDatasink):
 def test_a_task_killed_mid_write_leaves_nothing_complete(folder, tmp_path):
     out = tmp_path / "out"
     src = shray.read_stokehold(folder, block_rows=30).materialize()
-    with pytest.raises(Exception):
+    with pytest.raises(ray.exceptions.RayError):
         src.write_datasink(_DyingSink(out, str(tmp_path / "m"), False), ray_remote_args={"max_retries": 0})
     assert os.path.exists(tmp_path / "m")
     with pytest.raises(stokehold.DataCorruptionError, match="incomplete"):
