@@ -165,7 +165,7 @@ def main():
     ctx = ray.data.DataContext.get_current()
     ctx.enable_progress_bars = False
     root = tempfile.mkdtemp(prefix="ray-bench-", dir=rows.tmp_root())
-    n_map, n_read, n_from = (200, 20_000, 20_000) if args.quick else (1000, 200_000, 200_000)
+    n_map, n_read, n_from = (100, 10_000, 10_000) if args.quick else (1000, 200_000, 200_000)
     out = bench_map(n_map) + bench_read(root, n_read) + bench_from_ray(n_from)
     rows.write_json(args.json, out)
     ray.shutdown()

@@ -34,9 +34,8 @@ def cluster():
     ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
              runtime_env={"env_vars": {"RAY_DEDUP_LOGS": "0"}})
-    ctx = ray.data.DataContext.get_current()
-    ctx.execution_options.preserve_order = True
-    ctx.enable_progress_bars = False
+    # No global preserve_order: read_stokehold and write_stokehold keep the order themselves.
+    ray.data.DataContext.get_current().enable_progress_bars = False
     yield
     ray.shutdown()
 
@@ -97,8 +96,12 @@ def test_read_tasks_follow_the_shards_with_size_estimates(folder):
     assert len(manifest) == sum(t.metadata.num_rows for t in tasks) == N
     assert len(tasks) > 1  # one per shard: shard_size=4096 made several
     assert all(t.metadata.size_bytes > 0 for t in tasks)
-    more = src.get_read_tasks(4 * len(tasks))
+    # Ray asks for more tasks than shards: shards are split, into ranges of at least 4 blocks.
+    assert len(src.get_read_tasks(200)) == len(tasks)
+    small = shray.StokeholdDatasource(folder, block_rows=2)
+    more = small.get_read_tasks(4 * len(tasks))
     assert len(more) > len(tasks) and sum(t.metadata.num_rows for t in more) == N
+    assert min(t.metadata.num_rows for t in more) >= 8
 
 
 def test_streaming_split_by_two_actors_covers_every_row_once(folder):
