@@ -113,13 +113,13 @@ def _read_range(kind: str, paths: Sequence[str], verify: bool, start: int, stop:
 
 
 def _read_task(kind: str, paths: Sequence[str], verify: bool, start: int, stop: int, block_rows: int,
-               index_column: Optional[str], size_bytes: int) -> Any:
+               index_column: Optional[str], size_bytes: int, row_limit: Optional[int]) -> Any:
     def read() -> Iterator[Any]:
         return _read_range(kind, paths, verify, start, stop, block_rows, index_column)
 
     meta = BlockMetadata(num_rows=stop - start, size_bytes=size_bytes, exec_stats=None,
                          input_files=tuple(paths))
-    return ReadTask(read, meta)
+    return ReadTask(read, meta, per_task_row_limit=row_limit)
 
 
 class StokeholdDatasource(Datasource):
@@ -135,11 +135,9 @@ class StokeholdDatasource(Datasource):
         if isinstance(path, (str, os.PathLike)) and os.path.isdir(path):
             self._kind = "shards"
             self._paths = [_args.path(op, "path", path)]
-            manifest = json.loads(open(os.path.join(self._paths[0], "manifest.json"), "rb").read()) \
-                if os.path.exists(os.path.join(self._paths[0], "manifest.json")) else None
-            if manifest is None:
-                open_shards(self._paths[0])  # raises the reader's own "incomplete dataset" error
-            assert manifest is not None
+            open_shards(self._paths[0], verify=False)  # checks the folder, with the reader's errors
+            with open(os.path.join(self._paths[0], "manifest.json"), "rb") as f:
+                manifest = json.load(f)
             # (records, bytes) per shard: the tasks' ranges and size estimates.
             self._parts = [(int(s["records"]), int(s["bytes"])) for s in manifest["shards"]]
         else:
@@ -164,7 +162,8 @@ class StokeholdDatasource(Datasource):
             for a, b in zip(cuts, cuts[1:]):
                 if b > a:
                     tasks.append(_read_task(self._kind, self._paths, self._verify, a, b, self._block_rows,
-                                            self._index_column, nbytes * (b - a) // max(1, n)))
+                                            self._index_column, nbytes * (b - a) // max(1, n),
+                                            per_task_row_limit))
             first += n
         return tasks
 

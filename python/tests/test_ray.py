@@ -104,6 +104,14 @@ def test_read_tasks_follow_the_shards_with_size_estimates(folder):
     assert min(t.metadata.num_rows for t in more) >= 8
 
 
+def test_read_stokehold_reads_indexed_tfrecords_in_order(tmp_path):
+    records = stokehold.from_arrays({"record": np.array([b"rec-%d" % i for i in range(50)], dtype=object)})
+    files = stokehold.tfrecord.write_tfrecord(records, tmp_path, num_shards=3)
+    rows = _rows(shray.read_stokehold(files, block_rows=7))
+    assert [bytes(r["record"]) for r in rows] == [b"rec-%d" % i for i in range(50)]
+    assert [int(r["_index"]) for r in rows] == list(range(50))
+
+
 def test_streaming_split_by_two_actors_covers_every_row_once(folder):
     @ray.remote(num_cpus=0)
     class Consumer:
