@@ -160,6 +160,37 @@ class Dataset:
             return self.map(fn, name=label).parallelize(par, det)
         return Dataset(self._native.map_parallel(fn, label, par, det))
 
+    def remote_map(
+        self,
+        fn: MapFn,
+        num_actors: int = 2,
+        num_cpus_per_actor: float = 1.0,
+        depth: int = 2,
+        max_retries: int = 3,
+        name: Optional[str] = None,
+    ) -> Dataset:
+        """``map(fn)`` with ``fn`` run on a pool of ``num_actors`` Ray actors (needs ``ray``:
+        ``pip install stokehold[ray]``; uses the running Ray cluster, or starts a local one).
+
+        Each of the parallel map's ``num_actors * depth`` worker threads sends its element to an
+        actor through Ray's object store and waits for the result, so order, determinism,
+        checkpoints and the memory budget are the local parallel map's; an actor that dies is
+        replaced and its element sent again (up to ``max_retries`` times), nothing lost or
+        duplicated. ``fn`` must be picklable and pure per element. See ``docs/RAY.md``.
+
+        Args:
+            fn: the function (element dict -> dict).
+            num_actors: actors in the pool (default 2).
+            num_cpus_per_actor: CPUs Ray reserves for each actor (default 1).
+            depth: elements queued per actor (default 2: the next one waits while one computes).
+            max_retries: times an element is re-sent after its actor died (default 3).
+            name: label in ``describe()``, stats and errors (default ``remote(<fn>)``).
+        """
+        from . import ray as _ray
+
+        return _ray.remote_map(self, fn, num_actors=num_actors, num_cpus_per_actor=num_cpus_per_actor,
+                               depth=depth, max_retries=max_retries, name=name)
+
     def filter(self, predicate: Callable[[Element], Any], name: Optional[str] = None) -> Dataset:
         """Keeps the elements for which ``predicate(element)`` is true. The result is a stream
         (no ``len``, no indexing)."""

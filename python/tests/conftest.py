@@ -11,6 +11,7 @@ TIMEOUT_S = 120
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "timeout(seconds, method=...): per-test time limit")
+    config.addinivalue_line("markers", "ray: runs on a local Ray cluster (test_ray.py; `-m 'not ray'` leaves them out)")
 
 
 def pytest_collection_modifyitems(config, items):
