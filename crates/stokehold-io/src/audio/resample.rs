@@ -11,11 +11,37 @@ use super::decode::Audio;
 /// buffers small while its FFTs stay efficient; the ratio is exact whatever the chunk.
 const CHUNK: usize = 1024;
 
+/// The largest reduced ratio `rate / target` (both sides after dividing by their gcd) we
+/// resample: rubato's FFT sizes are multiples of these, so a header claiming 1,375,747,712 Hz
+/// (found by the fuzzer) would ask for gigabytes. Every rate in use (8 kHz ... 384 kHz, 11025,
+/// 22050, 44100 and multiples) reduces to at most 441 / 640 against another.
+const MAX_REDUCED: u32 = 4096;
+
+fn gcd(a: u32, b: u32) -> u32 {
+    if b == 0 {
+        a
+    } else {
+        gcd(b, a % b)
+    }
+}
+
 /// `audio` at `target` frames per second: `round(frames * target / rate)` frames.
 pub fn resample(audio: Audio, target: u32) -> Result<Audio> {
     let rate = audio.sample_rate;
     if target == 0 {
         return Err(Error::invalid("resample: the target rate must be > 0"));
+    }
+    let g = gcd(rate, target);
+    if rate / g > MAX_REDUCED || target / g > MAX_REDUCED {
+        return Err(Error::schema(
+            "resample",
+            format!(
+                "cannot resample {rate} Hz to {target} Hz: the ratio reduces to {} / {}, \
+                 beyond {MAX_REDUCED} (is the file's sample rate right?)",
+                rate / g,
+                target / g
+            ),
+        ));
     }
     if rate == target || audio.frames() == 0 {
         return Ok(Audio {
@@ -101,6 +127,16 @@ mod tests {
             .map(|(x, y)| (x - y).abs())
             .fold(0.0f32, f32::max);
         assert!(err < 2e-3, "max error {err}");
+    }
+
+    #[test]
+    fn absurd_ratios_are_refused_not_allocated() {
+        let a = Audio {
+            sample_rate: 1_375_747_712,
+            channels: vec![vec![0.0; 64]],
+        };
+        let e = resample(a, 16000).unwrap_err().to_string();
+        assert!(e.contains("cannot resample 1375747712 Hz to 16000 Hz"), "{e}");
     }
 
     #[test]
