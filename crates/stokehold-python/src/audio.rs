@@ -92,7 +92,7 @@ fn decode_options(
     };
     let window = match (random_window, offset, duration) {
         (Some(d), _, _) => Window::Random { duration: d, seed },
-        (None, o, None) if o == 0.0 => Window::All,
+        (None, 0.0, None) => Window::All,
         (None, offset, duration) => Window::Span { offset, duration },
     };
     Ok(DecodeOptions {

@@ -136,7 +136,10 @@ mod tests {
             channels: vec![vec![0.0; 64]],
         };
         let e = resample(a, 16000).unwrap_err().to_string();
-        assert!(e.contains("cannot resample 1375747712 Hz to 16000 Hz"), "{e}");
+        assert!(
+            e.contains("cannot resample 1375747712 Hz to 16000 Hz"),
+            "{e}"
+        );
     }
 
     #[test]
