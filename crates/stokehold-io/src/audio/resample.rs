@@ -49,6 +49,13 @@ pub fn resample(audio: Audio, target: u32) -> Result<Audio> {
             ..audio
         });
     }
+    // rubato's FFT panics on NaN / infinity (found by the fuzzer: a float WAV holding them).
+    if audio.channels.iter().flatten().any(|x| !x.is_finite()) {
+        return Err(Error::schema(
+            "resample",
+            format!("cannot resample {rate} Hz to {target} Hz: the audio holds NaN or infinity"),
+        ));
+    }
     let (channels, frames) = (audio.channels.len(), audio.frames());
     let want = ((frames as u128 * target as u128 + rate as u128 / 2) / rate as u128) as usize;
     let fail = |what: String| Error::invalid(format!("resample {rate} Hz -> {target} Hz: {what}"));
@@ -141,6 +148,16 @@ mod tests {
             e.contains("cannot resample 1375747712 Hz to 16000 Hz"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn non_finite_samples_are_refused_not_a_panic() {
+        let a = Audio {
+            sample_rate: 8000,
+            channels: vec![vec![0.0, f32::NAN, 1.0, f32::INFINITY]],
+        };
+        let e = resample(a, 16000).unwrap_err().to_string();
+        assert!(e.contains("NaN or infinity"), "{e}");
     }
 
     #[test]
