@@ -17,6 +17,9 @@ const CHUNK: usize = 1024;
 /// 22050, 44100 and multiples) reduces to at most 441 / 640 against another.
 const MAX_REDUCED: u32 = 4096;
 
+/// The largest sample magnitude we resample (see `resample`).
+const LARGEST: f32 = 1e6;
+
 fn gcd(a: u32, b: u32) -> u32 {
     if b == 0 {
         a
@@ -49,11 +52,21 @@ pub fn resample(audio: Audio, target: u32) -> Result<Audio> {
             ..audio
         });
     }
-    // rubato's FFT panics on NaN / infinity (found by the fuzzer: a float WAV holding them).
-    if audio.channels.iter().flatten().any(|x| !x.is_finite()) {
+    // rubato's FFT panics on NaN / infinity, and on finite samples large enough to overflow
+    // inside it (both found by the fuzzer in float WAVs). Audio lies near [-1, 1]: beyond
+    // +-1e6 it is not audio.
+    if audio
+        .channels
+        .iter()
+        .flatten()
+        .any(|x| !(x.abs() <= LARGEST))
+    {
         return Err(Error::schema(
             "resample",
-            format!("cannot resample {rate} Hz to {target} Hz: the audio holds NaN or infinity"),
+            format!(
+                "cannot resample {rate} Hz to {target} Hz: the audio holds NaN, infinity or \
+                 samples beyond +-{LARGEST:e}"
+            ),
         ));
     }
     let (channels, frames) = (audio.channels.len(), audio.frames());
@@ -69,9 +82,19 @@ pub fn resample(audio: Audio, target: u32) -> Result<Audio> {
     .map_err(|e| fail(e.to_string()))?;
     let input = SequentialSliceOfVecs::new(&audio.channels, channels, frames)
         .map_err(|e| fail(e.to_string()))?;
-    let out = r
-        .process_all(&input, frames, None)
-        .map_err(|e| fail(e.to_string()))?;
+    // Belt and braces: a panic inside rubato becomes this element's error, not a crash.
+    let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        r.process_all(&input, frames, None)
+    }));
+    let out = match run {
+        Ok(out) => out.map_err(|e| fail(e.to_string()))?,
+        Err(_) => {
+            return Err(Error::schema(
+                "resample",
+                "the resampler failed on this audio",
+            ))
+        }
+    };
     let got = out.take_data();
     let have = got.len() / channels;
     let mut planar = vec![vec![0.0f32; want]; channels];
@@ -157,7 +180,12 @@ mod tests {
             channels: vec![vec![0.0, f32::NAN, 1.0, f32::INFINITY]],
         };
         let e = resample(a, 16000).unwrap_err().to_string();
-        assert!(e.contains("NaN or infinity"), "{e}");
+        assert!(e.contains("NaN, infinity"), "{e}");
+        let huge = Audio {
+            sample_rate: 8000,
+            channels: vec![vec![3e38; 4096]],
+        };
+        assert!(resample(huge, 16000).is_err());
     }
 
     #[test]
