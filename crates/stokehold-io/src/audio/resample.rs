@@ -59,7 +59,7 @@ pub fn resample(audio: Audio, target: u32) -> Result<Audio> {
         .channels
         .iter()
         .flatten()
-        .any(|x| !(x.abs() <= LARGEST))
+        .any(|x| !x.is_finite() || x.abs() > LARGEST)
     {
         return Err(Error::schema(
             "resample",
