@@ -9,8 +9,8 @@ log-mel spectrogram (n_fft 400, hop 160, 64 mels, HTK scale, 10*log10), then bat
   -> parallelize(P): all native, decode seeks to the window.
 * torch: a map-style Dataset whose __getitem__ reads the window with soundfile (sf.read(start,
   frames): libsndfile seeks too, the strongest Python reader) and runs torchaudio's
-  MelSpectrogram + AmplitudeToDB; DataLoader(batch_size=16, num_workers=P), one torch thread per
-  worker.
+  MelSpectrogram + AmplitudeToDB; one DataLoader(batch_size=16, num_workers=P,
+  persistent_workers=True) for all epochs, one torch thread per worker.
 * tf.data (WAV only: TensorFlow has no FLAC decoder, and tensorflow-io is not installed for TF
   2.21): read_file -> tf.audio.decode_wav (the whole file) -> crop -> tf.signal.stft -> mel
   matrix -> log, num_parallel_calls=P, batch(16), prefetch.
@@ -85,11 +85,11 @@ def stokehold_run(d, ext, par):
 
 
 class _TorchClips:
-    def __init__(self, files, seed):
+    def __init__(self, files):
         import torch
         import torchaudio
 
-        self.files, self.seed, self.epoch = files, seed, 0
+        self.files = files
         self.mel = torchaudio.transforms.MelSpectrogram(
             sample_rate=RATE, n_fft=N_FFT, hop_length=HOP, n_mels=N_MELS)
         self.db = torchaudio.transforms.AmplitudeToDB(stype="power")
@@ -106,7 +106,7 @@ class _TorchClips:
         size = int(CROP * RATE)
         with sf.SoundFile(self.files[i]) as f:
             n = f.frames
-            start = random.Random(hash((self.seed, self.epoch, i))).randrange(max(1, n - size + 1))
+            start = random.randrange(max(1, n - size + 1))  # torch seeds each worker
             f.seek(start)
             x = f.read(size, dtype="float32", always_2d=True)
         x = self.torch.from_numpy(x.mean(axis=1))
@@ -124,12 +124,13 @@ def torch_run(d, ext, par):
     import torch
 
     files = sorted(str(p) for p in (d / ext).glob(f"*.{ext}"))
-    data = _TorchClips(files, 2)
+    # One loader for all epochs, its workers kept alive (persistent_workers): no worker start-up
+    # inside the timed epochs, the peer's best setting.
+    dl = torch.utils.data.DataLoader(_TorchClips(files), batch_size=BATCH, shuffle=True,
+                                     num_workers=par, worker_init_fn=_worker_init,
+                                     persistent_workers=True)
 
     def make(e):
-        data.epoch = e
-        dl = torch.utils.data.DataLoader(data, batch_size=BATCH, shuffle=True, num_workers=par,
-                                         worker_init_fn=_worker_init)
         return (len(b) for b in dl)
     return make
 

@@ -300,7 +300,8 @@ pub fn audio_decode(data: &[u8]) {
         let target = [8000, 11025, 16000, 22050, 44100, 48000][mode as usize % 6];
         let frames = audio.frames() as u64;
         let rate = audio.sample_rate as u64;
-        let out = resample::resample(resample::mix_to_mono(audio), target).expect("resample");
+        // Absurd header rates are refused (an error, not an allocation).
+        let Ok(out) = resample::resample(resample::mix_to_mono(audio), target) else { return };
         assert_eq!(out.channels.len(), 1);
         assert_eq!(out.frames() as u64, (frames * target as u64 + rate / 2) / rate);
     }

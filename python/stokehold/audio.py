@@ -81,7 +81,7 @@ def decode(
     sample_rate_key: Optional[str],
     on_error: str,
     num_parallel_calls: Optional[int],
-) -> Dataset:
+) -> AudioSource:
     """``decode_audio`` and ``load_audio``: checks, then the native op."""
     if random_window is not None and (offset != 0 or duration is not None):
         raise _args.fail(op, "random_window", random_window,

@@ -36,6 +36,7 @@ from .processes import ProcessOptions, process_map
 from .spec import ElementSpec, spec_of
 
 if TYPE_CHECKING:
+    from .audio import AudioSource
     from .table import Table
 
 __all__ = ["AUTOTUNE", "INFINITE", "UNKNOWN", "Dataset", "Element"]
@@ -264,7 +265,7 @@ class Dataset:
         random_window: Optional[float] = None, seed: Optional[int] = None,
         sample_rate_key: Optional[str] = "sample_rate", on_error: str = "raise",
         num_parallel_calls: Optional[int] = None,
-    ) -> Dataset:
+    ) -> AudioSource:
         """Decodes the audio bytes in ``feature`` (WAV: PCM 8/16/24/32-bit, float 32/64; FLAC;
         MP3; Ogg Vorbis; the format is recognised from the bytes) into ``out`` (default: replace
         ``feature``), as tf.audio.decode_wav / torchaudio.load do. ``dtype``: ``"float32"``
@@ -291,7 +292,7 @@ class Dataset:
         random_window: Optional[float] = None, seed: Optional[int] = None,
         sample_rate_key: Optional[str] = "sample_rate", on_error: str = "raise",
         num_parallel_calls: Optional[int] = None,
-    ) -> Dataset:
+    ) -> AudioSource:
         """Decodes the audio file named by feature ``path`` into ``out``: :meth:`decode_audio`'s
         options, reading the file as the decoder asks (a window touches only its part of the
         file). Errors name the file, the element and the op."""

@@ -12,9 +12,9 @@ use pyo3::types::{PyBytes, PyDict};
 use stokehold_core::exec::Parallelism;
 use stokehold_core::{Dataset, Error, ErrorLog, MapFn, OnError};
 use stokehold_io::audio::{
-    decode_audio_fn, load_audio_fn, mel_spectrogram_fn, probe_bytes, probe_file,
-    spectrogram_fn, AudioInfo, DecodeOptions, MelBank, MelOptions, MelScale, PadMode,
-    SampleType, Stft, StftOptions, Window,
+    decode_audio_fn, load_audio_fn, mel_spectrogram_fn, probe_bytes, probe_file, spectrogram_fn,
+    AudioInfo, DecodeOptions, MelBank, MelOptions, MelScale, PadMode, SampleType, Stft,
+    StftOptions, Window,
 };
 
 use crate::dataset::PyDataset;
@@ -92,7 +92,7 @@ fn decode_options(
     };
     let window = match (random_window, offset, duration) {
         (Some(d), _, _) => Window::Random { duration: d, seed },
-        (None, o, None) if o == 0.0 => Window::All,
+        (None, 0.0, None) => Window::All,
         (None, offset, duration) => Window::Span { offset, duration },
     };
     Ok(DecodeOptions {
@@ -229,7 +229,10 @@ impl PyDataset {
         num_parallel_calls: Option<i64>,
     ) -> PyResult<PyDataset> {
         guard(|| {
-            let s = ok(py, stft(n_fft, win_length, hop_length, power, center, pad_mode))?;
+            let s = ok(
+                py,
+                stft(n_fft, win_length, hop_length, power, center, pad_mode),
+            )?;
             let f = spectrogram_fn(feature, out, s);
             let label = format!("spectrogram:{out}");
             let (ds, _) = apply(py, self.dataset(), &label, f, "raise", num_parallel_calls)?;
@@ -262,7 +265,10 @@ impl PyDataset {
         num_parallel_calls: Option<i64>,
     ) -> PyResult<PyDataset> {
         guard(|| {
-            let s = ok(py, stft(n_fft, win_length, hop_length, power, center, pad_mode))?;
+            let s = ok(
+                py,
+                stft(n_fft, win_length, hop_length, power, center, pad_mode),
+            )?;
             let scale = match mel_scale {
                 "htk" => MelScale::Htk,
                 "slaney" => MelScale::Slaney,

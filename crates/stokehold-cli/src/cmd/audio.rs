@@ -15,7 +15,10 @@ pub fn is_audio(path: &Path) -> bool {
         .extension()
         .map(|e| e.to_string_lossy().to_ascii_lowercase())
         .unwrap_or_default();
-    if matches!(ext.as_str(), "wav" | "wave" | "flac" | "mp3" | "ogg" | "oga") {
+    if matches!(
+        ext.as_str(),
+        "wav" | "wave" | "flac" | "mp3" | "ogg" | "oga"
+    ) {
         return true;
     }
     let mut head = [0u8; 12];
@@ -34,7 +37,10 @@ pub fn inspect(path: &Path) -> anyhow::Result<()> {
     let i = probe_file(path).with_context(|| format!("inspecting {}", path.display()))?;
     println!("{} (audio)", path.display());
     let channels = count(i.channels as u64, "channel");
-    let bits = i.bits_per_sample.map(|b| format!(", {b}-bit")).unwrap_or_default();
+    let bits = i
+        .bits_per_sample
+        .map(|b| format!(", {b}-bit"))
+        .unwrap_or_default();
     println!(
         "  format {}, codec {}, {} Hz, {channels}{bits}",
         i.format, i.codec, i.sample_rate

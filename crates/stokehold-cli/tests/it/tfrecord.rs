@@ -93,7 +93,12 @@ fn inspect_prints_audio_headers() {
             .display()
             .to_string()
     };
-    let out = stokehold(&["inspect", &audio("s24.flac"), &audio("speech.mp3"), &audio("stereo.ogg")]);
+    let out = stokehold(&[
+        "inspect",
+        &audio("s24.flac"),
+        &audio("speech.mp3"),
+        &audio("stereo.ogg"),
+    ]);
     let s = text(&out);
     assert!(out.status.success(), "{s}");
     assert!(
@@ -101,9 +106,15 @@ fn inspect_prints_audio_headers() {
             && s.contains("16000 frames, duration 1.000 s"),
         "{s}"
     );
-    assert!(s.contains("format mp3, codec mp3, 16000 Hz, 1 channel"), "{s}");
+    assert!(
+        s.contains("format mp3, codec mp3, 16000 Hz, 1 channel"),
+        "{s}"
+    );
     assert!(s.contains("24000 frames, duration 1.500 s"), "{s}");
-    assert!(s.contains("format ogg, codec vorbis, 16000 Hz, 2 channels"), "{s}");
+    assert!(
+        s.contains("format ogg, codec vorbis, 16000 Hz, 2 channels"),
+        "{s}"
+    );
     // Not audio after all: the error names the file.
     let dir = tempfile::tempdir().unwrap();
     let bad = dir.path().join("bad.wav");

@@ -198,7 +198,11 @@ fn decode_opened(opened: Opened, opts: &DecodeOptions, ctx: &Ctx, name: &Path) -
         audio = mix_to_mono(audio);
     }
     if let Some(target) = opts.sample_rate {
-        audio = resample(audio, target)?;
+        // A resampling refusal is about this file's rate: name the file.
+        audio = resample(audio, target).map_err(|e| match e {
+            Error::Schema { reason, .. } => Error::corrupt(name, 0, reason),
+            other => other,
+        })?;
     }
     if let Window::Random { duration, .. } = opts.window {
         let want = frames_of(duration, audio.sample_rate) as usize;
