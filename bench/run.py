@@ -40,6 +40,7 @@ WORKLOADS = [
     ("TFRecord scan + parse", "bench/tfrecord/bench.py"),
     ("shards: reads + shuffle quality", "bench/shard/bench.py"),
     ("feature-table gather", "bench/table/bench.py"),
+    ("images: decode + augment", "bench/image/bench.py"),
 ]
 TIMEOUT = {"quick": 120, "full": 900}
 REQUIREMENTS = BENCH / "suite" / "requirements.txt"

@@ -156,4 +156,14 @@ fn main() {
 
     let entries = [IndexEntry { offset: 0, len: 5 }, IndexEntry { offset: 21, len: 7 }];
     write("tfrecord_index", with_broken(vec![index::encode(&entries, 44), index::encode(&entries[..1], 21)]));
+
+    // Images: the committed fixtures (testdata/image), each behind a mode byte for image_decode.
+    let images: Vec<Vec<u8>> = ["baseline.jpg", "progressive.jpg", "gray.jpg", "rgba8.png", "gray16.png",
+        "palette_trns.png", "la8.png", "lossless.webp", "lossy.webp", "alpha.webp", "huge.png", "zero.jpg"]
+        .iter()
+        .map(|n| std::fs::read(Path::new(env!("CARGO_MANIFEST_DIR")).join("../testdata/image").join(n)).expect("fixture"))
+        .collect();
+    write("image_probe", images.clone());
+    let moded = images.iter().enumerate().map(|(i, b)| [vec![(i * 37) as u8], b.clone()].concat()).collect();
+    write("image_decode", moded);
 }

@@ -32,6 +32,7 @@ from ._native import (
 )
 from .dataset import Dataset, Element
 from .demo import demo
+from .image import DecodedDataset, ImageInfo, probe_image
 from .iterator import Epoch, EpochLoader, Iterator
 from .ragged import Ragged
 from .shards import open_shards, verify_shards, write_shards
@@ -55,7 +56,9 @@ __all__ = [
     "CancelledError",
     "DataCorruptionError",
     "Dataset",
+    "DecodedDataset",
     "Element",
+    "ImageInfo",
     "ElementSpec",
     "Epoch",
     "EpochLoader",
@@ -83,6 +86,7 @@ __all__ = [
     "keras",
     "list_files",
     "open_shards",
+    "probe_image",
     "open_table",
     "sample_from_datasets",
     "tfrecord",

@@ -23,6 +23,7 @@ pub mod dataset;
 mod demo;
 mod epochs;
 pub mod errors;
+mod image;
 mod parallel;
 mod shard;
 mod table;
@@ -46,5 +47,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     tfrecord::register(m)?;
     // One line per module file, e.g. `tfrecord::register(m)?;`
     shard::register(m)?;
+    image::register(m)?;
     Ok(())
 }
