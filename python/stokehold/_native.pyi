@@ -37,6 +37,8 @@ __all__ = [
     "encode_example",
     "decode_example",
     "verify_shards",
+    "SkipLog",
+    "probe_image",
 ]
 
 __version__: str
