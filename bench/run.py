@@ -45,6 +45,7 @@ WORKLOADS = [
     ("python UDFs: processes vs threads vs torch", "bench/udf/bench.py"),
     ("audio decode -> log-mel", "bench/audio_decode/bench.py"),
     ("Ray: remote_map, read_stokehold, from_ray", "bench/ray/bench.py"),
+    ("images: decode + augment", "bench/image/bench.py"),
 ]
 TIMEOUT = {"quick": 120, "full": 900}
 REQUIREMENTS = BENCH / "suite" / "requirements.txt"

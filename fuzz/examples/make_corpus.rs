@@ -201,4 +201,13 @@ fn main() {
         "audio_window",
         audio_seeds().into_iter().map(|s| [vec![0x10, 0x00, 0x00, 0x01], s].concat()).collect(),
     );
+    // Images: the committed fixtures (testdata/image), each behind a mode byte for image_decode.
+    let images: Vec<Vec<u8>> = ["baseline.jpg", "progressive.jpg", "gray.jpg", "rgba8.png", "gray16.png",
+        "palette_trns.png", "la8.png", "lossless.webp", "lossy.webp", "alpha.webp", "huge.png", "zero.jpg"]
+        .iter()
+        .map(|n| std::fs::read(Path::new(env!("CARGO_MANIFEST_DIR")).join("../testdata/image").join(n)).expect("fixture"))
+        .collect();
+    write("image_probe", images.clone());
+    let moded = images.iter().enumerate().map(|(i, b)| [vec![(i * 37) as u8], b.clone()].concat()).collect();
+    write("image_decode", moded);
 }

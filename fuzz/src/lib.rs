@@ -30,6 +30,8 @@ pub const TARGETS: &[(&str, fn(&[u8]))] = &[
     ("tfrecord_index", tfrecord_index),
     ("audio_decode", audio_decode),
     ("audio_window", audio_window),
+    ("image_decode", image_decode),
+    ("image_probe", image_probe),
 ];
 
 /// TFRecord framing: see `fuzz_targets/tfrecord_framing.rs` for the checks (kept there as it was).
@@ -320,5 +322,50 @@ pub fn audio_window(data: &[u8]) {
     if let Ok(audio) = opened.decode(start, Some(len)) {
         assert!(audio.frames() as u64 <= len);
         assert!(audio.channels.iter().all(|c| c.len() == audio.frames()));
+/// Image decoding (JPEG, PNG, WebP, picked by signature): the first byte picks the channels,
+/// the dtype and the layout. Never panics; a decoded image has the header's size and the
+/// asked channels, and survives a random resized crop and a resize (1-pixel sides included).
+/// The pixel limit is kept small so a valid huge header does not exhaust the fuzzer's memory.
+pub fn image_decode(data: &[u8]) {
+    use stokehold_io::image::{self as im, DecodeOptions, Interpolation, Layout};
+    let Some((&mode, body)) = data.split_first() else { return };
+    let channels = [0u8, 1, 3, 4][usize::from(mode & 3)];
+    let opts = DecodeOptions {
+        channels,
+        dtype: if mode & 4 == 0 { DType::U8 } else { DType::U16 },
+        layout: if mode & 8 == 0 { Layout::Hwc } else { Layout::Chw },
+        max_pixels: 1 << 22,
+    };
+    let Ok(t) = im::decode(body, &opts) else { return };
+    let info = im::probe(body).expect("a decodable image probes");
+    let (h, w, c) = match opts.layout {
+        Layout::Hwc => (t.shape()[0], t.shape()[1], t.shape()[2]),
+        Layout::Chw => (t.shape()[1], t.shape()[2], t.shape()[0]),
+    };
+    assert_eq!((w as u32, h as u32), (info.width, info.height));
+    assert_eq!(c, if channels == 0 { usize::from(info.channels) } else { usize::from(channels) });
+    if opts.dtype != DType::U8 || opts.layout != Layout::Hwc || c == 2 {
+        return;
+    }
+    let interp = [Interpolation::Nearest, Interpolation::Bilinear, Interpolation::Bicubic, Interpolation::Area]
+        [usize::from(mode >> 4) % 4];
+    let e = Example::new().with("x", t);
+    let ctx = stokehold_core::Ctx { op: "fuzz", index: u64::from(mode), epoch: 0 };
+    let f = im::random_resized_crop_fn("x", (7, 5), (0.08, 1.0), (0.75, 4.0 / 3.0), interp, 1);
+    let out = f(e.clone(), &ctx).expect("crop of a decoded image");
+    assert_eq!(out.tensor("t", "x").expect("x").shape(), &[7, 5, c]);
+    let g = im::resize_fn("x", im::Size::Shorter(3), interp);
+    g(e, &ctx).expect("resize of a decoded image");
+}
+
+/// Image headers alone (what `stokehold inspect` reads): never panics, and agrees with a decode
+/// where the decode succeeds.
+pub fn image_probe(data: &[u8]) {
+    use stokehold_io::image::{self as im, DecodeOptions};
+    let Ok(info) = im::probe(data) else { return };
+    assert!(matches!(info.channels, 1..=4), "{info:?}");
+    let opts = DecodeOptions { channels: 0, max_pixels: 1 << 20, ..DecodeOptions::default() };
+    if let Ok(t) = im::decode(data, &opts) {
+        assert_eq!((t.shape()[1] as u32, t.shape()[0] as u32), (info.width, info.height));
     }
 }

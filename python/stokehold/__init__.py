@@ -34,6 +34,7 @@ from .audio import AudioSource, probe_audio
 from .dataset import Dataset, Element
 from .demo import demo
 from .errors import SkipLog
+from .image import DecodedDataset, ImageInfo, probe_image
 from .iterator import Epoch, EpochLoader, Iterator
 from .processes import ProcessOptions, WorkerProcessError
 from .ragged import Ragged
@@ -59,7 +60,9 @@ __all__ = [
     "CancelledError",
     "DataCorruptionError",
     "Dataset",
+    "DecodedDataset",
     "Element",
+    "ImageInfo",
     "ElementSpec",
     "Epoch",
     "EpochLoader",
@@ -90,6 +93,7 @@ __all__ = [
     "keras",
     "list_files",
     "open_shards",
+    "probe_image",
     "open_table",
     "probe_audio",
     "sample_from_datasets",

@@ -29,12 +29,11 @@ def probe_audio(source: Any) -> Dict[str, Any]:
 
 class AudioSource(Dataset):
     """The dataset ``decode_audio`` / ``load_audio`` return (a :class:`~stokehold.Dataset`).
-    Its ``skipped`` attribute counts the elements ``on_error="skip"`` left out: ``.count``, and
-    ``.first``: (element index, error message) of the first 16."""
+    What ``on_error="skip"`` left out is counted in ``ds.skipped()``, as for every other op
+    (the native log it is handed is the same one ``skipped()`` finds in the pipeline)."""
 
     def __init__(self, native: _native.Dataset, log: _native.AudioErrorLog) -> None:
         super().__init__(native)
-        self.skipped = log
 
 
 def _seconds(op: str, arg: str, value: Any, positive: bool) -> float:

@@ -37,6 +37,7 @@ from .spec import ElementSpec, spec_of
 
 if TYPE_CHECKING:
     from .audio import AudioSource
+    from .image import DecodedDataset, Size
     from .table import Table
 
 __all__ = ["AUTOTUNE", "INFINITE", "UNKNOWN", "Dataset", "Element"]
@@ -352,6 +353,153 @@ class Dataset:
             raise TypeError(f"gather(table=...): expected a stokehold.Table, got {type(table).__name__}")
         return Dataset(self._native.gather(native, _args.name(op, "index_feature", index_feature),
                                            _args.name(op, "output", output), keys))
+
+    # ---- images: native decode and augmentation (docs/GUIDE.md, "Images") --------------------
+
+    def decode_image(
+        self,
+        feature: str = "image",
+        out: Optional[str] = None,
+        channels: int = 3,
+        dtype: str = "uint8",
+        layout: str = "HWC",
+        max_pixels: int = 178_956_970,
+        on_error: str = "raise",
+        num_parallel_calls: Optional[int] = None,
+        deterministic: Optional[bool] = None,
+    ) -> DecodedDataset:
+        """Decodes the JPEG, PNG or WebP bytes in ``feature`` into an image array in ``out``
+        (default: replaces ``feature``), natively on the pipeline's threads (tf's
+        ``decode_image``, with no GIL held).
+
+        Args:
+            channels: 3 (default, RGB), 1 (gray), 4 (RGBA) or 0 (as in the file). Gray is
+                replicated, alpha dropped (no compositing) or set opaque.
+            dtype: ``"uint8"`` (default; 16-bit PNGs keep the high byte) or ``"uint16"``.
+            layout: ``"HWC"`` (default) or ``"CHW"``; the other image ops take HWC.
+            max_pixels: a header claiming more than this many pixels (or a zero side) is refused
+                before anything is allocated (default: Pillow's limit, 178956970).
+            on_error: ``"raise"`` (default): a bad image raises, naming the element, the feature
+                and (when the element has a ``"path"``) the file. ``"skip"``: it is left out and
+                counted in the result's ``skipped`` (``.count``, ``.first``).
+            num_parallel_calls: ``None`` (in the consumer's or prefetch thread) or a thread count
+                / ``AUTOTUNE``, as in :meth:`map`.
+            deterministic: keep the input order (default True).
+        """
+        from . import image
+
+        op = "decode_image"
+        feature = _args.name(op, "feature", feature)
+        out = feature if out is None else _args.name(op, "out", out)
+        args = image.decode_args(op, channels, dtype, layout, max_pixels, on_error, num_parallel_calls, deterministic)
+        return image.DecodedDataset(*self._native.decode_image(feature, out, *args))
+
+    def load_image(
+        self,
+        path: str = "path",
+        out: str = "image",
+        channels: int = 3,
+        dtype: str = "uint8",
+        layout: str = "HWC",
+        max_pixels: int = 178_956_970,
+        on_error: str = "raise",
+        num_parallel_calls: Optional[int] = None,
+        deterministic: Optional[bool] = None,
+    ) -> DecodedDataset:
+        """Reads the image file named by feature ``path`` (as :func:`stokehold.list_files` makes)
+        and decodes it into ``out``; the arguments are :meth:`decode_image`'s, and errors name
+        the file."""
+        from . import image
+
+        op = "load_image"
+        args = image.decode_args(op, channels, dtype, layout, max_pixels, on_error, num_parallel_calls, deterministic)
+        return image.DecodedDataset(*self._native.load_image(
+            _args.name(op, "path", path), _args.name(op, "out", out), *args))
+
+    def resize(self, size: Size, feature: str = "image", interpolation: str = "bilinear") -> Dataset:
+        """Resizes the uint8 HWC image ``feature``: ``size`` (height, width) exactly, or an int
+        for the shorter side (the other keeps the aspect ratio, as torchvision's ``Resize``).
+        ``interpolation``: ``"bilinear"`` (default), ``"bicubic"``, ``"area"``, ``"nearest"``
+        or ``"lanczos3"``; downscaling antialiases (as Pillow)."""
+        from . import image
+
+        op = "resize"
+        h, w, shorter = image.size_arg(op, size)
+        return Dataset(self._native.image_resize(_args.name(op, "feature", feature), h, w, shorter,
+                                                 image.interpolation_arg(op, interpolation)))
+
+    def center_crop(self, size: Size, feature: str = "image") -> Dataset:
+        """The centre ``size`` (an int: square) of the HWC image ``feature``, zero-padded where the
+        image is smaller (torchvision's ``CenterCrop``)."""
+        from . import image
+
+        op = "center_crop"
+        h, w, _ = image.size_arg(op, size)
+        return Dataset(self._native.image_center_crop(_args.name(op, "feature", feature), h, w))
+
+    def random_resized_crop(
+        self,
+        size: Size,
+        feature: str = "image",
+        scale: Tuple[float, float] = (0.08, 1.0),
+        ratio: Tuple[float, float] = (3 / 4, 4 / 3),
+        interpolation: str = "bilinear",
+        seed: Optional[int] = None,
+    ) -> Dataset:
+        """torchvision's ``RandomResizedCrop``: a crop of area fraction uniform in ``scale`` and
+        aspect ratio log-uniform in ``ratio`` (10 attempts, then the centred whole image clamped
+        to ``ratio``), resized to ``size`` in one pass. Drawn from (seed, epoch, index);
+        ``seed=None`` draws one now."""
+        from . import image
+
+        op = "random_resized_crop"
+        h, w, _ = image.size_arg(op, size)
+        return Dataset(self._native.image_random_resized_crop(
+            _args.name(op, "feature", feature), h, w, image.unit_range(op, "scale", scale, 1.0),
+            image.unit_range(op, "ratio", ratio, None), image.interpolation_arg(op, interpolation),
+            _args.seed(op, seed)))
+
+    def random_flip_left_right(self, feature: str = "image", p: float = 0.5, seed: Optional[int] = None) -> Dataset:
+        """Mirrors the HWC image ``feature`` left-right with probability ``p`` (default 0.5),
+        drawn from (seed, epoch, index) (tf.image's ``random_flip_left_right``)."""
+        from . import image
+
+        op = "random_flip_left_right"
+        return Dataset(self._native.image_random_flip(
+            _args.name(op, "feature", feature), image.probability(op, p), _args.seed(op, seed)))
+
+    def color_jitter(
+        self,
+        brightness: float = 0.0,
+        contrast: float = 0.0,
+        saturation: float = 0.0,
+        feature: str = "image",
+        seed: Optional[int] = None,
+    ) -> Dataset:
+        """torchvision's ``ColorJitter`` without hue, on the uint8 RGB HWC image ``feature``: each
+        non-zero strength ``v`` draws a factor uniform in ``[max(0, 1 - v), 1 + v]``; brightness
+        scales, contrast blends with the image's mean gray, saturation with each pixel's gray,
+        in a random order. Drawn from (seed, epoch, index)."""
+        from . import image
+
+        op = "color_jitter"
+        b, c, s = (image.strength(op, n, v) for n, v in
+                   (("brightness", brightness), ("contrast", contrast), ("saturation", saturation)))
+        return Dataset(self._native.image_color_jitter(_args.name(op, "feature", feature), b, c, s,
+                                                       _args.seed(op, seed)))
+
+    def normalize(
+        self, mean: Any, std: Any, feature: str = "image", layout: str = "HWC"
+    ) -> Dataset:
+        """The uint8 HWC image ``feature`` as float32 ``(x / 255 - mean) / std`` (torchvision's
+        ``ToTensor`` + ``Normalize``); ``mean`` and ``std`` are one number or one per channel.
+        ``layout="CHW"`` writes channels first, for torch."""
+        from . import image
+
+        op = "normalize"
+        return Dataset(self._native.image_normalize(
+            _args.name(op, "feature", feature), image.per_channel(op, "mean", mean, False),
+            image.per_channel(op, "std", std, True), image.layout_arg(op, layout)))
 
     # ---- order: shuffles, repetition, slices -----------------------------------------------
 

@@ -105,8 +105,8 @@ def test_bad_input_raises_naming_the_element_and_skip_counts():
         ds[3]
     skipping = blobs(*items).decode_audio(on_error="skip", num_parallel_calls=2)
     assert len(list(skipping)) == 2
-    assert skipping.skipped.count == 4
-    assert [i for i, _ in skipping.skipped.first] == [1, 2, 3, 4]
+    assert skipping.skipped().count == 4
+    assert [s.index for s in skipping.skipped().first] == [1, 2, 3, 4]
 
 
 def test_load_audio_errors_name_the_file():

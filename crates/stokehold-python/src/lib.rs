@@ -24,6 +24,7 @@ pub mod dataset;
 mod demo;
 mod epochs;
 pub mod errors;
+mod image;
 mod parallel;
 mod sequence;
 mod ray_io;
@@ -63,5 +64,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     sequence::register(m)?;
     audio::register(m)?;
     ray_io::register(m)?;
+    image::register(m)?;
     Ok(())
 }

@@ -18,10 +18,23 @@ fn inspect_prints_image_format_and_size() {
         .output()
         .unwrap();
     let out = String::from_utf8_lossy(&o.stdout);
-    assert!(o.status.success(), "{out}{}", String::from_utf8_lossy(&o.stderr));
-    assert!(out.contains("baseline.jpg: JPEG image, 64x48 (width x height), 3 channels, 8-bit"), "{out}");
-    assert!(out.contains("gray16.png: PNG image, 64x48 (width x height), 1 channel, 16-bit"), "{out}");
-    assert!(out.contains("alpha.webp: WebP image, 64x48 (width x height), 4 channels, 8-bit"), "{out}");
+    assert!(
+        o.status.success(),
+        "{out}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(
+        out.contains("baseline.jpg: JPEG image, 64x48 (width x height), 3 channels, 8-bit"),
+        "{out}"
+    );
+    assert!(
+        out.contains("gray16.png: PNG image, 64x48 (width x height), 1 channel, 16-bit"),
+        "{out}"
+    );
+    assert!(
+        out.contains("alpha.webp: WebP image, 64x48 (width x height), 4 channels, 8-bit"),
+        "{out}"
+    );
 }
 
 #[test]

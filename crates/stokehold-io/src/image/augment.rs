@@ -59,7 +59,11 @@ fn uniform(rng: &mut Rng, lo: f64, hi: f64) -> f64 {
 /// torchvision's `CenterCrop` on raw pixels of `px` bytes each: an `h x w` image cropped (or
 /// zero-padded where it is smaller) to `ch x cw`. Offsets are `round((h - ch) / 2)` for a
 /// crop and `(ch - h) / 2` rows of padding on top for a pad, as torchvision computes them.
-pub fn center_crop(src: &[u8], (h, w, px): (usize, usize, usize), (ch, cw): (usize, usize)) -> Vec<u8> {
+pub fn center_crop(
+    src: &[u8],
+    (h, w, px): (usize, usize, usize),
+    (ch, cw): (usize, usize),
+) -> Vec<u8> {
     let off = |n: usize, c: usize| -> (usize, usize) {
         if n >= c {
             // (source offset, destination offset)
@@ -117,6 +121,67 @@ pub fn normalize(src: &[u8], pixels: usize, mean: &[f32], std: &[f32], chw: bool
     out
 }
 
+/// One colour adjustment of torchvision's `ColorJitter` (hue is not offered).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Adjust {
+    /// `x * f`.
+    Brightness(f32),
+    /// Blend with the image's mean gray level: `f * x + (1 - f) * mean`.
+    Contrast(f32),
+    /// Blend with each pixel's gray level: `f * x + (1 - f) * gray`.
+    Saturation(f32),
+}
+
+/// torchvision's `rgb_to_grayscale` on uint8 (weights 0.2989, 0.587, 0.114; truncated).
+fn gray(p: &[u8]) -> f32 {
+    (0.2989 * f32::from(p[0]) + 0.587 * f32::from(p[1]) + 0.114 * f32::from(p[2])).trunc()
+}
+
+/// Applies `adjustments` in order to RGB `uint8` pixels in place, each a blend clamped to
+/// `0..=255` and truncated as torchvision's `_blend` does on uint8 tensors.
+pub fn color_jitter(px: &mut [u8], adjustments: &[Adjust]) {
+    let blend =
+        |x: u8, f: f32, other: f32| (f * f32::from(x) + (1.0 - f) * other).clamp(0.0, 255.0) as u8;
+    for a in adjustments {
+        match *a {
+            Adjust::Brightness(f) => px.iter_mut().for_each(|x| *x = blend(*x, f, 0.0)),
+            Adjust::Contrast(f) => {
+                let n = (px.len() / 3).max(1) as f64;
+                let mean = (px.chunks_exact(3).map(|p| f64::from(gray(p))).sum::<f64>() / n) as f32;
+                px.iter_mut().for_each(|x| *x = blend(*x, f, mean));
+            }
+            Adjust::Saturation(f) => {
+                for p in px.chunks_exact_mut(3) {
+                    let g = gray(p);
+                    p.iter_mut().for_each(|x| *x = blend(*x, f, g));
+                }
+            }
+        }
+    }
+}
+
+/// torchvision's `ColorJitter.get_params` without hue, from our keyed generator: a factor
+/// uniform in `[max(0, 1 - v), 1 + v]` for each non-zero strength `v` of (brightness, contrast,
+/// saturation), in a random order.
+pub fn jitter_params(strengths: [f32; 3], rng: &mut Rng) -> Vec<Adjust> {
+    let mut order = [0usize, 1, 2];
+    rng.shuffle(&mut order);
+    let mut out = Vec::with_capacity(3);
+    for k in order {
+        let v = f64::from(strengths[k]);
+        if v == 0.0 {
+            continue;
+        }
+        let f = uniform(rng, (1.0 - v).max(0.0), 1.0 + v) as f32;
+        out.push(match k {
+            0 => Adjust::Brightness(f),
+            1 => Adjust::Contrast(f),
+            _ => Adjust::Saturation(f),
+        });
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -159,7 +224,28 @@ mod tests {
         let src: Vec<u8> = (0..12).collect();
         assert_eq!(center_crop(&src, (3, 4, 1), (2, 2)), vec![1, 2, 5, 6]);
         // Pad a 1x1 to 3x3: centred.
-        assert_eq!(center_crop(&[9], (1, 1, 1), (3, 3)), vec![0, 0, 0, 0, 9, 0, 0, 0, 0]);
+        assert_eq!(
+            center_crop(&[9], (1, 1, 1), (3, 3)),
+            vec![0, 0, 0, 0, 9, 0, 0, 0, 0]
+        );
+    }
+
+    #[test]
+    fn jitter_blends() {
+        let mut px = vec![100u8, 200, 50];
+        color_jitter(&mut px, &[Adjust::Brightness(2.0)]);
+        assert_eq!(px, vec![200, 255, 100]);
+        // Saturation 0 turns a pixel into its gray level.
+        let mut px = vec![255u8, 0, 0];
+        color_jitter(&mut px, &[Adjust::Saturation(0.0)]);
+        assert_eq!(px, vec![76, 76, 76]);
+        // Contrast 0 turns the image into its mean gray.
+        let mut px = vec![255u8, 255, 255, 0, 0, 0];
+        color_jitter(&mut px, &[Adjust::Contrast(0.0)]);
+        assert_eq!(px, vec![127; 6]);
+        let mut rng = Rng::keyed(1, &[0, 0]);
+        let p = jitter_params([0.4, 0.0, 0.4], &mut rng);
+        assert_eq!(p.len(), 2);
     }
 
     #[test]
@@ -167,7 +253,10 @@ mod tests {
         let src = [1u8, 2, 3, 4, 5, 6];
         assert_eq!(flip_left_right(&src, (1, 2, 3)), vec![4, 5, 6, 1, 2, 3]);
         let n = normalize(&[255, 0], 1, &[0.5, 0.5], &[0.5, 0.25], false);
-        assert!((n[0] - 1.0).abs() < 1e-6 && (n[1] + 2.0).abs() < 1e-6, "{n:?}");
+        assert!(
+            (n[0] - 1.0).abs() < 1e-6 && (n[1] + 2.0).abs() < 1e-6,
+            "{n:?}"
+        );
         let chw = normalize(&[0, 255, 255, 0], 2, &[0.0, 0.0], &[1.0, 1.0], true);
         assert_eq!(chw, vec![0.0, 1.0, 1.0, 0.0]);
     }

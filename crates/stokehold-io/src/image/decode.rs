@@ -170,11 +170,16 @@ pub fn probe(data: &[u8]) -> Result<ImageInfo, ImageError> {
             d.set_transformations(png::Transformations::EXPAND);
             let r = d.read_info().map_err(|e| corrupt(format, e))?;
             let (color, depth) = r.output_color_type();
-            let bits = if depth == png::BitDepth::Sixteen { 16 } else { 8 };
+            let bits = if depth == png::BitDepth::Sixteen {
+                16
+            } else {
+                8
+            };
             (r.info().width, r.info().height, color.samples() as u8, bits)
         }
         Format::WebP => {
-            let d = image_webp::WebPDecoder::new(Cursor::new(data)).map_err(|e| corrupt(format, e))?;
+            let d =
+                image_webp::WebPDecoder::new(Cursor::new(data)).map_err(|e| corrupt(format, e))?;
             let (w, h) = d.dimensions();
             (w, h, if d.has_alpha() { 4 } else { 3 }, 8)
         }
@@ -284,7 +289,10 @@ fn decode_jpeg(data: &[u8], opts: &DecodeOptions) -> Result<Raw, ImageError> {
     let (w, h) = (usize::from(info.width), usize::from(info.height));
     check_size(f, w as u64, h as u64, opts.max_pixels)?;
     if !has_eoi_after_scan(data) {
-        return Err(corrupt(f, "truncated: no end-of-image marker after the image data"));
+        return Err(corrupt(
+            f,
+            "truncated: no end-of-image marker after the image data",
+        ));
     }
     let mut out = vec![0u8; w * h * usize::from(want)];
     d.decode_into(&mut out).map_err(|e| corrupt(f, e))?;

@@ -97,7 +97,10 @@ impl Layout {
 /// when the element carries one in feature `"path"` (a `read_file` / `list_files` pipeline),
 /// else a schema error naming the feature.
 fn element_error(e: &Example, ctx: &Ctx, feature: &str, err: ImageError) -> Error {
-    let what = format!("element {}: {} feature {feature:?}: {err}", ctx.index, ctx.op);
+    let what = format!(
+        "element {}: {} feature {feature:?}: {err}",
+        ctx.index, ctx.op
+    );
     match (&err, path_in(e)) {
         (ImageError::Argument(_), _) | (_, None) => Error::schema(ctx.op, what),
         (_, Some(path)) => Error::corrupt(path, 0, what),
@@ -165,7 +168,12 @@ fn file_error(path: impl AsRef<Path>, ctx: &Ctx, err: ImageError) -> Error {
 }
 
 /// An HWC image feature: its tensor and `(h, w, c)`; an error naming the element otherwise.
-fn hwc<'a>(e: &'a Example, ctx: &Ctx, name: &str, need_u8: bool) -> Result<(&'a Tensor, (usize, usize, usize))> {
+fn hwc<'a>(
+    e: &'a Example,
+    ctx: &Ctx,
+    name: &str,
+    need_u8: bool,
+) -> Result<(&'a Tensor, (usize, usize, usize))> {
     let t = e.tensor(ctx.op, name)?;
     let ok_dtype = if need_u8 {
         t.dtype() == DType::U8
@@ -189,7 +197,10 @@ fn hwc<'a>(e: &'a Example, ctx: &Ctx, name: &str, need_u8: bool) -> Result<(&'a 
 }
 
 fn arg_err(ctx: &Ctx, name: &str, err: ImageError) -> Error {
-    Error::schema(ctx.op, format!("element {}: feature {name:?}: {err}", ctx.index))
+    Error::schema(
+        ctx.op,
+        format!("element {}: feature {name:?}: {err}", ctx.index),
+    )
 }
 
 /// A map function resizing `uint8` HWC feature `name` to `size`.
@@ -291,6 +302,37 @@ pub fn normalize_fn(name: &str, mean: &[f32], std: &[f32], chw: bool) -> MapFn {
         let v = augment::normalize(t.data(), h * w, &m, &s, chw);
         let shape = if chw { vec![c, h, w] } else { vec![h, w, c] };
         e.insert(&name, Tensor::from_vec(shape, v)?);
+        Ok(e)
+    })
+}
+
+/// A map function doing torchvision's `ColorJitter(brightness, contrast, saturation)` (no hue)
+/// on `uint8` RGB HWC feature `name`: factors and order drawn from (seed, epoch, index) (see
+/// [`augment::jitter_params`]).
+pub fn color_jitter_fn(
+    name: &str,
+    brightness: f32,
+    contrast: f32,
+    saturation: f32,
+    seed: u64,
+) -> MapFn {
+    let name = name.to_string();
+    Arc::new(move |mut e: Example, ctx: &Ctx| {
+        let (t, (h, w, c)) = hwc(&e, ctx, &name, true)?;
+        if c != 3 {
+            return Err(Error::schema(
+                ctx.op,
+                format!(
+                    "element {}: feature {name:?}: color_jitter takes RGB images, got {c} channels",
+                    ctx.index
+                ),
+            ));
+        }
+        let mut rng = Rng::keyed(seed, &[ctx.epoch, ctx.index]);
+        let adjust = augment::jitter_params([brightness, contrast, saturation], &mut rng);
+        let mut px = t.data().to_vec();
+        augment::color_jitter(&mut px, &adjust);
+        e.insert(&name, Tensor::from_vec(vec![h, w, c], px)?);
         Ok(e)
     })
 }

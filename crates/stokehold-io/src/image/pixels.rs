@@ -64,11 +64,11 @@ mod tests {
 
     #[test]
     fn channel_conversions() {
-        assert_eq!(convert_channels(vec![7u8, 9], 2, 1, 3), vec![7, 7, 7, 9, 9, 9]);
         assert_eq!(
-            convert_channels(vec![1u8, 2, 3, 4], 1, 4, 3),
-            vec![1, 2, 3]
+            convert_channels(vec![7u8, 9], 2, 1, 3),
+            vec![7, 7, 7, 9, 9, 9]
         );
+        assert_eq!(convert_channels(vec![1u8, 2, 3, 4], 1, 4, 3), vec![1, 2, 3]);
         assert_eq!(convert_channels(vec![5u8, 6], 1, 2, 4), vec![5, 5, 5, 6]);
         assert_eq!(convert_channels(vec![255u8, 0, 0], 1, 3, 1), vec![76]);
         assert_eq!(
@@ -79,6 +79,9 @@ mod tests {
 
     #[test]
     fn layout() {
-        assert_eq!(hwc_to_chw(&[1u8, 2, 3, 4, 5, 6], 2, 3), vec![1, 4, 2, 5, 3, 6]);
+        assert_eq!(
+            hwc_to_chw(&[1u8, 2, 3, 4, 5, 6], 2, 3),
+            vec![1, 4, 2, 5, 3, 6]
+        );
     }
 }

@@ -108,7 +108,11 @@ pub fn resize(
             crop.width as f64,
             crop.height as f64,
         );
-    RESIZER.with(|r| r.borrow_mut().resize(&src, &mut dst, &opts).map_err(|e| err(&e)))?;
+    RESIZER.with(|r| {
+        r.borrow_mut()
+            .resize(&src, &mut dst, &opts)
+            .map_err(|e| err(&e))
+    })?;
     Ok(dst.into_vec())
 }
 

@@ -125,7 +125,11 @@ fn channels_dtype_and_layout() {
     // Pixel (y=5, x=7), green channel.
     assert_eq!(v[48 * 64 + 5 * 64 + 7], w[(5 * 64 + 7) * 3 + 1]);
     let gray = decode(&bytes("gray8.png"), &DecodeOptions::default()).unwrap();
-    assert_eq!(gray.shape(), &[48, 64, 3], "gray replicated to RGB by default");
+    assert_eq!(
+        gray.shape(),
+        &[48, 64, 3],
+        "gray replicated to RGB by default"
+    );
     let rgba = decode(
         &data,
         &DecodeOptions {
@@ -287,9 +291,10 @@ fn load_image_errors_name_file_and_element_and_skip_counts() {
 #[test]
 fn decode_from_bytes_feature_names_feature_and_element() {
     let good = bytes("rgb8.png");
-    let ds = Dataset::from_columns(
-        Example::new().with("image", Tensor::strings(&[good.as_slice(), b"not an image"])),
-    )
+    let ds = Dataset::from_columns(Example::new().with(
+        "image",
+        Tensor::strings(&[good.as_slice(), b"not an image"]),
+    ))
     .unwrap();
     let err = ds
         .map(
@@ -336,7 +341,12 @@ fn augment_pipeline_conforms_and_batches() {
         .map("flip", image::random_flip_fn("image", 0.5, 6))
         .map(
             "norm",
-            image::normalize_fn("image", &[0.485, 0.456, 0.406], &[0.229, 0.224, 0.225], true),
+            image::normalize_fn(
+                "image",
+                &[0.485, 0.456, 0.406],
+                &[0.229, 0.224, 0.225],
+                true,
+            ),
         );
     stokehold_core::testing::check("image augment", &ds, 20);
     let b = ds.batch_with(BatchOptions::new(4, false)).unwrap();

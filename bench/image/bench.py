@@ -1,0 +1,182 @@
+"""bench/image: JPEG decode + random_resized_crop(224) + flip + normalise + batch(64), images/s;
+stokehold vs torch DataLoader vs tf.data, in one run.
+
+Run from the repository root with the bench venv's python:
+    python bench/image/bench.py [--quick] --json OUT
+
+Data: N synthetic JPEGs of ImageNet's typical size (500x375, quality 90, 4:2:0; ~60 KB each)
+written with Pillow under $BENCH_TMPDIR. Each system runs in its own process (TensorFlow's and
+torch's imports do not share one), one warm-up epoch then 3 timed epochs; the figure is the
+median. Pipelines:
+* stokehold: list_files -> load_image -> random_resized_crop(224) -> random_flip_left_right ->
+  normalize(CHW) -> batch(64) -> parallelize(AUTOTUNE) -> prefetch(2); all native, no GIL.
+* torch/PIL: DataLoader(num_workers=os.cpu_count(), persistent_workers) over a Dataset doing
+  PIL open + convert("RGB") + torchvision.transforms.v2 RandomResizedCrop(224, antialias) +
+  RandomHorizontalFlip + ToImage/ToDtype + Normalize, batch 64 (ImageFolder's recipe).
+* torch/tv.io: the same with torchvision.io.decode_jpeg (libjpeg-turbo) instead of PIL.
+* tf.data: list_files -> map(read_file, sample_distorted_bounding_box(area 0.08-1, ratio 3/4-4/3),
+  decode_and_crop_jpeg, resize 224 bilinear, random_flip_left_right, normalise,
+  num_parallel_calls=AUTOTUNE) -> batch(64) -> prefetch(AUTOTUNE): TF's own ResNet recipe, which
+  decodes only the crop (an advantage noted in the row).
+"""
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from common import rows  # noqa: E402
+
+WL = "JPEG decode + random_resized_crop 224 + flip + normalise"
+MEAN, STD = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
+BATCH = 64
+
+
+def log(*a):
+    print(*a, file=sys.stderr, flush=True)
+
+
+def make_jpegs(root, n):
+    import numpy as np
+    from PIL import Image
+    d = Path(tempfile.mkdtemp(prefix="img-jpeg-", dir=root))
+    rng = np.random.default_rng(0)
+    y, x = np.mgrid[0:375, 0:500].astype(np.float32)
+    for i in range(n):
+        f = rng.uniform(5, 40, 3)
+        base = np.stack([128 + 90 * np.sin(x / f[0] + i), 128 + 90 * np.cos(y / f[1]),
+                         128 + 90 * np.sin((x + y) / f[2])], axis=-1)
+        img = np.clip(base + rng.normal(0, 12, base.shape), 0, 255).astype(np.uint8)
+        Image.fromarray(img).save(d / f"{i:05d}.jpg", quality=90)
+    return d
+
+
+def epochs_of(make_iter, n_epochs):
+    """Images/s of each epoch after the warm-up."""
+    figs = []
+    for e in range(n_epochs + 1):
+        t = time.perf_counter()
+        n = sum(int(b) for b in make_iter(e))
+        if e > 0:
+            figs.append(n / (time.perf_counter() - t))
+    return figs
+
+
+def child_stokehold(d, n_epochs):
+    import stokehold as sh
+    ds = (sh.list_files(str(d / "*.jpg"), seed=0).load_image()
+          .random_resized_crop(224, seed=1).random_flip_left_right(seed=2)
+          .normalize(MEAN, STD, layout="CHW").batch(BATCH)
+          .parallelize(sh.AUTOTUNE).prefetch(2))
+
+    def run(e):
+        for b in ds.iter(epoch=e):
+            assert b["image"].shape[1:] == (3, 224, 224)
+            yield len(b["image"])
+    return epochs_of(run, n_epochs)
+
+
+def child_torch(d, n_epochs, decoder):
+    import torch
+    from torchvision.transforms import v2
+    tf = v2.Compose([v2.RandomResizedCrop(224, antialias=True), v2.RandomHorizontalFlip(),
+                     v2.ToImage(), v2.ToDtype(torch.float32, scale=True), v2.Normalize(MEAN, STD)])
+    files = sorted(str(p) for p in d.glob("*.jpg"))
+
+    class Files(torch.utils.data.Dataset):
+        def __len__(self):
+            return len(files)
+
+        def __getitem__(self, i):
+            if decoder == "pil":
+                from PIL import Image
+                with Image.open(files[i]) as im:
+                    return tf(im.convert("RGB"))
+            import torchvision.io as tio
+            return tf(tio.decode_jpeg(tio.read_file(files[i])))
+
+    loader = torch.utils.data.DataLoader(Files(), batch_size=BATCH, shuffle=True,
+                                         num_workers=os.cpu_count(), persistent_workers=True)
+
+    def run(_e):
+        for b in loader:
+            assert b.shape[1:] == (3, 224, 224)
+            yield len(b)
+    return epochs_of(run, n_epochs)
+
+
+def child_tf(d, n_epochs):
+    import tensorflow as tf
+    mean, std = tf.constant(MEAN) * 255.0, tf.constant(STD) * 255.0
+
+    def load(path):
+        data = tf.io.read_file(path)
+        shape = tf.io.extract_jpeg_shape(data)
+        begin, size, _ = tf.image.sample_distorted_bounding_box(
+            shape, bounding_boxes=tf.zeros([1, 0, 4]), area_range=(0.08, 1.0),
+            aspect_ratio_range=(3 / 4, 4 / 3), max_attempts=10, use_image_if_no_bounding_boxes=True)
+        window = tf.stack([begin[0], begin[1], size[0], size[1]])
+        img = tf.image.decode_and_crop_jpeg(data, window, channels=3)
+        img = tf.image.resize(img, [224, 224], method="bilinear", antialias=True)
+        img = tf.image.random_flip_left_right(img)
+        return tf.transpose((img - mean) / std, [2, 0, 1])
+
+    ds = (tf.data.Dataset.list_files(str(d / "*.jpg"), seed=0)
+          .map(load, num_parallel_calls=tf.data.AUTOTUNE).batch(BATCH)
+          .prefetch(tf.data.AUTOTUNE))
+
+    def run(_e):
+        for b in ds:
+            yield int(b.shape[0])
+    return epochs_of(run, n_epochs)
+
+
+def child(system, d, n_epochs):
+    if system == "stokehold":
+        return child_stokehold(d, n_epochs)
+    if system == "torch/PIL":
+        return child_torch(d, n_epochs, "pil")
+    if system == "torch/tv.io":
+        return child_torch(d, n_epochs, "tvio")
+    return child_tf(d, n_epochs)
+
+
+NOTES = {
+    "torch/PIL": "DataLoader(num_workers=os.cpu_count(), persistent_workers=True), torchvision v2 transforms",
+    "torch/tv.io": "as torch/PIL with torchvision.io.decode_jpeg (libjpeg-turbo)",
+    "tf.data": "decode_and_crop_jpeg: decodes only the crop window (TF's ResNet recipe), AUTOTUNE",
+}
+
+
+def main():
+    if len(sys.argv) > 1 and sys.argv[1] == "--child":
+        print(json.dumps(child(sys.argv[2], Path(sys.argv[3]), int(sys.argv[4]))))
+        return
+    args = rows.workload_args(__doc__.splitlines()[0]).parse_args()
+    n = 256 if args.quick else 1024
+    epochs = 2 if args.quick else 3
+    root = os.environ.get("BENCH_TMPDIR") or tempfile.mkdtemp()
+    d = make_jpegs(root, n)
+    config = f"{n} JPEGs 500x375, batch {BATCH}, {os.cpu_count()} cores"
+    out = []
+    for system in ["stokehold", "torch/PIL", "torch/tv.io", "tf.data"]:
+        log(f"{system} ...")
+        p = subprocess.run([sys.executable, __file__, "--child", system, str(d), str(epochs)],
+                           capture_output=True, text=True)
+        if p.returncode != 0:
+            log(p.stderr[-2000:])
+            out.append(rows.unavailable(WL, system, config, f"failed: {p.stderr.strip().splitlines()[-1:]}"))
+            continue
+        figs = json.loads(p.stdout.strip().splitlines()[-1])
+        log(f"{system}: {[round(f) for f in figs]} images/s")
+        out.append(rows.median_row(WL, system, config, "throughput", figs, "images/s",
+                                   note=NOTES.get(system), params={"parallelism": "autotune"}))
+    rows.write_json(args.json, out)
+
+
+if __name__ == "__main__":
+    main()
