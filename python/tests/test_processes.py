@@ -172,14 +172,21 @@ def kill_once_on_5(e):
     return {"x": e["x"]}
 
 
-def test_sigkilled_worker_is_replaced_for_later_elements():
-    ds = sh.Dataset.range(12).map(kill_self_on_5, num_parallel_calls=1, processes=True)
+def test_sigkilled_worker_is_reported_then_a_restored_iterator_goes_on(tmp_path):
+    marker = str(tmp_path / "killed-once")
+    ds = sh.from_arrays({"x": np.arange(12), "marker": [marker] * 12})
+    ds = ds.map(kill_once_on_5, num_parallel_calls=1, processes=True)
     it = ds.iter(0)
     assert [int(next(it)["x"]) for _ in range(5)] == [0, 1, 2, 3, 4]
+    state = it.get_state()
     with pytest.raises(sh.WorkerProcessError):
         next(it)
-    # The element is reported, not retried; the iterator goes on with a new worker.
-    assert [int(e["x"]) for e in it] == list(range(6, 12))
+    # The element is reported, not retried, and the iterator is done (the error-then-next rule).
+    assert list(it) == []
+    # A new iterator restored at the last checkpoint runs on a new worker: nothing lost.
+    again = ds.iter(0)
+    again.set_state(state)
+    assert [int(e["x"]) for e in again] == list(range(5, 12))
 
 
 @pytest.mark.parametrize("cut", [0, 7, 13])
