@@ -322,6 +322,9 @@ pub fn audio_window(data: &[u8]) {
     if let Ok(audio) = opened.decode(start, Some(len)) {
         assert!(audio.frames() as u64 <= len);
         assert!(audio.channels.iter().all(|c| c.len() == audio.frames()));
+    }
+}
+
 /// Image decoding (JPEG, PNG, WebP, picked by signature): the first byte picks the channels,
 /// the dtype and the layout. Never panics; a decoded image has the header's size and the
 /// asked channels, and survives a random resized crop and a resize (1-pixel sides included).
