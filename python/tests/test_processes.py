@@ -44,12 +44,6 @@ def fail_on_7(e):
     return e
 
 
-def kill_self_on_5(e):
-    if int(e["x"]) == 5:
-        os.kill(os.getpid(), signal.SIGKILL)
-    return e
-
-
 def returns_tuple(e):
     return (e["x"], e["x"])
 
