@@ -25,6 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from common import rows, stats  # noqa: E402
+import peers  # noqa: E402  (Grain, SPDL, dataloader-rs: bench/peers/)
 
 HERE = Path(__file__).resolve().parent
 RUNNER = HERE / "runner" / "target" / "release" / "par-bench-runner"
@@ -124,6 +125,10 @@ def main():
                                    "files/s", params=p, note=note))
         out.append(rows.median_row(FILES_WL, "tf.data", cfg + f", P={label}", "throughput", theirs,
                                    "files/s", params=p))
+        out += peers.throughput_rows(
+            FILES_WL, cfg + f", P={label}", "throughput", "files/s", "files",
+            {"dir": str(d), "par": par if par == "auto" else int(par), "epochs": epochs}, params=p,
+            systems=peers.SYSTEMS + (("grain/mp_prefetch",) if label == "autotune" else ()))
     cfg = f"{ncpu} elements x {work} sin()"
     for label, par, tfpar in [("1", "1", 1), ("2", "2", 2), ("4", "4", 4), ("autotune", "auto", auto)]:
         ours, _ = run_stokehold(["cpu", ncpu, par, work], epochs)
@@ -135,6 +140,10 @@ def main():
                                    "elements/s", params=p, note=note))
         out.append(rows.median_row(CPU_WL, "tf.data", cfg + f", P={label}", "throughput", theirs,
                                    "elements/s", params=p))
+        out += peers.throughput_rows(
+            CPU_WL, cfg + f", P={label}", "throughput", "elements/s", "cpu",
+            {"n": ncpu // 4, "par": par if par == "auto" else int(par), "work": work,
+             "epochs": epochs}, params=p, extra_note=peers.CPU_NOTES(ncpu))
     rows.write_json(args.json, out)
     print_table(out)
 

@@ -18,6 +18,7 @@ sys.path.insert(0, str(HERE.parent))
 import numpy as np  # noqa: E402
 
 from common import rows, stats  # noqa: E402
+import peers  # noqa: E402  (Grain, SPDL, dataloader-rs: bench/peers/)
 
 W = "epoch restart"
 N, BATCH, STEP, SEED = 400, 32, 0.15, 1234
@@ -34,6 +35,8 @@ def make_array(hw):
 def build(variant, arr):
     """(make_epoch, loop) for one variant; loop(e), where set, is one loader over e epochs
     whose next() gives the next epoch."""
+    if variant in peers.SYSTEMS:
+        return peers.epoch_loader(variant, arr, BATCH, SEED), None
     if variant.startswith("stokehold"):
         import stokehold as sh
 
@@ -112,6 +115,7 @@ def main():
     hw = 128 if args.quick else 256
     epochs = 4  # 3 boundaries
     variants = ["stokehold", "tf.data", "torch"]
+    variants += list(peers.SYSTEMS)
     if not args.quick:
         variants += ["stokehold/parallelize", "stokehold/per-epoch", "tf.data/repeat",
                      "torch/non-persistent"]
@@ -119,9 +123,13 @@ def main():
     cfg = f"400 x 10x{hw}x{hw} f32 ({gb:.2f} GB; users' case ~5 GB), batch 32, step 0.15 s"
     out = []
     for v in variants:
-        cmd = [sys.executable, __file__, "--child", v, str(hw), str(epochs)]
+        py, why = peers.python_for(v)
+        if why:
+            out.append(rows.unavailable(W, v, cfg, why))
+            continue
+        cmd = [py, __file__, "--child", v, str(hw), str(epochs)]
         try:
-            p = subprocess.run(cmd, capture_output=True, text=True, timeout=240)
+            p = subprocess.run(cmd, capture_output=True, text=True, timeout=240, env=peers.env_for(v))
             lines = p.stdout.strip().splitlines()
             r = json.loads(lines[-1]) if p.returncode == 0 and lines else {
                 "error": f"exit {p.returncode}: {(p.stderr.strip().splitlines() or ['?'])[-1][:300]}"}
@@ -131,7 +139,7 @@ def main():
             missing = os.environ.get("BENCH_STOKEHOLD_MISSING") if v.startswith("stokehold") else None
             out.append(rows.unavailable(W, v, cfg, missing or r["error"]))
             continue
-        note = NOTES[v]
+        note = NOTES.get(v) or peers.NOTES[v]
         out.append(rows.median_row(W, v, cfg, "time lost per epoch boundary",
                                    [s * 1e3 for s in r["stalls"]], "ms",
                                    note=note + "; first wait minus steady wait, floored at 0"))

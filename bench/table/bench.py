@@ -38,6 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import numpy as np  # noqa: E402
 
 from common import rows  # noqa: E402
+import peers  # noqa: E402  (Grain, SPDL, dataloader-rs: bench/peers/)
 
 W = "table gather"
 BATCH = 256
@@ -232,12 +233,14 @@ def main():
         else:
             results["tf.data/numpy_function"] = f"worker failed: {proc.stderr.strip()[-300:]}"
         print("tf.data done", file=sys.stderr)
+        results.update(peers.gather_runs(path, n_captions, n_images, per_run, runs, BATCH, SEED))
         out = []
         for system, r in results.items():
             if isinstance(r, str):
                 out.append(rows.unavailable(W, system, cfg, r))
                 continue
             note = tf_note if system.startswith("tf.data") else None
+            note = peers.NOTES.get(system, note)
             if system == "memcpy":
                 note = "np.copyto of contiguous 256-row blocks of the mapped table: no gather"
             out.append(rows.median_row(W, system, cfg, "throughput", r, "rows/s", note=note))
