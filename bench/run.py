@@ -46,6 +46,7 @@ WORKLOADS = [
     ("audio decode -> log-mel", "bench/audio_decode/bench.py"),
     ("Ray: remote_map, read_stokehold, from_ray", "bench/ray/bench.py"),
     ("images: decode + augment", "bench/image/bench.py"),
+    ("peers: what Grain, SPDL, dataloader-rs cannot run", "bench/peers/bench.py"),
 ]
 TIMEOUT = {"quick": 120, "full": 900}
 REQUIREMENTS = BENCH / "suite" / "requirements.txt"
@@ -71,6 +72,36 @@ def ensure_venv(venv):
     subprocess.run([str(py), "-m", "pip", "install", "-r", str(REQUIREMENTS)], check=True)
     stamp.write_text(want)
     return py
+
+
+def ensure_venv313(given):
+    """(python, None) of a CPython 3.13 venv with dataloader-rs, or (None, why not).
+
+    dataloader-rs 0.2.0 requires Python >= 3.13 (bench/peers/); the other peers run in the
+    main bench venv. ``given`` (--python313) is used as is; else bench/.venv313 is made from the
+    first python3.13 found (PATH, then pyenv).
+    """
+    if given:
+        return given, None
+    venv = BENCH / ".venv313"
+    py = venv / "bin" / "python"
+    reqs = BENCH / "peers" / "requirements313.txt"
+    stamp = venv / ".requirements.sha256"
+    want = hashlib.sha256(reqs.read_bytes()).hexdigest()
+    if py.exists() and stamp.exists() and stamp.read_text() == want:
+        return str(py), None
+    base = shutil.which("python3.13") or next(
+        (str(p) for p in sorted(Path.home().glob(".pyenv/versions/3.13*/bin/python"))), None)
+    if base is None:
+        return None, "no CPython 3.13 interpreter on PATH or in ~/.pyenv"
+    try:
+        if not py.exists():
+            subprocess.run([base, "-m", "venv", str(venv)], check=True)
+        subprocess.run([str(py), "-m", "pip", "install", "-q", "-r", str(reqs)], check=True)
+    except subprocess.CalledProcessError as e:
+        return None, f"making bench/.venv313 failed: {e}"
+    stamp.write_text(want)
+    return str(py), None
 
 
 def find_pyproject():
@@ -148,6 +179,7 @@ def main():
     ap.add_argument("--quick", action="store_true", help="small sizes; the whole suite in <= 3 min")
     ap.add_argument("--python", help="use this interpreter instead of creating bench/.venv")
     ap.add_argument("--no-build", action="store_true", help="do not rebuild stokehold")
+    ap.add_argument("--python313", help="a CPython >= 3.13 with dataloader-rs (bench/peers/)")
     ap.add_argument("--only", help="comma-separated substrings of workload names to run")
     ap.add_argument("--docs", action="store_true", help="rewrite docs/BENCHMARKS.md after --quick too")
     ap.add_argument("--docs-from", metavar="JSON",
@@ -177,6 +209,8 @@ def main():
                PYTHONUNBUFFERED="1")
     if build_note:
         env["BENCH_STOKEHOLD_MISSING"] = build_note
+    py313, why313 = ensure_venv313(args.python313)
+    env.update({"BENCH_PY313": py313} if py313 else {"BENCH_PY313_MISSING": why313})
     date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d")
     stem = date + ("-quick" if args.quick else "")
     result = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
