@@ -24,8 +24,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from common import rows, stats  # noqa: E402
 import peers  # noqa: E402  (Grain, SPDL, dataloader-rs: bench/peers/)
+from common import rows, stats  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 RUNNER = HERE / "runner" / "target" / "release" / "par-bench-runner"

@@ -16,9 +16,8 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
 import numpy as np  # noqa: E402
-
-from common import rows, stats  # noqa: E402
 import peers  # noqa: E402  (Grain, SPDL, dataloader-rs: bench/peers/)
+from common import rows, stats  # noqa: E402
 
 W = "epoch restart"
 N, BATCH, STEP, SEED = 400, 32, 0.15, 1234

@@ -36,9 +36,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np  # noqa: E402
-
-from common import rows  # noqa: E402
 import peers  # noqa: E402  (Grain, SPDL, dataloader-rs: bench/peers/)
+from common import rows  # noqa: E402
 
 W = "table gather"
 BATCH = 256
