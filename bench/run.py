@@ -90,8 +90,11 @@ def ensure_venv313(given):
     want = hashlib.sha256(reqs.read_bytes()).hexdigest()
     if py.exists() and stamp.exists() and stamp.read_text() == want:
         return str(py), None
-    base = shutil.which("python3.13") or next(
-        (str(p) for p in sorted(Path.home().glob(".pyenv/versions/3.13*/bin/python"))), None)
+    # pyenv's shim is on PATH even where 3.13 is not the selected version: try real ones first.
+    cands = [str(p) for p in sorted(Path.home().glob(".pyenv/versions/3.13*/bin/python"))]
+    cands += [c for c in [shutil.which("python3.13")] if c]
+    base = next((c for c in cands if subprocess.run([c, "-c", "pass"], capture_output=True)
+                 .returncode == 0), None)
     if base is None:
         return None, "no CPython 3.13 interpreter on PATH or in ~/.pyenv"
     try:
