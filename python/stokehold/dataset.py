@@ -817,24 +817,32 @@ class Dataset:
         num_parallel_calls: Optional[int] = None,
         deterministic: Optional[bool] = None,
         name: Optional[str] = None,
+        processes: Union[bool, ProcessOptions] = False,
     ) -> Dataset:
         """Grain's ``random_map``: ``fn(element, rng)`` with ``rng`` a ``numpy.random.Generator``
         keyed by (seed, epoch, index), so augmentations draw the same numbers whatever the thread
         count, under :meth:`epochs` and after a checkpoint resume. ``index`` is the element's
         position within its epoch (for a stream input, its position in the stream); the key is
-        :func:`stokehold.keyed.element_rng`'s. Other arguments as in :meth:`map`; ``seed=None``
-        draws one from the OS now.
+        :func:`stokehold.keyed.element_rng`'s. Other arguments as in :meth:`map` (with
+        ``processes``, the same draws in worker processes as in threads); ``seed=None`` draws one
+        from the OS now.
         """
         op = "random_map"
         fn = _args.function(op, "fn", fn)
         s = _args.seed(op, seed)
+        label = name or _args.label(fn)
+        if processes is not False:
+            from .processes import KeyedCall
+
+            proc = process_map(op, KeyedCall(fn, s), label, num_parallel_calls, processes)
+            return self._map_with_context(op, proc, label, num_parallel_calls, deterministic)
         from .keyed import element_rng
 
         def call(element: Element, index: int, epoch: int) -> Mapping[str, Any]:
             out: Mapping[str, Any] = fn(element, element_rng(s, epoch, index))
             return out
 
-        return self._map_with_context(op, call, name or _args.label(fn), num_parallel_calls, deterministic)
+        return self._map_with_context(op, call, label, num_parallel_calls, deterministic)
 
     def map_with_index(
         self,
