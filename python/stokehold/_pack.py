@@ -72,7 +72,7 @@ def _plan(name: str, v: Any, parts: List[Tuple[int, Any]], used: int) -> Tuple[M
 
 def pack(arena: np.ndarray, start: int, end: int, element: Dict[str, Any]) -> Meta:
     """Copies ``element`` into ``arena[start:end]``; raises :class:`ArenaFull` if it does not
-    fit (nothing is written then)."""
+    fit (nothing is written then). The description's third part is the bytes used."""
     parts: List[Tuple[int, Any]] = []
     metas = []
     used = 0
@@ -88,7 +88,7 @@ def pack(arena: np.ndarray, start: int, end: int, element: Dict[str, Any]) -> Me
             continue
         dst = np.ndarray(data.shape, data.dtype, buffer=arena, offset=start + off)
         dst[...] = data  # numpy releases the GIL for large copies
-    return (start, tuple(metas))
+    return (start, tuple(metas), used)
 
 
 def _value(arena: np.ndarray, base: int, meta: Meta, copy: bool) -> Any:
@@ -114,5 +114,5 @@ def _value(arena: np.ndarray, base: int, meta: Meta, copy: bool) -> Any:
 
 def unpack(arena: np.ndarray, meta: Meta, copy: bool) -> Dict[str, Any]:
     """The element ``pack`` described: views of the arena, or (``copy``) fresh arrays."""
-    base, metas = meta
+    base, metas = meta[0], meta[1]
     return {name: _value(arena, base, m, copy) for name, m in metas}

@@ -170,28 +170,32 @@ class Dataset:
         depth: int = 2,
         max_retries: int = 3,
         name: Optional[str] = None,
+        elements_per_call: int = 8,
     ) -> Dataset:
         """``map(fn)`` with ``fn`` run on a pool of ``num_actors`` Ray actors (needs ``ray``:
         ``pip install stokehold[ray]``; uses the running Ray cluster, or starts a local one).
 
-        Each of the parallel map's ``num_actors * depth`` worker threads sends its element to an
-        actor through Ray's object store and waits for the result, so order, determinism,
-        checkpoints and the memory budget are the local parallel map's; an actor that dies is
-        replaced and its element sent again (up to ``max_retries`` times), nothing lost or
-        duplicated. ``fn`` must be picklable and pure per element. See ``docs/RAY.md``.
+        The parallel map's worker threads queue their elements, which go to the actors through
+        Ray's object store in groups of up to ``elements_per_call`` per Ray call, so order,
+        determinism, checkpoints and the memory budget are the local parallel map's; an actor
+        that dies is replaced and its group sent again (up to ``max_retries`` times), nothing
+        lost or duplicated. ``fn`` must be picklable and pure per element. See ``docs/RAY.md``.
 
         Args:
             fn: the function (element dict -> dict).
             num_actors: actors in the pool (default 2).
             num_cpus_per_actor: CPUs Ray reserves for each actor (default 1).
-            depth: elements queued per actor (default 2: the next one waits while one computes).
-            max_retries: times an element is re-sent after its actor died (default 3).
+            depth: groups queued per actor (default 2: the next one waits while one computes).
+            max_retries: times a group is re-sent after its actor died (default 3).
             name: label in ``describe()``, stats and errors (default ``remote(<fn>)``).
+            elements_per_call: elements per Ray call at most (default 8: a Ray call's fixed
+                cost is then small next to a millisecond function's; 1 for very slow ``fn``).
         """
         from . import ray as _ray
 
         return _ray.remote_map(self, fn, num_actors=num_actors, num_cpus_per_actor=num_cpus_per_actor,
-                               depth=depth, max_retries=max_retries, name=name)
+                               depth=depth, max_retries=max_retries, name=name,
+                               elements_per_call=elements_per_call)
 
     def filter(self, predicate: Callable[[Element], Any], name: Optional[str] = None) -> Dataset:
         """Keeps the elements for which ``predicate(element)`` is true. The result is a stream
@@ -817,24 +821,32 @@ class Dataset:
         num_parallel_calls: Optional[int] = None,
         deterministic: Optional[bool] = None,
         name: Optional[str] = None,
+        processes: Union[bool, ProcessOptions] = False,
     ) -> Dataset:
         """Grain's ``random_map``: ``fn(element, rng)`` with ``rng`` a ``numpy.random.Generator``
         keyed by (seed, epoch, index), so augmentations draw the same numbers whatever the thread
         count, under :meth:`epochs` and after a checkpoint resume. ``index`` is the element's
         position within its epoch (for a stream input, its position in the stream); the key is
-        :func:`stokehold.keyed.element_rng`'s. Other arguments as in :meth:`map`; ``seed=None``
-        draws one from the OS now.
+        :func:`stokehold.keyed.element_rng`'s. Other arguments as in :meth:`map` (with
+        ``processes``, the same draws in worker processes as in threads); ``seed=None`` draws one
+        from the OS now.
         """
         op = "random_map"
         fn = _args.function(op, "fn", fn)
         s = _args.seed(op, seed)
+        label = name or _args.label(fn)
+        if processes is not False:
+            from .processes import KeyedCall
+
+            proc = process_map(op, KeyedCall(fn, s), label, num_parallel_calls, processes)
+            return self._map_with_context(op, proc, label, num_parallel_calls, deterministic)
         from .keyed import element_rng
 
         def call(element: Element, index: int, epoch: int) -> Mapping[str, Any]:
             out: Mapping[str, Any] = fn(element, element_rng(s, epoch, index))
             return out
 
-        return self._map_with_context(op, call, name or _args.label(fn), num_parallel_calls, deterministic)
+        return self._map_with_context(op, call, label, num_parallel_calls, deterministic)
 
     def map_with_index(
         self,

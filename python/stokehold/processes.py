@@ -22,8 +22,10 @@ Memory and lifetime:
   (so dropping the iterator ends them, and back-to-back epochs keep them), when the proxy is
   garbage collected, or at interpreter exit.
 
-Copies: an input is copied once into the arena and read in place by ``fn``; a result is copied
-into the arena by the worker and out of it by the parent (so the arena can be reused at once).
+Copies: one each way. An input is copied once into the arena and read in place by ``fn``; a
+result is copied into the arena by the worker, and the parent's arrays are views of it (the
+extent is reused once nothing holds them; when the consumer holds so many results that no free
+extent is large enough, that result comes down the pipe instead).
 Elements never go through pickle; ``fn`` is pickled once per worker (plain pickle, or
 cloudpickle when installed, for lambdas and closures).
 """
@@ -55,7 +57,7 @@ from . import _args
 from ._native import InvalidArgumentError, StokeholdError
 from ._pack import ArenaFull, pack, unpack
 
-__all__ = ["ProcessMap", "ProcessOptions", "WorkerProcessError", "process_map"]
+__all__ = ["KeyedCall", "ProcessMap", "ProcessOptions", "WorkerProcessError", "process_map"]
 
 #: Default shared-memory budget (the executor's default memory budget, ``with_options``).
 DEFAULT_MEMORY_BUDGET = 1 << 30
@@ -130,7 +132,9 @@ class _Worker:
         self.size = owner._arena_bytes
         fd = _anonymous_memory(self.size)
         try:
-            self.arena = _map(fd, self.size)
+            self.mm = mmap.mmap(fd, self.size)
+            self.arena = np.frombuffer(self.mm, np.uint8)
+            self.results = _ResultSpace(self.size // 2, self.size)
             ctx: Any = get_context(owner._method)
             self.conn, child = ctx.Pipe(duplex=True)
             fn_arg: Any = owner._fn if owner._method == "fork" else None
@@ -159,15 +163,34 @@ class _Worker:
         except ArenaFull as e:
             raise owner._too_big("an element", e.needed) from None
         extra_blob = pickle.dumps(extra) if extra else b""
+        start, end = self.results.largest()
         self.pending = True  # until the reply is read: if that is interrupted, discard us
-        self.conn.send_bytes(marshal.dumps((meta, extra_blob)))
+        self.conn.send_bytes(marshal.dumps((meta, extra_blob, start, end)))
         ok, payload = _read_reply(self)
+        if ok and isinstance(payload, tuple) and payload[0] == "pipe":
+            # No free extent was large enough (the consumer holds many results): the result came
+            # through the pipe instead, into memory of its own.
+            buf = bytearray(payload[1][2])
+            self.conn.recv_bytes_into(buf)
+            self.pending = False
+            return unpack(np.frombuffer(buf, np.uint8), payload[1], copy=False)
         self.pending = False
         if not ok:
             raise payload
         if isinstance(payload, int):
             raise owner._too_big("a result", payload)
-        return unpack(self.arena, payload, copy=True)
+        return self._views(payload)
+
+    def _views(self, meta: Any) -> Dict[str, Any]:
+        """The result the worker wrote at ``meta``: arrays that are views of the arena (no copy),
+        over a region object whose collection gives the extent back for later results."""
+        start, used = meta[0], meta[2]
+        if used == 0:
+            return unpack(self.arena, meta, copy=False)
+        self.results.take(start, start + used)
+        region = np.ndarray.__new__(_Region, (used,), np.uint8, buffer=self.mm, offset=start)
+        weakref.finalize(region, self.results.give, start, start + used).atexit = False
+        return unpack(region, (0, meta[1], used), copy=False)
 
     def close(self, wait: bool = False) -> None:
         """Closes the pipe: the worker exits when it sees that (it is not waited for, unless
@@ -181,6 +204,46 @@ class _Worker:
             if self.proc.exitcode is None:
                 self.proc.kill()
                 self.proc.join(_JOIN_TIMEOUT)
+
+
+class _Region(np.ndarray):
+    """An extent of an arena that results are views of. numpy keeps it as their ``base`` (it is
+    not a plain ndarray, so views do not collapse past it): it lives exactly as long as any
+    array of the result, and its finalizer hands the extent back to :class:`_ResultSpace`."""
+
+
+class _ResultSpace:
+    """The results half of a worker's arena: free extents, sorted and coalesced. Results stay
+    in the arena while anything (the engine, a batch, the user) holds their arrays, so results
+    cross from the worker with one copy (the worker's into the arena) and none in the parent."""
+
+    def __init__(self, start: int, end: int) -> None:
+        self._lock = threading.Lock()
+        self._free: List[Tuple[int, int]] = [(start, end)]
+
+    def largest(self) -> Tuple[int, int]:
+        """The largest free extent, where the worker writes its next result."""
+        with self._lock:
+            return max(self._free, key=lambda e: e[1] - e[0], default=(0, 0))
+
+    def take(self, start: int, end: int) -> None:
+        with self._lock:
+            for i, (a, b) in enumerate(self._free):
+                if a <= start and end <= b:
+                    self._free[i: i + 1] = [e for e in ((a, start), (end, b)) if e[0] < e[1]]
+                    return
+            raise AssertionError(f"result extent {start}..{end} is not free")
+
+    def give(self, start: int, end: int) -> None:
+        with self._lock:
+            free = sorted(self._free + [(start, end)])
+            merged = [free[0]]
+            for a, b in free[1:]:
+                if a == merged[-1][1]:
+                    merged[-1] = (merged[-1][0], b)
+                else:
+                    merged.append((a, b))
+            self._free = merged
 
 
 def _map(fd: int, size: int) -> np.ndarray:
@@ -412,6 +475,21 @@ def process_map(
                                                          float(options.idle_timeout)))
 
 
+class KeyedCall:
+    """``random_map``'s function for worker processes: ``fn(element, element_rng(seed, epoch,
+    index))``, a module-level class so that it pickles (with ``fn``) like a plain function; the
+    engine passes ``index`` and ``epoch`` per element, so the draws are the thread map's."""
+
+    def __init__(self, fn: Callable[..., Any], seed: int) -> None:
+        self.fn = fn
+        self.seed = seed
+
+    def __call__(self, element: Dict[str, Any], index: int, epoch: int) -> Any:
+        from .keyed import element_rng
+
+        return self.fn(element, element_rng(self.seed, epoch, index))
+
+
 def _default_method() -> str:
     return "forkserver" if "forkserver" in get_all_start_methods() else "spawn"
 
@@ -497,21 +575,28 @@ def _worker_main(conn: Any, blob: bytes, fn: Any, size: int, method: str) -> Non
             msg = conn.recv_bytes()
         except (EOFError, OSError):
             return
-        meta, extra_blob = marshal.loads(msg)
+        meta, extra_blob, out_start, out_end = marshal.loads(msg)
         element = out = None
+        spill: Optional[np.ndarray] = None
         try:
             element = unpack(arena, meta, copy=False)
             extra = pickle.loads(extra_blob) if extra_blob else ()
-            out = fn(element, *extra)
+            out = _result_dict(fn(element, *extra))
             try:
-                reply = ("ok", pack(arena, half, size, _result_dict(out)))
+                reply: Tuple[str, Any] = ("ok", pack(arena, out_start, out_end, out))
             except ArenaFull as e:
-                reply = ("full", e.needed)
+                if e.needed > size - half:
+                    reply = ("full", e.needed)
+                else:  # fits the arena, not its free part now: send it down the pipe
+                    spill = np.empty(e.needed, np.uint8)
+                    reply = ("ok", ("pipe", pack(spill, 0, e.needed, out)))
         except BaseException as e:  # noqa: BLE001 - reported to the parent, which raises it
             reply = ("err", _describe(e))
         element = out = None  # no views of the arena outlive the element
         try:
             conn.send_bytes(marshal.dumps(reply))
+            if spill is not None:
+                conn.send_bytes(spill)
         except OSError:  # the parent closed the pipe while we worked: we are done
             return
 

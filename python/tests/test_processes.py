@@ -94,6 +94,53 @@ def test_keyed_randomness_is_the_same_in_processes_and_threads():
     assert procs == threads
 
 
+def augment(e, rng):
+    return {"x": e["x"], "noise": rng.normal(size=3).astype(np.float32), "k": rng.integers(1 << 30)}
+
+
+@pytest.mark.parametrize("calls", [1, 2])
+def test_random_map_draws_the_same_in_processes_as_in_threads(calls):
+    base = sh.Dataset.range(30).shuffle(seed=4)
+    want = rows(base.random_map(augment, seed=11, num_parallel_calls=2).batch(5))
+    procs = base.random_map(augment, seed=11, num_parallel_calls=calls, processes=True)
+    assert rows(procs.batch(5)) == want
+    # A lambda (under fork: no pickling) and a second epoch (part of the key) agree too.
+    fn = lambda e, rng: augment(e, rng)  # noqa: E731
+    threads = base.random_map(fn, seed=11, num_parallel_calls=2)
+    fork = ProcessOptions(start_method="fork")
+    in_procs = base.random_map(fn, seed=11, num_parallel_calls=2, processes=fork)
+    for epoch in (0, 1):
+        want = [{k: v.tolist() for k, v in e.items()} for e in threads.iter(epoch)]
+        assert [{k: v.tolist() for k, v in e.items()} for e in in_procs.iter(epoch)] == want
+
+
+def test_results_are_views_of_the_arena_and_their_extent_is_reused():
+    pm = ProcessMap(affine, "affine", 1, ProcessOptions(memory_budget=1 << 20))
+    out = pm({"x": np.arange(1000)})
+    w = pm._all[0]
+    lo = w.arena.__array_interface__["data"][0]
+    addr = out["sq"].__array_interface__["data"][0]
+    assert lo + w.size // 2 <= addr < lo + w.size, "the result is not a view of the arena"
+    assert out["x"].tolist() == [3 * i + 1 for i in range(1000)]
+    free_while_held = w.results.largest()
+    del out
+    gc.collect()
+    assert w.results.largest() == (w.size // 2, w.size) != free_while_held
+
+
+def test_results_held_beyond_the_arena_still_arrive_intact():
+    # 40 results of 40 KB held at once through a 2 x 128 KB arena: the extents run out, and the
+    # results that no longer fit come down the pipe, every value intact.
+    pm = ProcessMap(affine, "affine", 1, ProcessOptions(memory_budget=256 << 10))
+    held = [pm({"x": np.full(5000, i)}) for i in range(40)]
+    for i, out in enumerate(held):
+        assert out["x"].tolist() == [3 * i + 1] * 5000
+        assert out["sq"].tolist() == [float(i * i)] * 5000
+    del held
+    gc.collect()
+    assert pm._all[0].results.largest() == (pm._all[0].size // 2, pm._all[0].size)
+
+
 def test_stream_input_and_as_completed_order():
     base = sh.Dataset.range(80).filter(lambda e: int(e["x"]) % 3 != 0)
     want = [int(e["x"]) for e in base.map(affine)]

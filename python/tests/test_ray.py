@@ -4,6 +4,7 @@ checkpoints. Marked ``ray``; skipped with a reason where Ray is not installed (`
 installs it)."""
 
 import os
+import subprocess
 import sys
 
 import numpy as np
@@ -259,3 +260,9 @@ def test_resume_from_a_checkpoint_taken_while_the_remote_stage_runs_is_exact():
     it2 = ds.iter(epoch=1)
     it2.set_state(state)
     assert head + [b["x"].tolist() for b in it2] == full
+
+
+def test_importing_stokehold_does_not_import_ray():
+    code = "import sys, stokehold\nprint('ray' in sys.modules, 'pyarrow' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False False"
