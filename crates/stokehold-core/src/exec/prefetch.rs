@@ -56,6 +56,8 @@ pub struct Prefetch {
     default_exec: DefaultExecutor,
     /// The thread of an iterator that reached the end of its epoch, already on the next one.
     warm: Warm,
+    /// False for the epochs loader's own prefetch, whose range has no next epoch to run into.
+    may_run_on: bool,
 }
 
 /// A parked prefetch thread (see the module docs), shared by the op and its iterators.
@@ -97,14 +99,22 @@ impl Prefetch {
             depth,
             default_exec: DefaultExecutor::default(),
             warm: Warm::default(),
+            may_run_on: true,
         }
+    }
+
+    /// This prefetch without the warm next epoch.
+    pub(crate) fn cold(mut self) -> Self {
+        self.may_run_on = false;
+        self
     }
 
     /// Whether the thread may run on into the next epoch: the input ends (finite) and is
     /// random access under its stages, so opening another epoch of it has no side effect (a
     /// stream's next epoch might re-run a generator the user owns).
     fn may_warm(&self) -> bool {
-        self.parent.peel_stages().is_some()
+        self.may_run_on
+            && self.parent.peel_stages().is_some()
             && self
                 .parent
                 .len()
@@ -357,7 +367,9 @@ impl PrefetchIter {
                         if end && !stop2.load(Ordering::Relaxed) {
                             // A warm thread opens the next epoch (a failure to open it is
                             // met again, and reported, by the fresh iterator asking for it).
-                            let Some((parent, epoch)) = &mut next_epoch else { break };
+                            let Some((parent, epoch)) = &mut next_epoch else {
+                                break;
+                            };
                             let Some(e) = epoch.checked_add(1) else { break };
                             let Ok(it) = parent.iter(e) else { break };
                             (inner, *epoch) = (it, e);

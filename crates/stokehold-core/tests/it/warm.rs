@@ -65,7 +65,11 @@ fn the_next_iterator_adopts_the_thread_already_on_its_epoch() {
 
     let mut it = PipelineIter::new(ds.clone(), 1).unwrap();
     let mut plain = PipelineIter::new(fresh.clone(), 1).unwrap();
-    assert_eq!(it.state(), plain.state(), "an adopted iterator starts where a fresh one does");
+    assert_eq!(
+        it.state(),
+        plain.state(),
+        "an adopted iterator starts where a fresh one does"
+    );
     let mut head = Vec::new();
     for _ in 0..5 {
         head.push(it.next().unwrap().unwrap());
