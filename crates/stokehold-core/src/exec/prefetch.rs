@@ -16,6 +16,18 @@
 //! budget for every buffer of the pipeline. After an element fails the thread goes on with
 //! the next one (the outer iterator is done after an error anyway, see [`crate::state`]; an
 //! `ignore_errors()` above relies on the input moving on); a panic ends it.
+//!
+//! **The warm next epoch** (`for epoch in range(n): for batch in ds:`, or Keras `fit`: a new
+//! iterator per epoch). Over a finite input that keeps random access under its stages (what
+//! [`Dataset::peel_stages`] accepts), the thread does not stop at the end of epoch `e`: it opens
+//! epoch `e + 1` of its input and goes on filling the same buffer (at most `depth` elements, in
+//! the same memory budget). The consumer that reaches the end parks the running thread in the op
+//! ([`Warm`]); the next `iter(e + 1)` of the same op adopts it, so its first element is already
+//! computed. The adopted iterator is the iterator a fresh `iter(e + 1)` makes (the thread sends
+//! the new input's initial state first), so states and results are exactly a fresh one's.
+//! **The cost when no iterator comes**: the thread computes up to `depth` elements of an epoch
+//! nobody takes and holds them (and their budget bytes) until the op is dropped, another
+//! epoch is asked for, or the parked thread is replaced.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -42,6 +54,21 @@ pub struct Prefetch {
     depth: Option<usize>,
     /// The executor made for the last iterator when none was installed (see the module docs).
     default_exec: DefaultExecutor,
+    /// The thread of an iterator that reached the end of its epoch, already on the next one.
+    warm: Warm,
+    /// False for the epochs loader's own prefetch, whose range has no next epoch to run into.
+    may_run_on: bool,
+}
+
+/// A parked prefetch thread (see the module docs), shared by the op and its iterators.
+type Warm = Arc<Mutex<Option<Parked>>>;
+
+/// A running prefetch thread whose consumer reached the end of epoch `epoch - 1`.
+struct Parked {
+    epoch: u64,
+    running: Running,
+    exec: super::Executor,
+    depth: usize,
 }
 
 impl Prefetch {
@@ -71,12 +98,66 @@ impl Prefetch {
             parent,
             depth,
             default_exec: DefaultExecutor::default(),
+            warm: Warm::default(),
+            may_run_on: true,
         }
+    }
+
+    /// This prefetch without the warm next epoch.
+    pub(crate) fn cold(mut self) -> Self {
+        self.may_run_on = false;
+        self
+    }
+
+    /// Whether the thread may run on into the next epoch: the input ends (finite) and is
+    /// random access under its stages, so opening another epoch of it has no side effect (a
+    /// stream's next epoch might re-run a generator the user owns).
+    fn may_warm(&self) -> bool {
+        self.may_run_on
+            && self.parent.peel_stages().is_some()
+            && self
+                .parent
+                .len()
+                .is_some_and(|n| n != crate::dataset::INFINITE)
+    }
+
+    /// The parked thread, when it runs epoch `epoch` in this process; waits for the state the
+    /// thread sends when it opens the epoch (it comes before any element). `None`: start fresh.
+    fn adopt(&self, epoch: u64) -> Result<Option<PrefetchIter>> {
+        let parked = self.warm.lock().unwrap_or_else(|e| e.into_inner()).take();
+        let Some(p) = parked else { return Ok(None) };
+        if p.epoch != epoch || p.running.pid != std::process::id() {
+            return Ok(None); // dropping it stops the thread
+        }
+        let state = loop {
+            match p.running.rx.recv_timeout(interrupt::TICK) {
+                Ok(Msg::Epoch(state)) => break state,
+                Ok(Msg::Item(..)) | Err(RecvTimeoutError::Disconnected) => return Ok(None),
+                Err(RecvTimeoutError::Timeout) => interrupt::check()?,
+            }
+        };
+        Ok(Some(PrefetchIter {
+            exec: p.exec,
+            parent: self.parent.clone(),
+            epoch,
+            depth: p.depth,
+            pending: None,
+            running: Some(p.running),
+            state,
+            done: false,
+            warm: Some(self.warm.clone()),
+        }))
     }
 }
 
 impl IterDataset for Prefetch {
     fn iter(&self, epoch: u64) -> Result<Box<dyn DatasetIter>> {
+        let warm = self.may_warm();
+        if warm {
+            if let Some(it) = self.adopt(epoch)? {
+                return Ok(Box::new(it));
+            }
+        }
         let inner = self.parent.iter(epoch)?;
         // The installed executor; else the one a thread-owning op below just made for its
         // iterator (found through the dataset), so both buffers share one budget; else our own.
@@ -96,6 +177,7 @@ impl IterDataset for Prefetch {
             running: None,
             state,
             done: false,
+            warm: warm.then(|| self.warm.clone()),
         }))
     }
 
@@ -126,10 +208,15 @@ impl IterDataset for Prefetch {
     }
 }
 
-/// An element on its way to the consumer, the input's state after it, and its bytes' place in
-/// the pipeline's memory budget (released when the consumer takes it, or when the message is
-/// dropped with an abandoned iterator).
-type Msg = (Result<Option<Example>>, Json, Held);
+/// What the thread sends.
+enum Msg {
+    /// An element on its way to the consumer, the input's state after it, and its bytes' place
+    /// in the pipeline's memory budget (released when the consumer takes it, or when the message
+    /// is dropped with an abandoned iterator).
+    Item(Result<Option<Example>>, Json, Held),
+    /// The thread opened the next epoch of its input (a warm thread): that input's initial state.
+    Epoch(Json),
+}
 
 /// The elements a prefetch buffer holds: their count, so that an empty buffer may always take one
 /// element (as every buffer of the pipeline may), and a condvar the thread waits on for room.
@@ -224,6 +311,8 @@ struct PrefetchIter {
     /// The input's state after the last element handed to the consumer.
     state: Json,
     done: bool,
+    /// The op's slot for a warm thread, when the thread runs on into the next epoch.
+    warm: Option<Warm>,
 }
 
 impl PrefetchIter {
@@ -244,9 +333,14 @@ impl PrefetchIter {
             .map(|e| e.op_stats(&format!("prefetch({})", self.depth)));
         let buffered = Arc::new(Buffered::default());
         let exec2 = exec.clone();
+        let next_epoch = self
+            .warm
+            .is_some()
+            .then(|| (self.parent.clone(), self.epoch));
         std::thread::Builder::new()
             .name("stokehold-prefetch".into())
             .spawn(move || {
+                let mut next_epoch = next_epoch;
                 let mut body = move || {
                     while !stop2.load(Ordering::Relaxed) {
                         let r = catch_unwind(AssertUnwindSafe(|| inner.next()))
@@ -266,7 +360,25 @@ impl PrefetchIter {
                             let n = *buffered.count.lock().unwrap_or_else(|e| e.into_inner());
                             s.produced(bytes, n);
                         }
-                        if tx.send((r, state, held)).is_err() || last {
+                        let end = matches!(r, Ok(None));
+                        if tx.send(Msg::Item(r, state, held)).is_err() {
+                            break;
+                        }
+                        if end && !stop2.load(Ordering::Relaxed) {
+                            // A warm thread opens the next epoch (a failure to open it is
+                            // met again, and reported, by the fresh iterator asking for it).
+                            let Some((parent, epoch)) = &mut next_epoch else {
+                                break;
+                            };
+                            let Some(e) = epoch.checked_add(1) else { break };
+                            let Ok(it) = parent.iter(e) else { break };
+                            (inner, *epoch) = (it, e);
+                            if tx.send(Msg::Epoch(inner.state())).is_err() {
+                                break;
+                            }
+                            continue;
+                        }
+                        if last {
                             break;
                         }
                     }
@@ -305,7 +417,13 @@ impl DatasetIter for PrefetchIter {
         let (r, state) = loop {
             match running.rx.recv_timeout(interrupt::TICK) {
                 // The element leaves the buffer: its bytes are the consumer's now.
-                Ok((r, state, _held)) => break (r, state),
+                Ok(Msg::Item(r, state, _held)) => break (r, state),
+                Ok(Msg::Epoch(_)) => {
+                    return Err(Error::Panic {
+                        op: self.parent.name(),
+                        message: "prefetch thread opened an epoch in the middle of one".into(),
+                    })
+                }
                 Err(RecvTimeoutError::Timeout) => interrupt::check()?,
                 Err(RecvTimeoutError::Disconnected) => {
                     return Err(Error::Panic {
@@ -317,7 +435,17 @@ impl DatasetIter for PrefetchIter {
         };
         if matches!(r, Ok(None) | Err(Error::Panic { .. })) {
             self.done = true;
-            self.running = None;
+            let running = self.running.take();
+            if let (Ok(None), Some(warm), Some(running)) = (&r, &self.warm, running) {
+                // The thread is on the next epoch already: park it for the next `iter()`.
+                let parked = Parked {
+                    epoch: self.epoch.saturating_add(1),
+                    running,
+                    exec: self.exec.clone(),
+                    depth: self.depth,
+                };
+                *warm.lock().unwrap_or_else(|e| e.into_inner()) = Some(parked);
+            }
         }
         self.state = state;
         r

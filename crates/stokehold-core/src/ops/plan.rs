@@ -66,6 +66,18 @@ impl StageKind {
         }
     }
 
+    /// This stage over an [`EpochRange`] of the epochs loader: as [`StageKind::apply`], but a
+    /// prefetch does not run on past the range's end (no iterator of a later "epoch" of the
+    /// range ever comes: see the warm next epoch in [`crate::exec::prefetch`]).
+    fn apply_to_range(&self, input: &Dataset) -> Dataset {
+        match self {
+            StageKind::Prefetch { depth } => {
+                Dataset::from_iter(Prefetch::with_depth(input.clone(), *depth).cold())
+            }
+            StageKind::Parallelize { .. } => self.apply(input),
+        }
+    }
+
     fn is_prefetch(&self) -> bool {
         matches!(self, StageKind::Prefetch { .. })
     }
@@ -74,6 +86,13 @@ impl StageKind {
 /// Applies `stages` (innermost first) to `input`.
 pub fn apply_stages(input: &Dataset, stages: &[StageKind]) -> Dataset {
     stages.iter().fold(input.clone(), |ds, st| st.apply(&ds))
+}
+
+/// Applies `stages` to the epochs loader's range (see [`StageKind::apply_to_range`]).
+fn apply_range_stages(input: &Dataset, stages: &[StageKind]) -> Dataset {
+    stages
+        .iter()
+        .fold(input.clone(), |ds, st| st.apply_to_range(&ds))
 }
 
 impl Dataset {
@@ -140,7 +159,7 @@ impl Dataset {
         }
         let range = Dataset::from_map(EpochRange::new(m.clone(), start, count)?);
         Ok(Epochs {
-            pipeline: apply_stages(&range, &stages),
+            pipeline: apply_range_stages(&range, &stages),
             base: m.clone(),
             stages,
             it: None,
@@ -318,7 +337,7 @@ impl Epochs {
                 // After an error (or restored from a state saved then): the epochs from `next`.
                 let count = self.end.map(|end| end - self.next);
                 let range = EpochRange::new(self.base.clone(), self.next, count)?;
-                let ds = apply_stages(&Dataset::from_map(range), &self.stages);
+                let ds = apply_range_stages(&Dataset::from_map(range), &self.stages);
                 PipelineIter::new(ds, 0)?
             };
             self.it = Some(it);

@@ -108,5 +108,14 @@ fn prefetch_buffer_obeys_the_memory_budget() {
         "peak {} MiB",
         peak / MIB
     );
+    // The thread ran on into epoch 1 (the warm next epoch), its buffer still in the budget
+    // (at most the budget, plus one element: an empty buffer may take one).
+    assert!(exec.budget().used() <= 32 * MIB + 8 * MIB);
+    // Dropping the dataset drops the parked thread, and its elements leave the budget.
+    drop((it, ds));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while exec.budget().used() != 0 && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
     assert_eq!(exec.budget().used(), 0, "every element's bytes released");
 }

@@ -12,3 +12,4 @@ mod parallel;
 mod plan;
 mod stats;
 mod tfdata_ops;
+mod warm;

@@ -1,0 +1,127 @@
+//! The warm next epoch: a prefetch whose consumer reached the end of epoch `e` runs on into
+//! epoch `e + 1`, and the next `iter(e + 1)` of the same op adopts that thread. Results and
+//! states must be a fresh iterator's; the adoption itself shows in how often the map ran.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use stokehold_core::{map_fn, Dataset, PipelineIter};
+
+use crate::common::xs;
+
+const N: u64 = 20;
+const DEPTH: usize = 2;
+
+/// `range(N).shuffle().map(count).prefetch(DEPTH)`, the map counting its calls in `calls`.
+fn counted(calls: &Arc<AtomicU64>) -> Dataset {
+    let c = calls.clone();
+    Dataset::range(N)
+        .shuffle(7)
+        .map(
+            "count",
+            map_fn(move |e, _| {
+                c.fetch_add(1, Ordering::SeqCst);
+                Ok(e)
+            }),
+        )
+        .prefetch(DEPTH)
+        .unwrap()
+}
+
+/// The call count once it has stopped moving (the thread blocks when its buffer is full).
+fn settled(calls: &AtomicU64) -> u64 {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut last = calls.load(Ordering::SeqCst);
+    loop {
+        std::thread::sleep(Duration::from_millis(300));
+        let now = calls.load(Ordering::SeqCst);
+        if now == last || Instant::now() > deadline {
+            return now;
+        }
+        last = now;
+    }
+}
+
+fn all(it: &mut PipelineIter) -> Vec<i64> {
+    let mut out = Vec::new();
+    while let Some(e) = it.next().unwrap() {
+        out.push(e);
+    }
+    xs(&out)
+}
+
+#[test]
+fn the_next_iterator_adopts_the_thread_already_on_its_epoch() {
+    let calls = Arc::new(AtomicU64::new(0));
+    let ds = counted(&calls);
+    let fresh = counted(&Arc::new(AtomicU64::new(0)));
+    let e0 = all(&mut PipelineIter::new(ds.clone(), 0).unwrap());
+    assert_eq!(e0, all(&mut PipelineIter::new(fresh.clone(), 0).unwrap()));
+    // Warm: the thread computed epoch 1's first elements (the buffer's DEPTH, and one more
+    // that waits for room) with nobody asking yet.
+    let c0 = settled(&calls);
+    assert_eq!(c0, N + DEPTH as u64 + 1);
+
+    let mut it = PipelineIter::new(ds.clone(), 1).unwrap();
+    let mut plain = PipelineIter::new(fresh.clone(), 1).unwrap();
+    assert_eq!(
+        it.state(),
+        plain.state(),
+        "an adopted iterator starts where a fresh one does"
+    );
+    let mut head = Vec::new();
+    for _ in 0..5 {
+        head.push(it.next().unwrap().unwrap());
+        plain.next().unwrap().unwrap();
+    }
+    let saved = it.state();
+    assert_eq!(saved, plain.state(), "states stay a fresh iterator's");
+    let mut e1 = xs(&head);
+    e1.extend(all(&mut it));
+    assert_eq!(e1[5..], all(&mut plain)[..]);
+    assert_ne!(e0, e1, "reshuffled per epoch");
+    // Adopted, not recomputed: epoch 1 cost N calls in all (and epoch 2's warm-up as many as
+    // epoch 1's); a fresh iterator would have run its first DEPTH + 1 elements again.
+    assert_eq!(settled(&calls), 2 * N + DEPTH as u64 + 1);
+
+    // The adopted iterator's state restores on a fresh iterator of the other pipeline object.
+    let mut restored = PipelineIter::new(fresh.clone(), 1).unwrap();
+    restored.set_state(&saved).unwrap();
+    assert_eq!(all(&mut restored), e1[5..].to_vec());
+}
+
+#[test]
+fn an_iterator_of_another_epoch_starts_fresh() {
+    let calls = Arc::new(AtomicU64::new(0));
+    let ds = counted(&calls);
+    let fresh = counted(&Arc::new(AtomicU64::new(0)));
+    all(&mut PipelineIter::new(ds.clone(), 0).unwrap());
+    // Epoch 3, not the parked epoch 1: the parked thread is dropped, the elements are epoch 3's.
+    let got = all(&mut PipelineIter::new(ds.clone(), 3).unwrap());
+    assert_eq!(got, all(&mut PipelineIter::new(fresh, 3).unwrap()));
+    // And a second pass over epoch 0 is epoch 0's, whatever was parked.
+    let again = all(&mut PipelineIter::new(ds.clone(), 0).unwrap());
+    let first = all(&mut PipelineIter::new(counted(&calls), 0).unwrap());
+    assert_eq!(again, first);
+}
+
+#[test]
+fn a_stream_input_is_not_run_ahead() {
+    // filter makes a stream: its next epoch is not opened before someone asks for it.
+    let calls = Arc::new(AtomicU64::new(0));
+    let c = calls.clone();
+    let ds = Dataset::range(N)
+        .map(
+            "count",
+            map_fn(move |e, _| {
+                c.fetch_add(1, Ordering::SeqCst);
+                Ok(e)
+            }),
+        )
+        .filter("all", stokehold_core::filter_fn(|_, _| Ok(true)))
+        .prefetch(DEPTH)
+        .unwrap();
+    all(&mut PipelineIter::new(ds, 0).unwrap());
+    assert_eq!(settled(&calls), N);
+}
