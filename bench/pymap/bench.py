@@ -58,6 +58,7 @@ def timed(make_iter, epochs, count):
 
 def stokehold_run(paths, par, epochs):
     import numpy as np
+
     import stokehold as sh
 
     def load(e):
