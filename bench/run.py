@@ -47,6 +47,7 @@ WORKLOADS = [
     ("Ray: remote_map, read_stokehold, from_ray", "bench/ray/bench.py"),
     ("images: decode + augment", "bench/image/bench.py"),
     ("peers: what Grain, SPDL, dataloader-rs cannot run", "bench/peers/bench.py"),
+    ("Python map vs a Python loop", "bench/pymap/bench.py"),
 ]
 TIMEOUT = {"quick": 120, "full": 900}
 REQUIREMENTS = BENCH / "suite" / "requirements.txt"

@@ -149,6 +149,8 @@ struct St {
     live: usize,
     window: usize,
     est_bytes: usize,
+    /// Mean compute time of one element (ns, moving average): sizes a worker's claim.
+    est_ns: u64,
     stop: bool,
 }
 
@@ -379,6 +381,7 @@ fn build(
         live: 0,
         window: window_for(p),
         est_bytes: 0,
+        est_ns: 0,
         stop: false,
     };
     Ok(Arc::new(Shared {
@@ -530,7 +533,7 @@ fn admit(sh: &Shared, id: usize) -> Option<MutexGuard<'_, St>> {
         if st.stop || st.end.is_some_and(|e| st.next_claim >= e) {
             return None;
         }
-        let room = st.in_flight + st.ready.len() < st.window;
+        let room = st.in_flight + st.ready.len() < limit(&st);
         let empty = st.in_flight == 0 && st.ready.is_empty();
         // Until one element has been measured its size is unknown: one at a time.
         let known = st.est_bytes > 0 || st.ready.len() + st.in_flight == 0;
@@ -551,57 +554,116 @@ fn worker(sh: Arc<Shared>, id: usize) {
     let _live = LiveGuard(sh.clone());
     loop {
         let Some(mut st) = admit(&sh, id) else { return };
-        st.in_flight += 1;
-        let claimed = match &sh.source {
+        let claimed: Vec<(u64, Option<Result<Example>>)> = match &sh.source {
             Source::Index { .. } => {
-                loop {
-                    let c = st.next_claim;
-                    if !st.skip.remove(&c) {
-                        break;
-                    }
-                    st.next_claim += 1;
-                }
-                if st.end.is_some_and(|e| st.next_claim >= e) {
-                    st.in_flight -= 1;
+                let seqs = claim_run(&sh, &mut st);
+                if seqs.is_empty() {
                     return;
                 }
-                let seq = st.next_claim;
-                st.next_claim += 1;
                 drop(st);
-                Some((seq, None))
+                seqs.into_iter().map(|s| (s, None)).collect()
             }
             Source::Stream { .. } => {
+                st.in_flight += 1;
                 drop(st);
-                pull(&sh)
+                match pull(&sh) {
+                    Some(c) => vec![c],
+                    None => return,
+                }
             }
         };
-        let Some((seq, element)) = claimed else {
-            return;
-        };
+        let n = claimed.len();
         let t = Instant::now();
-        let res = compute(&sh, seq, element);
+        let done: Vec<(u64, Option<Result<Example>>)> = claimed
+            .into_iter()
+            .map(|(seq, element)| (seq, compute(&sh, seq, element)))
+            .collect();
         sh.stats.add_busy(t);
         sh.exec.trace().span("element", &sh.label, t);
+        let per = (t.elapsed().as_nanos() as u64 / n as u64).max(1);
         let mut st = sh.lock();
-        st.in_flight -= 1;
-        let Some(res) = res else {
-            sh.cv_in.notify_all();
-            continue;
-        };
-        let bytes = res.as_ref().map_or(0, Example::nbytes);
-        let b = bytes.max(1); // an element of no bytes still marks the size as known
-        st.est_bytes = if st.est_bytes == 0 {
-            b
+        st.in_flight -= n;
+        st.est_ns = if st.est_ns == 0 {
+            per
         } else {
-            (st.est_bytes * 7 + b) / 8
+            (st.est_ns * 7 + per) / 8
         };
-        if st.stop {
-            return;
+        let mut added = false;
+        for (seq, res) in done {
+            let Some(res) = res else { continue };
+            let bytes = res.as_ref().map_or(0, Example::nbytes);
+            let b = bytes.max(1); // an element of no bytes still marks the size as known
+            st.est_bytes = if st.est_bytes == 0 {
+                b
+            } else {
+                (st.est_bytes * 7 + b) / 8
+            };
+            if st.stop {
+                return;
+            }
+            sh.exec.budget().add(bytes);
+            st.ready.insert(seq, Item { res, bytes });
+            added = true;
         }
-        sh.exec.budget().add(bytes);
-        st.ready.insert(seq, Item { res, bytes });
-        sh.cv_out.notify_all();
+        if added {
+            sh.cv_out.notify_all();
+        } else {
+            sh.cv_in.notify_all();
+        }
     }
+}
+
+/// Most elements one claim takes: a run of cheap elements (a Python function of tens of
+/// microseconds) is computed back to back and handed over with one lock and one wake-up, where
+/// one claim per element paid a consumer wake-up (a scheduler round trip, hundreds of
+/// microseconds on a loaded machine) per element.
+const MAX_RUN: usize = 16;
+/// A claim covers about this much compute: long enough to amortise a hand-off, short enough
+/// that the consumer never waits for a long run (an element this slow is claimed alone).
+const RUN_NS: u64 = 1_000_000;
+
+/// How many elements one claim wants: one until an element has been timed, then as many as
+/// take about [`RUN_NS`] (at most [`MAX_RUN`]).
+fn run_len(st: &St) -> usize {
+    match st.est_ns {
+        0 => 1,
+        ns => ((RUN_NS / ns) as usize).clamp(1, MAX_RUN),
+    }
+}
+
+/// Claimed-but-not-taken elements allowed: the window, widened so that every worker can hold a
+/// whole run (unchanged for elements slow enough to be claimed one at a time).
+fn limit(st: &St) -> usize {
+    st.window + st.target * (run_len(st) - 1)
+}
+
+/// Claims the next run of free sequence numbers (random-access input), within the widened
+/// window and the memory budget, and counts them in flight.
+fn claim_run(sh: &Shared, st: &mut St) -> Vec<u64> {
+    let room = limit(st)
+        .saturating_sub(st.in_flight + st.ready.len())
+        .max(1);
+    let mut want = run_len(st).min(room);
+    while want > 1 && !sh.exec.budget().fits(st.est_bytes * (st.in_flight + want)) {
+        want -= 1;
+    }
+    let mut seqs = Vec::with_capacity(want);
+    while seqs.len() < want {
+        loop {
+            let c = st.next_claim;
+            if !st.skip.remove(&c) {
+                break;
+            }
+            st.next_claim += 1;
+        }
+        if st.end.is_some_and(|e| st.next_claim >= e) {
+            break;
+        }
+        seqs.push(st.next_claim);
+        st.next_claim += 1;
+    }
+    st.in_flight += seqs.len();
+    seqs
 }
 
 /// Pulls the next stream element; `None` at the end of the input (or when stopping).
