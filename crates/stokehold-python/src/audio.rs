@@ -104,6 +104,9 @@ impl DecodeArgs {
     }
 }
 
+/// A decoder's `MapFn` factory: (source feature, output feature, options).
+type MakeFn = fn(&str, &str, DecodeOptions) -> MapFn;
+
 /// `decode_audio` (`from_path` false: `source` is a bytes feature) or `load_audio` (a path
 /// feature) under the shared skip path: what `on_error="skip"` leaves out is counted where
 /// `ds.skipped()` finds it.
@@ -115,7 +118,7 @@ fn decode_op(
     out: &str,
     args: DecodeArgs,
 ) -> PyResult<PyDataset> {
-    let (op, make): (&str, fn(&str, &str, DecodeOptions) -> MapFn) = if from_path {
+    let (op, make): (&str, MakeFn) = if from_path {
         ("load_audio", load_audio_fn)
     } else {
         ("decode_audio", decode_audio_fn)

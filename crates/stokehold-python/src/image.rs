@@ -52,6 +52,9 @@ impl DecodeArgs {
     }
 }
 
+/// A decoder's `MapFn` factory: (source feature, output feature, options).
+type MakeFn = fn(&str, &str, DecodeOptions) -> MapFn;
+
 /// `decode_image` (`from_path` false: `source` is a bytes feature) or `load_image` (a path
 /// feature) under the shared skip path: what `on_error="skip"` leaves out is counted where
 /// `ds.skipped()` finds it.
@@ -63,7 +66,7 @@ fn decode_op(
     out: &str,
     args: DecodeArgs,
 ) -> PyResult<PyDataset> {
-    let (op, make): (&str, fn(&str, &str, DecodeOptions) -> MapFn) = if from_path {
+    let (op, make): (&str, MakeFn) = if from_path {
         ("load_image", im::load_image_fn)
     } else {
         ("decode_image", im::decode_image_fn)
