@@ -30,11 +30,11 @@ from ._native import (
     WorkerPanicError,
     __version__,
 )
-from .audio import AudioSource, probe_audio
+from .audio import probe_audio
 from .dataset import Dataset, Element
 from .demo import demo
 from .errors import SkipLog
-from .image import DecodedDataset, ImageInfo, probe_image
+from .image import ImageInfo, probe_image
 from .iterator import Epoch, EpochLoader, Iterator
 from .processes import ProcessOptions, WorkerProcessError
 from .ragged import Ragged
@@ -56,11 +56,9 @@ __all__ = [
     "AUTOTUNE",
     "INFINITE",
     "UNKNOWN",
-    "AudioSource",
     "CancelledError",
     "DataCorruptionError",
     "Dataset",
-    "DecodedDataset",
     "Element",
     "ImageInfo",
     "ElementSpec",

@@ -38,10 +38,8 @@ __all__ = [
     "decode_example",
     "verify_shards",
     "element_key",
-    "AudioErrorLog",
     "probe_audio",
     "assemble_shards",
-    "SkipLog",
     "probe_image",
 ]
 
@@ -88,20 +86,6 @@ class CorruptLog:
     def count(self) -> int: ...
     @property
     def first(self) -> List[Tuple[str, int, str]]: ...
-
-@final
-class AudioErrorLog:
-    @property
-    def count(self) -> int: ...
-    @property
-    def first(self) -> List[Tuple[int, str]]: ...
-
-@final
-class SkipLog:
-    @property
-    def count(self) -> int: ...
-    @property
-    def first(self) -> List[Tuple[int, str]]: ...
 
 @final
 class Table:
@@ -165,14 +149,13 @@ class Dataset:
     def ignore_errors(self, log_warning: bool = False) -> Dataset: ...
     def skipped(self) -> Tuple[int, List[Tuple[int, str]]]: ...
     # images (crates/stokehold-python/src/image.rs)
+    # args: (channels, dtype, layout, max_pixels, on_error, num_parallel_calls, deterministic)
     def decode_image(
-        self, feature: str, out: str, channels: int, dtype: str, layout: str, max_pixels: int,
-        on_error: str, num_parallel_calls: Optional[int], deterministic: bool,
-    ) -> Tuple[Dataset, SkipLog]: ...
+        self, feature: str, out: str, args: Tuple[int, str, str, int, str, Optional[int], bool]
+    ) -> Dataset: ...
     def load_image(
-        self, path: str, out: str, channels: int, dtype: str, layout: str, max_pixels: int,
-        on_error: str, num_parallel_calls: Optional[int], deterministic: bool,
-    ) -> Tuple[Dataset, SkipLog]: ...
+        self, path: str, out: str, args: Tuple[int, str, str, int, str, Optional[int], bool]
+    ) -> Dataset: ...
     def image_resize(
         self, feature: str, height: int, width: int, shorter: bool, interpolation: str
     ) -> Dataset: ...
@@ -188,18 +171,18 @@ class Dataset:
     def image_normalize(self, feature: str, mean: List[float], std: List[float], layout: str) -> Dataset: ...
     def gather(self, table: Table, index_feature: str, output: str, keys: Optional[Any] = None) -> Dataset: ...
     # audio (crates/stokehold-python/src/audio.rs)
+    # args: (dtype, channels_first, mono, sample_rate, offset, duration, random_window, seed,
+    #        rate_feature, on_error, num_parallel_calls)
     def decode_audio(
-        self, feature: str, out: str, dtype: str, channels_first: bool, mono: bool,
-        sample_rate: Optional[int], offset: float, duration: Optional[float],
-        random_window: Optional[float], seed: int, rate_feature: Optional[str], on_error: str,
-        num_parallel_calls: Optional[int],
-    ) -> Tuple[Dataset, AudioErrorLog]: ...
+        self, feature: str, out: str,
+        args: Tuple[str, bool, bool, Optional[int], float, Optional[float], Optional[float], int,
+                    Optional[str], str, Optional[int]],
+    ) -> Dataset: ...
     def load_audio(
-        self, path_feature: str, out: str, dtype: str, channels_first: bool, mono: bool,
-        sample_rate: Optional[int], offset: float, duration: Optional[float],
-        random_window: Optional[float], seed: int, rate_feature: Optional[str], on_error: str,
-        num_parallel_calls: Optional[int],
-    ) -> Tuple[Dataset, AudioErrorLog]: ...
+        self, path_feature: str, out: str,
+        args: Tuple[str, bool, bool, Optional[int], float, Optional[float], Optional[float], int,
+                    Optional[str], str, Optional[int]],
+    ) -> Dataset: ...
     def spectrogram(
         self, feature: str, out: str, n_fft: int, win_length: Optional[int],
         hop_length: Optional[int], power: float, center: bool, pad_mode: str,

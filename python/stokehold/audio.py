@@ -1,8 +1,9 @@
 """Audio, natively: decoding (WAV, FLAC, MP3, Ogg Vorbis), resampling, and STFT / mel features.
 
 The ops are :class:`~stokehold.Dataset` methods (``decode_audio``, ``load_audio``,
-``spectrogram``, ``mel_spectrogram``); this module holds their argument checks, the
-:class:`AudioSource` they return (with the ``on_error="skip"`` log) and :func:`probe_audio`.
+``spectrogram``, ``mel_spectrogram``); this module holds their argument checks and
+:func:`probe_audio`. What a decode's ``on_error="skip"`` leaves out is counted in
+``ds.skipped()``, as for every other op.
 All of it runs in Rust on the pipeline's threads: no Python, and no GIL, per element.
 """
 
@@ -11,10 +12,10 @@ from __future__ import annotations
 import math
 from typing import Any, Dict, Optional, Tuple
 
-from . import _args, _native
+from . import _args, _native, errors
 from .dataset import Dataset
 
-__all__ = ["AudioSource", "probe_audio"]
+__all__ = ["probe_audio"]
 
 
 def probe_audio(source: Any) -> Dict[str, Any]:
@@ -25,15 +26,6 @@ def probe_audio(source: Any) -> Dict[str, Any]:
     if isinstance(source, (bytes, bytearray, memoryview)):
         return _native.probe_audio(bytes(source))
     return _native.probe_audio(_args.path("probe_audio", "source", source))
-
-
-class AudioSource(Dataset):
-    """The dataset ``decode_audio`` / ``load_audio`` return (a :class:`~stokehold.Dataset`).
-    What ``on_error="skip"`` left out is counted in ``ds.skipped()``, as for every other op
-    (the native log it is handed is the same one ``skipped()`` finds in the pipeline)."""
-
-    def __init__(self, native: _native.Dataset, log: _native.AudioErrorLog) -> None:
-        super().__init__(native)
 
 
 def _seconds(op: str, arg: str, value: Any, positive: bool) -> float:
@@ -80,14 +72,14 @@ def decode(
     sample_rate_key: Optional[str],
     on_error: str,
     num_parallel_calls: Optional[int],
-) -> AudioSource:
+) -> Dataset:
     """``decode_audio`` and ``load_audio``: checks, then the native op."""
     if random_window is not None and (offset != 0 or duration is not None):
         raise _args.fail(op, "random_window", random_window,
                          "draws its own offset: leave offset and duration out")
+    source = _args.name(op, "feature" if op == "decode_audio" else "path", feature)
+    target = _args.name(op, "out", out)
     args = (
-        _args.name(op, "feature" if op == "decode_audio" else "path", feature),
-        _args.name(op, "out", out),
         _choice(op, "dtype", dtype, ("float32", "int16")),
         _args.flag(op, "channels_first", channels_first),
         _args.flag(op, "mono", mono),
@@ -97,12 +89,11 @@ def decode(
         None if random_window is None else _seconds(op, "random_window", random_window, True),
         _args.seed(op, seed) if random_window is not None else 0,
         None if sample_rate_key is None else _args.name(op, "sample_rate_key", sample_rate_key),
-        _choice(op, "on_error", on_error, ("raise", "skip")),
+        errors.on_error(op, on_error),
         _threads(op, num_parallel_calls),
     )
     method = ds._native.decode_audio if op == "decode_audio" else ds._native.load_audio
-    native, log = method(*args)
-    return AudioSource(native, log)
+    return Dataset(method(source, target, args))
 
 
 def _number(op: str, arg: str, value: Any) -> float:

@@ -36,8 +36,7 @@ from .processes import ProcessOptions, process_map
 from .spec import ElementSpec, spec_of
 
 if TYPE_CHECKING:
-    from .audio import AudioSource
-    from .image import DecodedDataset, Size
+    from .image import Size
     from .table import Table
 
 __all__ = ["AUTOTUNE", "INFINITE", "UNKNOWN", "Dataset", "Element"]
@@ -270,7 +269,7 @@ class Dataset:
         random_window: Optional[float] = None, seed: Optional[int] = None,
         sample_rate_key: Optional[str] = "sample_rate", on_error: str = "raise",
         num_parallel_calls: Optional[int] = None,
-    ) -> AudioSource:
+    ) -> Dataset:
         """Decodes the audio bytes in ``feature`` (WAV: PCM 8/16/24/32-bit, float 32/64; FLAC;
         MP3; Ogg Vorbis; the format is recognised from the bytes) into ``out`` (default: replace
         ``feature``), as tf.audio.decode_wav / torchaudio.load do. ``dtype``: ``"float32"``
@@ -281,7 +280,7 @@ class Dataset:
         where the format allows; ``random_window`` (seconds) decodes a window at an offset drawn
         from (``seed``, epoch, index), zero-padded at the end for shorter clips. A clip that does
         not decode raises :class:`DataCorruptionError` naming the element, the op and the byte
-        offset, or with ``on_error="skip"`` is left out and counted in the result's ``skipped``
+        offset, or with ``on_error="skip"`` is left out and counted in ``ds.skipped()``
         (``.count``, ``.first``). ``num_parallel_calls`` (threads, or AUTOTUNE) decodes on
         worker threads."""
         from .audio import decode
@@ -297,7 +296,7 @@ class Dataset:
         random_window: Optional[float] = None, seed: Optional[int] = None,
         sample_rate_key: Optional[str] = "sample_rate", on_error: str = "raise",
         num_parallel_calls: Optional[int] = None,
-    ) -> AudioSource:
+    ) -> Dataset:
         """Decodes the audio file named by feature ``path`` into ``out``: :meth:`decode_audio`'s
         options, reading the file as the decoder asks (a window touches only its part of the
         file). Errors name the file, the element and the op."""
@@ -371,7 +370,7 @@ class Dataset:
         on_error: str = "raise",
         num_parallel_calls: Optional[int] = None,
         deterministic: Optional[bool] = None,
-    ) -> DecodedDataset:
+    ) -> Dataset:
         """Decodes the JPEG, PNG or WebP bytes in ``feature`` into an image array in ``out``
         (default: replaces ``feature``), natively on the pipeline's threads (tf's
         ``decode_image``, with no GIL held).
@@ -385,7 +384,7 @@ class Dataset:
                 before anything is allocated (default: Pillow's limit, 178956970).
             on_error: ``"raise"`` (default): a bad image raises, naming the element, the feature
                 and (when the element has a ``"path"``) the file. ``"skip"``: it is left out and
-                counted in the result's ``skipped`` (``.count``, ``.first``).
+                counted in ``ds.skipped()`` (``.count``, ``.first``).
             num_parallel_calls: ``None`` (in the consumer's or prefetch thread) or a thread count
                 / ``AUTOTUNE``, as in :meth:`map`.
             deterministic: keep the input order (default True).
@@ -396,7 +395,7 @@ class Dataset:
         feature = _args.name(op, "feature", feature)
         out = feature if out is None else _args.name(op, "out", out)
         args = image.decode_args(op, channels, dtype, layout, max_pixels, on_error, num_parallel_calls, deterministic)
-        return image.DecodedDataset(*self._native.decode_image(feature, out, *args))
+        return Dataset(self._native.decode_image(feature, out, args))
 
     def load_image(
         self,
@@ -409,7 +408,7 @@ class Dataset:
         on_error: str = "raise",
         num_parallel_calls: Optional[int] = None,
         deterministic: Optional[bool] = None,
-    ) -> DecodedDataset:
+    ) -> Dataset:
         """Reads the image file named by feature ``path`` (as :func:`stokehold.list_files` makes)
         and decodes it into ``out``; the arguments are :meth:`decode_image`'s, and errors name
         the file."""
@@ -417,8 +416,8 @@ class Dataset:
 
         op = "load_image"
         args = image.decode_args(op, channels, dtype, layout, max_pixels, on_error, num_parallel_calls, deterministic)
-        return image.DecodedDataset(*self._native.load_image(
-            _args.name(op, "path", path), _args.name(op, "out", out), *args))
+        return Dataset(self._native.load_image(
+            _args.name(op, "path", path), _args.name(op, "out", out), args))
 
     def resize(self, size: Size, feature: str = "image", interpolation: str = "bilinear") -> Dataset:
         """Resizes the uint8 HWC image ``feature``: ``size`` (height, width) exactly, or an int

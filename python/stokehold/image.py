@@ -1,7 +1,7 @@
 """Images: argument checks for the native decode and augmentation ops of :class:`Dataset`
-(declared in ``dataset.py``), the dataset a decode returns (with its skip log), and
-:func:`probe_image`. Decoding and augmenting run in Rust on the pipeline's threads, holding no
-GIL; see ``docs/GUIDE.md``, "Images".
+(declared in ``dataset.py``) and :func:`probe_image`. What a decode's ``on_error="skip"``
+leaves out is counted in ``ds.skipped()``, as for every other op. Decoding and augmenting run
+in Rust on the pipeline's threads, holding no GIL; see ``docs/GUIDE.md``, "Images".
 """
 
 from __future__ import annotations
@@ -10,10 +10,9 @@ import math
 import os
 from typing import Any, List, NamedTuple, Optional, Sequence, Tuple, Union
 
-from . import _args, _native
-from .dataset import Dataset
+from . import _args, _native, errors
 
-__all__ = ["DEFAULT_MAX_PIXELS", "DecodedDataset", "ImageInfo", "probe_image"]
+__all__ = ["DEFAULT_MAX_PIXELS", "ImageInfo", "probe_image"]
 
 #: The default ``max_pixels`` of ``decode_image`` / ``load_image``: Pillow's decompression-bomb
 #: ceiling (``2 * PIL.Image.MAX_IMAGE_PIXELS``). Headers claiming more are refused before any
@@ -47,15 +46,6 @@ def probe_image(source: Union[bytes, str, os.PathLike[str]]) -> ImageInfo:
     return ImageInfo(*_native.probe_image(data))
 
 
-class DecodedDataset(Dataset):
-    """What ``decode_image`` / ``load_image`` return: a :class:`Dataset`. What
-    ``on_error="skip"`` left out is counted in ``ds.skipped()``, as for every other op (the
-    native log it is handed is the same one ``skipped()`` finds in the pipeline)."""
-
-    def __init__(self, native: _native.Dataset, skipped: _native.SkipLog) -> None:
-        super().__init__(native)
-
-
 def decode_args(
     op: str,
     channels: Any,
@@ -74,13 +64,7 @@ def decode_args(
     par = None if num_parallel_calls is None else _args.parallelism(op, "num_parallel_calls", num_parallel_calls)
     det = True if deterministic is None else _args.flag(op, "deterministic", deterministic)
     return (int(channels), dtype, layout_arg(op, layout), _args.count(op, "max_pixels", max_pixels, 1),
-            on_error_arg(op, on_error), par, det)
-
-
-def on_error_arg(op: str, value: Any) -> str:
-    if value not in ("raise", "skip"):
-        raise _args.fail(op, "on_error", value, 'must be "raise" or "skip"')
-    return str(value)
+            errors.on_error(op, on_error), par, det)
 
 
 def layout_arg(op: str, value: Any) -> str:

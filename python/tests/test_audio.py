@@ -107,6 +107,10 @@ def test_bad_input_raises_naming_the_element_and_skip_counts():
     assert len(list(skipping)) == 2
     assert skipping.skipped().count == 4
     assert [s.index for s in skipping.skipped().first] == [1, 2, 3, 4]
+    # A plain Dataset, its skips found through the ops after it (the pipeline's one skip log).
+    later = blobs(*items).decode_audio(on_error="skip").spectrogram().batch(1)
+    assert type(later) is stokehold.Dataset and len(list(later)) == 2
+    assert later.skipped().count == 4
 
 
 def test_load_audio_errors_name_the_file():

@@ -99,6 +99,10 @@ def test_skip_and_count(tmp_path: Path) -> None:
     (i0, m0), (i1, m1) = [(s.index, s.error) for s in ds.skipped().first]
     assert (i0, i1) == (4, 5)
     assert "4-cut.jpg" in m0 and "BMP" in m1
+    # A plain Dataset, its skips found through the ops after it (the pipeline's one skip log).
+    later = sh.list_files(str(tmp_path / "*"), shuffle=False).load_image(on_error="skip").center_crop(8).batch(2)
+    assert type(later) is sh.Dataset and [len(b["image"]) for b in later] == [2, 2]
+    assert later.skipped().count == 2
 
 
 def test_augment_keyed_and_batched() -> None:

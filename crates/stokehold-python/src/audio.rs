@@ -1,16 +1,16 @@
 //! Bindings of the audio ops (`stokehold_io::audio`): `decode_audio`, `load_audio`,
-//! `spectrogram`, `mel_spectrogram` (a `#[pymethods]` block of the native `Dataset`), the
-//! `AudioErrorLog` of `on_error="skip"`, and `probe_audio`. Arguments arrive checked by
+//! `spectrogram`, `mel_spectrogram` (a `#[pymethods]` block of the native `Dataset`) and
+//! `probe_audio`. A decode's `on_error="skip"` goes through the shared skip path
+//! (`skips::map_on_error_par`), so `ds.skipped()` counts what it leaves out. Arguments arrive checked by
 //! `python/stokehold/audio.py`; everything runs natively on the pipeline's threads.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use bytes::Bytes;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 use stokehold_core::exec::Parallelism;
-use stokehold_core::{Dataset, Error, ErrorLog, MapFn, OnError};
+use stokehold_core::{Dataset, Error, MapFn};
 use stokehold_io::audio::{
     decode_audio_fn, load_audio_fn, mel_spectrogram_fn, probe_bytes, probe_file, spectrogram_fn,
     AudioInfo, DecodeOptions, MelBank, MelOptions, MelScale, PadMode, SampleType, Stft,
@@ -19,31 +19,7 @@ use stokehold_io::audio::{
 
 use crate::dataset::PyDataset;
 use crate::errors::{guard, ok};
-
-/// Elements `on_error="skip"` left out of an audio op: the count and the first few.
-#[pyclass(frozen, name = "AudioErrorLog", module = "stokehold._native")]
-pub struct PyAudioErrorLog {
-    log: Arc<ErrorLog>,
-}
-
-#[pymethods]
-impl PyAudioErrorLog {
-    /// Elements skipped so far.
-    #[getter]
-    fn count(&self) -> u64 {
-        self.log.count()
-    }
-
-    /// The first few as (element index, error message).
-    #[getter]
-    fn first(&self) -> Vec<(u64, String)> {
-        self.log
-            .first()
-            .into_iter()
-            .map(|s| (s.index, s.error))
-            .collect()
-    }
-}
+use crate::skips::map_on_error_par;
 
 /// `None` (inline), a thread count, or -1 (AUTOTUNE) as the core's parallel-map setting.
 fn par(op: &str, n: Option<i64>) -> stokehold_core::Result<Option<(Parallelism, bool)>> {
@@ -51,58 +27,105 @@ fn par(op: &str, n: Option<i64>) -> stokehold_core::Result<Option<(Parallelism, 
         .transpose()
 }
 
-/// Maps `f` with the policy and parallelism asked for; returns the dataset and its log.
+/// Maps a feature op (no skip policy: its errors are bad arguments or shapes) on the threads
+/// asked for.
 fn apply(
     py: Python<'_>,
     ds: &Dataset,
     label: &str,
     f: MapFn,
-    on_error: &str,
     threads: Option<i64>,
-) -> PyResult<(PyDataset, PyAudioErrorLog)> {
+) -> PyResult<PyDataset> {
     let op = label.split(':').next().unwrap_or(label);
-    let policy = ok(py, OnError::parse(op, on_error))?;
-    let par = ok(py, par(op, threads))?;
-    let log = Arc::new(ErrorLog::default());
-    let out = ds.map_with_policy(label, f, policy, log.clone(), par);
-    Ok((PyDataset::from_dataset(out), PyAudioErrorLog { log }))
+    Ok(PyDataset::from_dataset(match ok(py, par(op, threads))? {
+        None => ds.map(label, f),
+        Some((p, deterministic)) => ds.map_parallel(label, f, p, deterministic),
+    }))
 }
 
-/// The decode options from the Python arguments (checked there).
-#[allow(clippy::too_many_arguments)]
-fn decode_options(
-    dtype: &str,
-    channels_first: bool,
-    mono: bool,
-    sample_rate: Option<u32>,
-    offset: f64,
-    duration: Option<f64>,
-    random_window: Option<f64>,
-    seed: u64,
-    rate_feature: Option<String>,
-) -> stokehold_core::Result<DecodeOptions> {
-    let dtype = match dtype {
-        "float32" => SampleType::F32,
-        "int16" => SampleType::I16,
-        other => {
-            return Err(Error::invalid(format!(
-                "dtype {other:?}: must be \"float32\" or \"int16\""
-            )))
-        }
+/// The arguments `decode_audio` and `load_audio` share, one tuple in this order (checked by
+/// `python/stokehold/audio.py`): dtype, channels_first, mono, sample_rate, offset, duration,
+/// random_window, seed, rate_feature, on_error, num_parallel_calls.
+#[derive(FromPyObject)]
+struct DecodeArgs(
+    String,
+    bool,
+    bool,
+    Option<u32>,
+    f64,
+    Option<f64>,
+    Option<f64>,
+    u64,
+    Option<String>,
+    String,
+    Option<i64>,
+);
+
+impl DecodeArgs {
+    /// The decode options (a bad value is an error naming it).
+    fn options(&self) -> stokehold_core::Result<DecodeOptions> {
+        let DecodeArgs(
+            dtype,
+            channels_first,
+            mono,
+            sample_rate,
+            offset,
+            duration,
+            window,
+            seed,
+            rate_feature,
+            ..,
+        ) = self;
+        let dtype = match dtype.as_str() {
+            "float32" => SampleType::F32,
+            "int16" => SampleType::I16,
+            other => {
+                return Err(Error::invalid(format!(
+                    "dtype {other:?}: must be \"float32\" or \"int16\""
+                )))
+            }
+        };
+        let window = match (*window, *offset, *duration) {
+            (Some(d), _, _) => Window::Random {
+                duration: d,
+                seed: *seed,
+            },
+            (None, 0.0, None) => Window::All,
+            (None, offset, duration) => Window::Span { offset, duration },
+        };
+        Ok(DecodeOptions {
+            dtype,
+            channels_first: *channels_first,
+            mono: *mono,
+            sample_rate: *sample_rate,
+            window,
+            rate_feature: rate_feature.clone(),
+        })
+    }
+}
+
+/// A decoder's `MapFn` factory: (source feature, output feature, options).
+type MakeFn = fn(&str, &str, DecodeOptions) -> MapFn;
+
+/// `decode_audio` (`from_path` false: `source` is a bytes feature) or `load_audio` (a path
+/// feature) under the shared skip path: what `on_error="skip"` leaves out is counted where
+/// `ds.skipped()` finds it.
+fn decode_op(
+    py: Python<'_>,
+    ds: &Dataset,
+    from_path: bool,
+    source: &str,
+    out: &str,
+    args: DecodeArgs,
+) -> PyResult<PyDataset> {
+    let (op, make): (&str, MakeFn) = if from_path {
+        ("load_audio", load_audio_fn)
+    } else {
+        ("decode_audio", decode_audio_fn)
     };
-    let window = match (random_window, offset, duration) {
-        (Some(d), _, _) => Window::Random { duration: d, seed },
-        (None, 0.0, None) => Window::All,
-        (None, offset, duration) => Window::Span { offset, duration },
-    };
-    Ok(DecodeOptions {
-        dtype,
-        channels_first,
-        mono,
-        sample_rate,
-        window,
-        rate_feature,
-    })
+    let f = make(source, out, ok(py, args.options())?);
+    let label = format!("{op}:{out}");
+    map_on_error_par(py, ds, op, &label, f, &args.9, args.10, true)
 }
 
 /// The STFT from the Python arguments.
@@ -137,79 +160,25 @@ fn stft(
 #[pymethods]
 impl PyDataset {
     /// Decodes the audio bytes of feature `feature` into feature `out` (see `Dataset.decode_audio`).
-    #[pyo3(signature = (feature, out, dtype, channels_first, mono, sample_rate, offset, duration,
-        random_window, seed, rate_feature, on_error, num_parallel_calls))]
     fn decode_audio(
         &self,
         py: Python<'_>,
         feature: &str,
         out: &str,
-        dtype: &str,
-        channels_first: bool,
-        mono: bool,
-        sample_rate: Option<u32>,
-        offset: f64,
-        duration: Option<f64>,
-        random_window: Option<f64>,
-        seed: u64,
-        rate_feature: Option<String>,
-        on_error: &str,
-        num_parallel_calls: Option<i64>,
-    ) -> PyResult<(PyDataset, PyAudioErrorLog)> {
-        guard(|| {
-            let opts = decode_options(
-                dtype,
-                channels_first,
-                mono,
-                sample_rate,
-                offset,
-                duration,
-                random_window,
-                seed,
-                rate_feature,
-            );
-            let f = decode_audio_fn(feature, out, ok(py, opts)?);
-            let label = format!("decode_audio:{out}");
-            apply(py, self.dataset(), &label, f, on_error, num_parallel_calls)
-        })
+        args: DecodeArgs,
+    ) -> PyResult<PyDataset> {
+        guard(|| decode_op(py, self.dataset(), false, feature, out, args))
     }
 
     /// Decodes the audio file named by feature `path_feature` into feature `out`.
-    #[pyo3(signature = (path_feature, out, dtype, channels_first, mono, sample_rate, offset,
-        duration, random_window, seed, rate_feature, on_error, num_parallel_calls))]
     fn load_audio(
         &self,
         py: Python<'_>,
         path_feature: &str,
         out: &str,
-        dtype: &str,
-        channels_first: bool,
-        mono: bool,
-        sample_rate: Option<u32>,
-        offset: f64,
-        duration: Option<f64>,
-        random_window: Option<f64>,
-        seed: u64,
-        rate_feature: Option<String>,
-        on_error: &str,
-        num_parallel_calls: Option<i64>,
-    ) -> PyResult<(PyDataset, PyAudioErrorLog)> {
-        guard(|| {
-            let opts = decode_options(
-                dtype,
-                channels_first,
-                mono,
-                sample_rate,
-                offset,
-                duration,
-                random_window,
-                seed,
-                rate_feature,
-            );
-            let f = load_audio_fn(path_feature, out, ok(py, opts)?);
-            let label = format!("load_audio:{out}");
-            apply(py, self.dataset(), &label, f, on_error, num_parallel_calls)
-        })
+        args: DecodeArgs,
+    ) -> PyResult<PyDataset> {
+        guard(|| decode_op(py, self.dataset(), true, path_feature, out, args))
     }
 
     /// `|STFT|^power` of feature `feature` into feature `out`.
@@ -235,8 +204,7 @@ impl PyDataset {
             )?;
             let f = spectrogram_fn(feature, out, s);
             let label = format!("spectrogram:{out}");
-            let (ds, _) = apply(py, self.dataset(), &label, f, "raise", num_parallel_calls)?;
-            Ok(ds)
+            apply(py, self.dataset(), &label, f, num_parallel_calls)
         })
     }
 
@@ -288,8 +256,7 @@ impl PyDataset {
             let bank = ok(py, MelBank::new(s.n_freqs(), &mel))?;
             let f = mel_spectrogram_fn(feature, out, s, bank, log.then_some(top_db));
             let label = format!("mel_spectrogram:{out}");
-            let (ds, _) = apply(py, self.dataset(), &label, f, "raise", num_parallel_calls)?;
-            Ok(ds)
+            apply(py, self.dataset(), &label, f, num_parallel_calls)
         })
     }
 }
@@ -324,7 +291,6 @@ fn probe_audio<'py>(py: Python<'py>, source: &Bound<'py, PyAny>) -> PyResult<Bou
 
 /// Adds the audio classes and functions to the module.
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_class::<PyAudioErrorLog>()?;
     m.add_function(wrap_pyfunction!(probe_audio, m)?)?;
     Ok(())
 }

@@ -3,42 +3,13 @@
 //! holds the API, the defaults and the argument checks; these stay thin. Everything runs in
 //! Rust on the pipeline's threads: no GIL per image.
 
-use std::sync::Arc;
-
 use pyo3::prelude::*;
-use stokehold_core::exec::Parallelism;
-use stokehold_core::ops::on_error::{ErrorLog, OnError};
 use stokehold_core::{DType, Dataset, Error, MapFn};
 use stokehold_io::image::{self as im, DecodeOptions, ImageError, Interpolation, Layout, Size};
 
 use crate::dataset::PyDataset;
 use crate::errors::{guard, ok};
-
-/// Elements an `on_error="skip"` decode left out: the count and the first few.
-// Minimal on purpose: the lead unifies it with the other ops' skip logs.
-#[pyclass(frozen, name = "SkipLog", module = "stokehold._native")]
-pub struct PySkipLog {
-    log: Arc<ErrorLog>,
-}
-
-#[pymethods]
-impl PySkipLog {
-    /// Elements skipped so far.
-    #[getter]
-    fn count(&self) -> u64 {
-        self.log.count()
-    }
-
-    /// The first few as (element index, error message).
-    #[getter]
-    fn first(&self) -> Vec<(u64, String)> {
-        self.log
-            .first()
-            .into_iter()
-            .map(|s| (s.index, s.error))
-            .collect()
-    }
-}
+use crate::skips::map_on_error_par;
 
 fn image_arg(e: ImageError) -> Error {
     Error::invalid(e.to_string())
@@ -48,130 +19,84 @@ fn interp(s: &str) -> stokehold_core::Result<Interpolation> {
     Interpolation::parse(s).map_err(image_arg)
 }
 
-/// The decode options from the Python arguments.
-fn options(
-    channels: u8,
-    dtype: &str,
-    layout: &str,
-    max_pixels: u64,
-) -> stokehold_core::Result<DecodeOptions> {
-    let dtype = match dtype {
-        "uint8" => DType::U8,
-        "uint16" => DType::U16,
-        _ => {
+/// The arguments `decode_image` and `load_image` share, one tuple in this order (checked by
+/// `python/stokehold/image.py`'s `decode_args`): channels, dtype, layout, max_pixels, on_error,
+/// num_parallel_calls, deterministic.
+#[derive(FromPyObject)]
+struct DecodeArgs(u8, String, String, u64, String, Option<i64>, bool);
+
+impl DecodeArgs {
+    /// The decode options (a bad value is an error naming it).
+    fn options(&self) -> stokehold_core::Result<DecodeOptions> {
+        let DecodeArgs(channels, dtype, layout, max_pixels, ..) = self;
+        let dtype = match dtype.as_str() {
+            "uint8" => DType::U8,
+            "uint16" => DType::U16,
+            _ => {
+                return Err(Error::invalid(format!(
+                    "dtype={dtype:?}: must be \"uint8\" or \"uint16\""
+                )))
+            }
+        };
+        if !matches!(channels, 0 | 1 | 3 | 4) {
             return Err(Error::invalid(format!(
-                "dtype={dtype:?}: must be \"uint8\" or \"uint16\""
-            )))
+                "channels={channels}: must be 0 (as in the file), 1, 3 or 4"
+            )));
         }
-    };
-    if !matches!(channels, 0 | 1 | 3 | 4) {
-        return Err(Error::invalid(format!(
-            "channels={channels}: must be 0 (as in the file), 1, 3 or 4"
-        )));
+        Ok(DecodeOptions {
+            channels: *channels,
+            dtype,
+            layout: Layout::parse(layout)?,
+            max_pixels: *max_pixels,
+        })
     }
-    Ok(DecodeOptions {
-        channels,
-        dtype,
-        layout: Layout::parse(layout)?,
-        max_pixels,
-    })
 }
 
-/// Applies a decoder under the skip policy, on `par` threads when given (-1: AUTOTUNE). A raising
-/// decoder over a random-access input stays random access under a `parallelize` stage, as
-/// Python's `map(num_parallel_calls=...)` does.
-fn apply(
+/// A decoder's `MapFn` factory: (source feature, output feature, options).
+type MakeFn = fn(&str, &str, DecodeOptions) -> MapFn;
+
+/// `decode_image` (`from_path` false: `source` is a bytes feature) or `load_image` (a path
+/// feature) under the shared skip path: what `on_error="skip"` leaves out is counted where
+/// `ds.skipped()` finds it.
+fn decode_op(
+    py: Python<'_>,
     ds: &Dataset,
-    label: &str,
-    f: MapFn,
-    on_error: &str,
-    par: Option<i64>,
-    deterministic: bool,
-) -> stokehold_core::Result<(Dataset, Arc<ErrorLog>)> {
-    let policy = OnError::parse(label, on_error)?;
-    let par = par
-        .map(|p| Parallelism::from_arg(label, "num_parallel_calls", p))
-        .transpose()?;
-    let log = Arc::new(ErrorLog::default());
-    let out = match (policy, par) {
-        (OnError::Raise, Some(p)) if ds.is_random_access() => {
-            ds.map(label, f).parallelize(p, deterministic)
-        }
-        _ => ds.map_with_policy(
-            label,
-            f,
-            policy,
-            log.clone(),
-            par.map(|p| (p, deterministic)),
-        ),
+    from_path: bool,
+    source: &str,
+    out: &str,
+    args: DecodeArgs,
+) -> PyResult<PyDataset> {
+    let (op, make): (&str, MakeFn) = if from_path {
+        ("load_image", im::load_image_fn)
+    } else {
+        ("decode_image", im::decode_image_fn)
     };
-    Ok((out, log))
+    let f = make(source, out, ok(py, args.options())?);
+    map_on_error_par(py, ds, op, op, f, &args.4, args.5, args.6)
 }
 
 #[pymethods]
 impl PyDataset {
-    /// Decodes bytes feature `feature` into `out`; returns the dataset and its skip log.
-    #[pyo3(signature = (feature, out, channels, dtype, layout, max_pixels, on_error, num_parallel_calls, deterministic))]
+    /// Decodes bytes feature `feature` into `out` (see `Dataset.decode_image`).
     fn decode_image(
         &self,
         py: Python<'_>,
         feature: &str,
         out: &str,
-        channels: u8,
-        dtype: &str,
-        layout: &str,
-        max_pixels: u64,
-        on_error: &str,
-        num_parallel_calls: Option<i64>,
-        deterministic: bool,
-    ) -> PyResult<(PyDataset, PySkipLog)> {
-        guard(|| {
-            let r = options(channels, dtype, layout, max_pixels).and_then(|o| {
-                let f = im::decode_image_fn(feature, out, o);
-                apply(
-                    self.dataset(),
-                    "decode_image",
-                    f,
-                    on_error,
-                    num_parallel_calls,
-                    deterministic,
-                )
-            });
-            let (ds, log) = ok(py, r)?;
-            Ok((PyDataset::from_dataset(ds), PySkipLog { log }))
-        })
+        args: DecodeArgs,
+    ) -> PyResult<PyDataset> {
+        guard(|| decode_op(py, self.dataset(), false, feature, out, args))
     }
 
-    /// Reads and decodes the file named by feature `path` into `out`; dataset and skip log.
-    #[pyo3(signature = (path, out, channels, dtype, layout, max_pixels, on_error, num_parallel_calls, deterministic))]
+    /// Reads and decodes the file named by feature `path` into `out`.
     fn load_image(
         &self,
         py: Python<'_>,
         path: &str,
         out: &str,
-        channels: u8,
-        dtype: &str,
-        layout: &str,
-        max_pixels: u64,
-        on_error: &str,
-        num_parallel_calls: Option<i64>,
-        deterministic: bool,
-    ) -> PyResult<(PyDataset, PySkipLog)> {
-        guard(|| {
-            let r = options(channels, dtype, layout, max_pixels).and_then(|o| {
-                let f = im::load_image_fn(path, out, o);
-                apply(
-                    self.dataset(),
-                    "load_image",
-                    f,
-                    on_error,
-                    num_parallel_calls,
-                    deterministic,
-                )
-            });
-            let (ds, log) = ok(py, r)?;
-            Ok((PyDataset::from_dataset(ds), PySkipLog { log }))
-        })
+        args: DecodeArgs,
+    ) -> PyResult<PyDataset> {
+        guard(|| decode_op(py, self.dataset(), true, path, out, args))
     }
 
     /// Resizes `feature` to (height, width), or with `shorter` its shorter side to `height`.
@@ -296,9 +221,8 @@ fn probe_image(py: Python<'_>, data: &[u8]) -> PyResult<(String, u32, u32, u8, u
     })
 }
 
-/// Adds `probe_image` and `SkipLog` to the module.
+/// Adds `probe_image` to the module.
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_class::<PySkipLog>()?;
     m.add_function(wrap_pyfunction!(probe_image, m)?)?;
     Ok(())
 }

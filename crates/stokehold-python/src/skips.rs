@@ -7,13 +7,13 @@ use std::sync::Arc;
 use pyo3::prelude::*;
 use stokehold_core::ops::ignore_errors::error_logs;
 use stokehold_core::ops::on_error::{ErrorLog, OnError};
-use stokehold_core::{MapFn, Parallelism};
+use stokehold_core::{Dataset, MapFn, Parallelism};
 
 use crate::dataset::PyDataset;
 use crate::errors::{guard, ok};
 
 /// `f` under `on_error` ("raise" or "skip", checked here naming `op`): the loader ops' one way
-/// to apply their function (decoders bound elsewhere use it too).
+/// to apply their function (decoders bound elsewhere use [`map_on_error_par`]).
 pub(crate) fn map_on_error(
     py: Python<'_>,
     ds: &PyDataset,
@@ -22,12 +22,40 @@ pub(crate) fn map_on_error(
     f: MapFn,
     on_error: &str,
 ) -> PyResult<PyDataset> {
+    map_on_error_par(py, ds.dataset(), op, label, f, on_error, None, true)
+}
+
+/// [`map_on_error`] on worker threads: `par` is Python's `num_parallel_calls` (`None`: no
+/// threads of its own; a count; -1: AUTOTUNE). What a skip leaves out is logged in the
+/// pipeline, where `ds.skipped()` finds it. A raising map over a random-access input stays
+/// random access under a `parallelize` stage, as `map(num_parallel_calls=...)` does.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn map_on_error_par(
+    py: Python<'_>,
+    ds: &Dataset,
+    op: &str,
+    label: &str,
+    f: MapFn,
+    on_error: &str,
+    par: Option<i64>,
+    deterministic: bool,
+) -> PyResult<PyDataset> {
     let policy = ok(py, OnError::parse(op, on_error))?;
-    let log = Arc::new(ErrorLog::default());
-    let par: Option<(Parallelism, bool)> = None;
-    Ok(PyDataset::from_dataset(
-        ds.dataset().map_with_policy(label, f, policy, log, par),
-    ))
+    let par = ok(
+        py,
+        par.map(|p| Parallelism::from_arg(op, "num_parallel_calls", p))
+            .transpose(),
+    )?;
+    let out = match (policy, par) {
+        (OnError::Raise, Some(p)) if ds.is_random_access() => {
+            ds.map(label, f).parallelize(p, deterministic)
+        }
+        _ => {
+            let log = Arc::new(ErrorLog::default());
+            ds.map_with_policy(label, f, policy, log, par.map(|p| (p, deterministic)))
+        }
+    };
+    Ok(PyDataset::from_dataset(out))
 }
 
 #[pymethods]
