@@ -11,7 +11,7 @@ use crate::errors::guard;
 #[pyo3(signature = (options, store = String::new()))]
 fn set_storage_options(options: Vec<(String, String)>, store: String) -> PyResult<()> {
     guard(|| {
-        stokehold_io::storage::remote::set_options(&store, options);
+        stokehold_io::storage::set_options(&store, options);
         Ok(())
     })
 }

@@ -340,6 +340,16 @@ impl std::io::Read for ObjectRead {
     }
 }
 
+/// Options for the object stores built from now on: for `store` (`s3://bucket`) or, with `""`,
+/// for every store (see `remote::set_options`). Without the `remote` feature there are no
+/// object stores and this does nothing.
+pub fn set_options(store: &str, options: Vec<(String, String)>) {
+    #[cfg(feature = "remote")]
+    remote::set_options(store, options);
+    #[cfg(not(feature = "remote"))]
+    let _ = (store, options);
+}
+
 /// Whether `location` names an object store (a URL) rather than a local path.
 pub fn is_remote(location: &Path) -> bool {
     location.to_str().is_some_and(is_url)
