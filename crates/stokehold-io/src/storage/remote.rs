@@ -331,7 +331,7 @@ impl RemoteObject {
         let got = run(&st, async move {
             let r = s.get_opts(&path, opts).await?;
             let e_tag = r.meta.e_tag.clone();
-            Ok((e_tag, r.bytes().await?))
+            Ok::<_, object_store::Error>((e_tag, r.bytes().await?))
         });
         let (e_tag, data) = got.map_err(|e| store_error(&self.meta.location, range.start, e))?;
         self.check(&range, e_tag, &data)?;
@@ -390,7 +390,7 @@ impl RemoteObject {
                         let res = async {
                             let g = s.get_opts(&path, opts).await?;
                             let e_tag = g.meta.e_tag.clone();
-                            Ok((e_tag, g.bytes().await?))
+                            Ok::<_, object_store::Error>((e_tag, g.bytes().await?))
                         }
                         .await;
                         (r, res)
@@ -458,7 +458,7 @@ pub fn list(pattern: &str) -> Result<Vec<Meta>> {
     let prefix_path = Path::parse(prefix.trim_end_matches('/')).map_err(|e| bad_url(pattern, e))?;
     let listed: Vec<object_store::ObjectMeta> = run(&st, async {
         let p = (!prefix.is_empty()).then_some(&prefix_path);
-        s.list(p).try_collect().await
+        s.list(p).try_collect::<Vec<_>>().await
     })
     .map_err(|e| store_error(pattern, 0, e))?;
     let mut out: Vec<Meta> = listed
@@ -521,7 +521,7 @@ pub fn upload_file(src: &FsPath, url: &str) -> Result<()> {
                     Ok(n) => n,
                     Err(e) => {
                         w.abort().await?;
-                        return Ok(Err(Error::io(&src_owned, e)));
+                        return Ok::<_, object_store::Error>(Err(Error::io(&src_owned, e)));
                     }
                 };
                 if n == 0 {
@@ -530,7 +530,7 @@ pub fn upload_file(src: &FsPath, url: &str) -> Result<()> {
                 w.write(&buf[..n]);
             }
             w.finish().await?;
-            Ok(Ok(()))
+            Ok::<_, object_store::Error>(Ok(()))
         });
     res.map_err(|e| store_error(url, 0, e))?
 }
