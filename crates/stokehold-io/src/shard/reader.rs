@@ -610,10 +610,10 @@ pub fn read_manifest(dir: &Path) -> Result<Manifest> {
 /// Parses and checks the manifest text read from `path`.
 fn parse_manifest(path: &Path, text: &[u8]) -> Result<Manifest> {
     let head: serde_json::Value = serde_json::from_slice(text)
-        .map_err(|e| Error::corrupt(&path, e.column() as u64, format!("not JSON: {e}")))?;
+        .map_err(|e| Error::corrupt(path, e.column() as u64, format!("not JSON: {e}")))?;
     if head.get("format").and_then(|f| f.as_str()) != Some(MANIFEST_FORMAT) {
         return Err(Error::corrupt(
-            &path,
+            path,
             0,
             format!("not a {MANIFEST_FORMAT} manifest"),
         ));
@@ -621,7 +621,7 @@ fn parse_manifest(path: &Path, text: &[u8]) -> Result<Manifest> {
     let version = head.get("version").and_then(|v| v.as_u64());
     if version != Some(FORMAT_VERSION as u64) {
         return Err(Error::corrupt(
-            &path,
+            path,
             0,
             format!(
                 "unknown format version {}; this build reads version {FORMAT_VERSION}",
@@ -631,11 +631,11 @@ fn parse_manifest(path: &Path, text: &[u8]) -> Result<Manifest> {
         ));
     }
     let m: Manifest = serde_json::from_value(head)
-        .map_err(|e| Error::corrupt(&path, 0, format!("bad manifest: {e}")))?;
+        .map_err(|e| Error::corrupt(path, 0, format!("bad manifest: {e}")))?;
     for s in &m.shards {
         if !is_plain_name(&s.file) {
             return Err(Error::corrupt(
-                &path,
+                path,
                 0,
                 format!(
                     "shard file {:?} is not a plain name inside the folder (refused)",
