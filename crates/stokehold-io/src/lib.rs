@@ -11,6 +11,7 @@ pub mod files;
 #[cfg(feature = "image")]
 pub mod image;
 pub mod shard;
+pub mod storage;
 pub mod table;
 pub mod tfrecord;
 pub mod units;

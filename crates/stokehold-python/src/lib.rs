@@ -30,6 +30,7 @@ mod ray_io;
 mod sequence;
 mod shard;
 mod skips;
+mod storage;
 mod table;
 mod tfrecord;
 
@@ -65,5 +66,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     audio::register(m)?;
     ray_io::register(m)?;
     image::register(m)?;
+    storage::register(m)?;
     Ok(())
 }

@@ -6,6 +6,10 @@ mod audio;
 mod conformance_io;
 #[cfg(feature = "image")]
 mod image;
+#[cfg(feature = "remote")]
+mod remote;
+#[cfg(feature = "remote")]
+mod remote_server;
 mod shard_bad;
 mod shard_compat;
 mod shard_crash;
