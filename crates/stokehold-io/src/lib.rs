@@ -11,6 +11,10 @@ pub mod files;
 #[cfg(feature = "image")]
 pub mod image;
 pub mod shard;
+/// Object storage. Until the storage seam (`storage/mod.rs`) lands, only the local shard cache.
+pub mod storage {
+    pub mod local_cache;
+}
 pub mod table;
 pub mod tfrecord;
 pub mod units;

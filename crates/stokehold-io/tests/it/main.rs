@@ -4,6 +4,7 @@ mod adversarial;
 #[cfg(feature = "audio")]
 mod audio;
 mod conformance_io;
+mod local_cache;
 #[cfg(feature = "image")]
 mod image;
 mod shard_bad;
