@@ -98,7 +98,10 @@ fn cap_smaller_than_one_shard_is_a_clear_error() {
     assert!(msg.contains("s3://b/big-shard") && msg.contains("1001") && msg.contains("1000"));
     assert!(!called, "nothing is downloaded for a refused object");
     // Exactly the cap fits.
-    assert_eq!(fill_bytes(&cache, "s3://b/s", "v1", &[1; 1000]).unwrap(), [1; 1000]);
+    assert_eq!(
+        fill_bytes(&cache, "s3://b/s", "v1", &[1; 1000]).unwrap(),
+        [1; 1000]
+    );
 }
 
 #[test]
@@ -116,13 +119,19 @@ fn fill_killed_by_sigkill_leaves_no_complete_looking_file() {
     child.wait().unwrap();
     let left = names(&dir);
     assert_eq!(left.len(), 1, "{left:?}");
-    assert!(left[0].starts_with('.') && left[0].contains(".tmp-"), "{left:?}");
+    assert!(
+        left[0].starts_with('.') && left[0].contains(".tmp-"),
+        "{left:?}"
+    );
     // Reopening removes the dead fill's file; a lookup misses; a new fill is whole.
     let cache = LocalCache::open(&dir, 1 << 20).unwrap();
     assert_eq!(names(&dir), Vec::<String>::new());
     assert!(cache.get("s3://b/shard-0", "v1", SIZE).unwrap().is_none());
     let data = body(7, SIZE);
-    assert_eq!(fill_bytes(&cache, "s3://b/shard-0", "v1", &data).unwrap(), data);
+    assert_eq!(
+        fill_bytes(&cache, "s3://b/shard-0", "v1", &data).unwrap(),
+        data
+    );
 }
 
 #[test]
@@ -135,7 +144,11 @@ fn two_processes_fill_one_key_once() {
     assert!(a.wait().unwrap().success());
     assert!(b.wait().unwrap().success());
     let fills = fs::read_to_string(&marker).unwrap();
-    assert_eq!(fills.lines().count(), 1, "one download for two processes: {fills}");
+    assert_eq!(
+        fills.lines().count(),
+        1,
+        "one download for two processes: {fills}"
+    );
     let cache = LocalCache::open(&dir, 1 << 20).unwrap();
     let hit = cache.get("s3://b/shard-0", "v1", SIZE).unwrap().unwrap();
     assert_eq!(&hit.map().unwrap()[..], &body(7, SIZE)[..]);
@@ -201,7 +214,10 @@ fn changed_object_is_never_served_stale() {
         .unwrap();
     assert!(filled && !got.was_hit());
     assert_eq!(&got.map().unwrap()[..], b"new");
-    assert!(cache.get("k", "etag-1", 3).unwrap().is_none(), "old version removed");
+    assert!(
+        cache.get("k", "etag-1", 3).unwrap().is_none(),
+        "old version removed"
+    );
     // Same version, new size: also a miss.
     assert!(cache.get("k", "etag-2", 4).unwrap().is_none());
 }

@@ -4,9 +4,9 @@ mod adversarial;
 #[cfg(feature = "audio")]
 mod audio;
 mod conformance_io;
-mod local_cache;
 #[cfg(feature = "image")]
 mod image;
+mod local_cache;
 mod shard_bad;
 mod shard_compat;
 mod shard_crash;
