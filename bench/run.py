@@ -46,6 +46,7 @@ WORKLOADS = [
     ("audio decode -> log-mel", "bench/audio_decode/bench.py"),
     ("Ray: remote_map, read_stokehold, from_ray", "bench/ray/bench.py"),
     ("images: decode + augment", "bench/image/bench.py"),
+    ("remote: S3 (moto) vs local, shard cache", "bench/remote/bench.py"),
 ]
 TIMEOUT = {"quick": 120, "full": 900}
 REQUIREMENTS = BENCH / "suite" / "requirements.txt"

@@ -188,7 +188,12 @@ fn eviction_removes_least_recently_used_first() {
         fill_bytes(&cache, k, "v", &[k.as_bytes()[0]; 100]).unwrap();
     }
     assert!(cache.get("a", "v", 100).unwrap().is_some()); // a is now newer than b and c
+    // A reader that has b mapped keeps reading it after b's eviction.
+    let b_map = cache.get("b", "v", 100).unwrap().unwrap().map().unwrap();
+    assert!(cache.get("a", "v", 100).unwrap().is_some());
+    assert!(cache.get("c", "v", 100).unwrap().is_some()); // order now b, a, c
     fill_bytes(&cache, "d", "v", &[b'd'; 100]).unwrap();
+    assert_eq!(&b_map[..], &[b'b'; 100]);
     let present = |k: &str| cache.get(k, "v", 100).unwrap().is_some();
     assert!(!present("b"), "b was the least recently used");
     assert!(present("a") && present("c") && present("d"));
