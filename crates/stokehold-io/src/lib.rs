@@ -14,6 +14,7 @@ pub mod shard;
 /// Object storage. Until the storage seam (`storage/mod.rs`) lands, only the local shard cache
 /// and read-ahead.
 pub mod storage {
+    pub mod cached_shards;
     pub mod local_cache;
     pub mod read_ahead;
 }

@@ -146,6 +146,8 @@ impl LocalCache {
         let dir = dir.as_ref().to_path_buf();
         let locks = dir.join(LOCK_DIR);
         fs::create_dir_all(&locks).map_err(|e| Error::io(&locks, e))?;
+        // Absolute, so entry paths stay valid whatever the working folder (mirrors link to them).
+        let dir = fs::canonicalize(&dir).map_err(|e| Error::io(&dir, e))?;
         let cache = LocalCache {
             dir,
             cap: cap_bytes,
@@ -193,7 +195,7 @@ impl LocalCache {
 
     /// The cached object `key` at `version` (an ETag or generation: anything that changes when
     /// the object does) of `size` bytes; on a miss `fill` writes the whole object into the file
-    /// it is given, which is then checked to hold `size` bytes and published atomically.
+    /// it is given (empty, open for reading and writing), which is then checked to hold `size` bytes and published atomically.
     /// Concurrent callers for one key, in this or other processes, fill it once.
     pub fn get_or_fill(
         &self,
@@ -223,7 +225,14 @@ impl LocalCache {
             let _index = self.index_lock()?;
             self.drop_other_versions(key, &name);
             self.make_room(size)?;
-            TempFile::create_in_locked(self.dir.join(&name))?
+            let (tmp, _) = TempFile::create_in_locked(self.dir.join(&name))?;
+            // Reopened readable too, so a fill can check what it wrote (a checksum).
+            let file = File::options()
+                .read(true)
+                .write(true)
+                .open(tmp.path())
+                .map_err(|e| Error::io(tmp.path(), e))?;
+            (tmp, file)
         };
         fill(&mut file)?;
         let written = file.metadata().map_err(|e| Error::io(tmp.path(), e))?.len();

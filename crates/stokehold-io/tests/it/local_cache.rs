@@ -188,7 +188,7 @@ fn eviction_removes_least_recently_used_first() {
         fill_bytes(&cache, k, "v", &[k.as_bytes()[0]; 100]).unwrap();
     }
     assert!(cache.get("a", "v", 100).unwrap().is_some()); // a is now newer than b and c
-    // A reader that has b mapped keeps reading it after b's eviction.
+                                                          // A reader that has b mapped keeps reading it after b's eviction.
     let b_map = cache.get("b", "v", 100).unwrap().unwrap().map().unwrap();
     assert!(cache.get("a", "v", 100).unwrap().is_some());
     assert!(cache.get("c", "v", 100).unwrap().is_some()); // order now b, a, c

@@ -3,6 +3,8 @@
 mod adversarial;
 #[cfg(feature = "audio")]
 mod audio;
+#[cfg(unix)]
+mod cached_shards;
 mod conformance_io;
 #[cfg(feature = "image")]
 mod image;
