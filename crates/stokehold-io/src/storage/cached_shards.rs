@@ -41,6 +41,41 @@ pub trait ShardSource: Send + Sync {
     fn download(&self, file: &str, size: u64, out: &mut File) -> Result<()>;
 }
 
+/// A shard folder on a local or mounted file system (NFS, a FUSE-mounted bucket) as a
+/// [`ShardSource`]: reading it through the cache copies its shards to the cache's disk once.
+#[derive(Debug, Clone)]
+pub struct FolderSource {
+    dir: PathBuf,
+}
+
+impl FolderSource {
+    /// The folder `dir`.
+    pub fn new(dir: impl AsRef<Path>) -> Self {
+        FolderSource {
+            dir: dir.as_ref().to_path_buf(),
+        }
+    }
+}
+
+impl ShardSource for FolderSource {
+    fn url(&self) -> String {
+        let abs = std::fs::canonicalize(&self.dir).unwrap_or_else(|_| self.dir.clone());
+        format!("file://{}", abs.display())
+    }
+
+    fn manifest(&self) -> Result<Vec<u8>> {
+        let p = self.dir.join(crate::shard::format::MANIFEST_NAME);
+        std::fs::read(&p).map_err(|e| Error::io(p, e))
+    }
+
+    fn download(&self, file: &str, _size: u64, out: &mut File) -> Result<()> {
+        let p = self.dir.join(file);
+        let mut f = File::open(&p).map_err(|e| Error::io(&p, e))?;
+        std::io::copy(&mut f, out).map_err(|e| Error::io(&p, e))?;
+        Ok(())
+    }
+}
+
 fn h64(s: &[u8]) -> u64 {
     crc_fast::checksum(crc_fast::CrcAlgorithm::Crc64Nvme, s)
 }
