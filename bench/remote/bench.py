@@ -36,7 +36,6 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np  # noqa: E402
-
 from common import rows  # noqa: E402
 
 WORKLOAD = "remote shard reads (S3 via moto)"
@@ -73,7 +72,8 @@ class Moto:
                 break
             except OSError:
                 if time.time() - t0 > 30 or self.proc.poll() is not None:
-                    raise RuntimeError("moto_server did not start: " + self.log_path.read_text())
+                    raise RuntimeError("moto_server did not start: "
+                                       + self.log_path.read_text()) from None
                 time.sleep(0.1)
 
     def gets(self):
