@@ -49,6 +49,7 @@ from .sources import (
     zip,
 )
 from .spec import ElementSpec, RaggedSpec, TensorSpec
+from .storage import set_storage_options
 from .table import Table, open_table, write_table
 from .tfrecord import TFRecordDataset
 
@@ -97,6 +98,7 @@ __all__ = [
     "open_table",
     "probe_audio",
     "sample_from_datasets",
+    "set_storage_options",
     "tfrecord",
     "torch",
     "verify_shards",

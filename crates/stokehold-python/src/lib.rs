@@ -31,6 +31,7 @@ mod remote_cache;
 mod sequence;
 mod shard;
 mod skips;
+mod storage;
 mod table;
 mod tfrecord;
 
@@ -66,5 +67,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     audio::register(m)?;
     ray_io::register(m)?;
     image::register(m)?;
+    storage::register(m)?;
     Ok(())
 }

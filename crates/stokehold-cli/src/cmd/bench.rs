@@ -8,7 +8,7 @@ use std::time::Instant;
 use anyhow::Context;
 use stokehold_core::exec::{executor_of, ExecOptions, Parallelism};
 use stokehold_core::{Dataset, DatasetIter};
-use stokehold_io::shard::{format::MANIFEST_NAME, ShardDataset};
+use stokehold_io::shard::ShardDataset;
 use stokehold_io::tfrecord::{tfrecord_dataset, ReadOptions};
 use stokehold_io::units::{bytes, count};
 
@@ -34,7 +34,7 @@ pub struct Args {
 
 fn source(paths: &[PathBuf]) -> anyhow::Result<(Dataset, &'static str)> {
     let first: &Path = &paths[0];
-    if paths.len() == 1 && first.join(MANIFEST_NAME).exists() {
+    if paths.len() == 1 && super::tfrecord::is_shard_folder(first) {
         let ds =
             ShardDataset::open(first).with_context(|| format!("opening {}", first.display()))?;
         return Ok((Dataset::from_map(ds), "shard folder"));

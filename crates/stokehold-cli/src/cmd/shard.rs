@@ -169,7 +169,7 @@ pub fn run_write(args: WriteArgs) -> anyhow::Result<()> {
 /// `stokehold convert`.
 pub fn run_convert(args: ConvertArgs) -> anyhow::Result<()> {
     let first = &args.inputs[0];
-    if args.inputs.len() == 1 && first.join(shard::format::MANIFEST_NAME).exists() {
+    if args.inputs.len() == 1 && super::tfrecord::is_shard_folder(first) {
         let ds = shard::ShardDataset::open(first)?;
         let n = ds.len();
         let opts = tfrecord::ShardOptions {

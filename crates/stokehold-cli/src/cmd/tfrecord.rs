@@ -34,8 +34,13 @@ pub struct InspectArgs {
 }
 
 /// True when `path` is a shard folder (it has a manifest).
-fn is_shard_folder(path: &Path) -> bool {
-    path.is_dir() && path.join(shard::format::MANIFEST_NAME).exists()
+/// A URL (`s3://bucket/ds`) is one when the manifest object exists.
+pub(crate) fn is_shard_folder(path: &Path) -> bool {
+    let manifest = path.join(shard::format::MANIFEST_NAME);
+    if stokehold_io::storage::is_remote(path) {
+        return stokehold_io::storage::head(&manifest).is_ok_and(|m| m.is_some());
+    }
+    path.is_dir() && manifest.exists()
 }
 
 /// Prints records, sizes, features (dtypes, values per record, a suggested spec) per file, or a
@@ -135,8 +140,8 @@ pub fn verify(args: VerifyArgs) -> anyhow::Result<()> {
         .files
         .iter()
         .filter(|f| !is_shard_folder(f))
-        .filter_map(|f| std::fs::metadata(f).ok())
-        .map(|m| m.len())
+        .filter_map(|f| stokehold_io::storage::head(f).ok().flatten())
+        .map(|m| m.size)
         .sum();
     let pb = stokehold_cli::progress::byte_bar(Some(total), "verify", !args.no_progress);
     let (mut bad, mut records, mut failed) = (0u64, 0u64, 0u64);

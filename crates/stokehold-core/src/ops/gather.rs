@@ -40,6 +40,13 @@ pub trait GatherTable: Send + Sync + 'static {
     fn name(&self) -> String;
     /// All rows as one dense tensor (typically a zero-copy view of a memory map).
     fn rows(&self) -> &Tensor;
+    /// Rows `indices` (shape `indices.shape() ++ row_shape`) read by the table itself, for a
+    /// table whose rows are not in memory (a `.npy` in an object store, read by range); `None`,
+    /// the default, gathers from [`GatherTable::rows`].
+    fn take(&self, indices: &Tensor, feature: &str, op: &str) -> Option<Result<Tensor>> {
+        let _ = (indices, feature, op);
+        None
+    }
 }
 
 /// A table held in memory (or any tensor already built), named `"in-memory table"`.
@@ -156,7 +163,7 @@ impl KeyMap {
 
 /// Reads an integer tensor of any integer dtype as exact i128 values (every u64 and i64 fits);
 /// other dtypes are a schema error naming the feature and `op`.
-fn int_values(t: &Tensor, feature: &str, op: &str) -> Result<Vec<i128>> {
+pub fn int_values(t: &Tensor, feature: &str, op: &str) -> Result<Vec<i128>> {
     macro_rules! conv {
         ($t:ty) => {
             t.to_vec::<$t>()?.into_iter().map(i128::from).collect()
@@ -190,6 +197,9 @@ pub fn gather_rows(
     feature: &str,
     op: &str,
 ) -> Result<Tensor> {
+    if let Some(taken) = table.take(indices, feature, op) {
+        return taken;
+    }
     let rows = table.rows();
     let n = rows.shape()[0] as u64;
     let idx = int_values(indices, feature, op)?;

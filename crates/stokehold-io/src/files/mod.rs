@@ -37,24 +37,19 @@ pub fn list_files(patterns: &[impl AsRef<str>], shuffle: Option<u64>) -> Result<
     let mut paths: Vec<PathBuf> = Vec::new();
     for pattern in patterns {
         let pattern = pattern.as_ref();
-        let matches = glob::glob(pattern)
-            .map_err(|e| Error::invalid(format!("list_files: bad pattern {pattern:?}: {e}")))?;
-        let before = paths.len();
-        for m in matches {
-            let p = m.map_err(|e| {
-                let path = e.path().to_path_buf();
-                Error::io(path, e.into())
-            })?;
-            if p.is_file() {
-                paths.push(p);
-            }
-        }
-        if paths.len() == before {
+        // Local patterns through `glob` (files only, symlinks followed), URLs through the
+        // store's listing: both in `storage::list`.
+        let matches = crate::storage::list(pattern).map_err(|e| match e {
+            Error::InvalidArgument(m) => Error::invalid(format!("list_files: {m}")),
+            e => e,
+        })?;
+        if matches.is_empty() {
             return Err(Error::io(
                 pattern,
                 std::io::Error::new(std::io::ErrorKind::NotFound, "no file matches this pattern"),
             ));
         }
+        paths.extend(matches.into_iter().map(|m| PathBuf::from(m.location)));
     }
     paths.sort();
     paths.dedup();
@@ -91,10 +86,9 @@ fn path_of(e: &Example, feature: &str, ctx: &Ctx) -> Result<PathBuf> {
 }
 
 /// Reads the whole file at `path`; errors name the file.
+/// A URL (`s3://...`) is read through the storage seam.
 pub fn read_bytes(path: &Path) -> Result<Bytes> {
-    std::fs::read(path)
-        .map(Bytes::from)
-        .map_err(|e| Error::io(path, e))
+    crate::storage::read(path)
 }
 
 /// A map function that reads the file named by feature `path_feature` into bytes feature `out`.

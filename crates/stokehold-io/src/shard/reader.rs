@@ -21,6 +21,7 @@ use stokehold_core::{stack_examples, Error, Example, Hint, MapDataset, Result};
 
 use super::codec;
 use super::format::*;
+use crate::storage::{Object, Source};
 
 /// Bytes of a record that a `Read` hint prefetches: its header and first data line. The CPU's own
 /// prefetcher streams the rest once those are read; prefetching up to 4 KiB of a 1 KiB record
@@ -34,15 +35,41 @@ const CHECK_EVERY: u64 = 1_000_000;
 
 struct ShardFile {
     path: PathBuf,
-    /// Kept open to `fstat` before reads (see [`ShardDataset::check_len`]).
-    file: Arc<File>,
+    /// Kept open to `fstat` before reads (see [`ShardDataset::check_len`]); `None` remotely.
+    file: Option<Arc<File>>,
+    /// A shard in an object store: read record by record with ranged reads; `data` is then
+    /// empty.
+    remote: Option<RemoteShard>,
     /// When the length was last found intact, in ns since `opened`.
     checked_at: AtomicU64,
     opened: Instant,
+    /// The memory map of a local shard (empty for a remote one).
     data: Bytes,
     index_offset: usize,
     records: u64,
     index_crc: u32,
+}
+
+/// A remote shard: the object (each read pinned to the version it was opened at) and its whole
+/// index, fetched at open in one request, so locating a record costs no request.
+#[derive(Clone)]
+struct RemoteShard {
+    object: Object,
+    index: Bytes,
+}
+
+impl ShardFile {
+    /// The index entry of record `local` (< records): in the map, or in the fetched index.
+    fn entry(&self, local: u64) -> &[u8] {
+        let at = local as usize * ENTRY_LEN;
+        match &self.remote {
+            Some(r) => &r.index[at..at + ENTRY_LEN],
+            None => {
+                let at = self.index_offset + at;
+                &self.data[at..at + ENTRY_LEN]
+            }
+        }
+    }
 }
 
 /// A shard folder opened for reading: a [`MapDataset`] whose tensors are zero-copy views of the
@@ -167,15 +194,15 @@ impl ShardDataset {
     /// docs/FORMAT.md, "Files changed underneath".
     fn check_len(&self, s: usize, force: bool) -> Result<()> {
         let sh = &self.shards[s];
+        // A remote shard's reads are pinned to its ETag instead: a changed object is refused.
+        let Some(file) = &sh.file else {
+            return Ok(());
+        };
         let now = sh.opened.elapsed().as_nanos() as u64;
         if !force && now.saturating_sub(sh.checked_at.load(Ordering::Relaxed)) < CHECK_EVERY {
             return Ok(());
         }
-        let len = sh
-            .file
-            .metadata()
-            .map_err(|e| Error::io(&sh.path, e))?
-            .len();
+        let len = file.metadata().map_err(|e| Error::io(&sh.path, e))?.len();
         if len < sh.data.len() as u64 {
             return Err(Error::corrupt(
                 &sh.path,
@@ -196,7 +223,7 @@ impl ShardDataset {
         let (s, local) = self.locate(i);
         let sh = &self.shards[s];
         let at = sh.index_offset + local as usize * ENTRY_LEN;
-        let e = Entry::decode(&sh.data[at..at + ENTRY_LEN]);
+        let e = Entry::decode(sh.entry(local));
         let bad = |offset: u64, why: String| {
             Error::corrupt(
                 &sh.path,
@@ -211,7 +238,29 @@ impl ShardDataset {
                 "index entry points outside the records".into(),
             ));
         }
-        let stored = &sh.data[e.offset as usize..end.expect("checked") as usize];
+        let end = end.expect("checked");
+        match &sh.remote {
+            None => self.unpack(i, &e, &sh.data[e.offset as usize..end as usize]),
+            Some(r) => {
+                let stored = r.object.read_range(e.offset..end)?;
+                let rec = self.unpack(i, &e, &stored)?;
+                Ok(Cow::Owned(rec.into_owned()))
+            }
+        }
+    }
+
+    /// Checks and decompresses record `i`'s stored bytes `stored` (its index entry `e`).
+    fn unpack<'a>(&self, i: u64, e: &Entry, stored: &'a [u8]) -> Result<Cow<'a, [u8]>> {
+        let (s, local) = self.locate(i);
+        let sh = &self.shards[s];
+        let at = sh.index_offset + local as usize * ENTRY_LEN;
+        let bad = |offset: u64, why: String| {
+            Error::corrupt(
+                &sh.path,
+                offset,
+                format!("record {local} (dataset record {i}): {why}"),
+            )
+        };
         if self.verify_records && crc32c(stored) != e.crc {
             return Err(bad(
                 e.offset,
@@ -256,6 +305,10 @@ impl ShardDataset {
     fn entry_bytes(&self, i: u64) -> Option<(&Bytes, &[u8])> {
         let (s, local) = self.locate(i);
         let sh = &self.shards[s];
+        if sh.remote.is_some() {
+            // Nothing to prefetch into the CPU's caches: the bytes are not here yet.
+            return None;
+        }
         let at = sh.index_offset + local as usize * ENTRY_LEN;
         Some((&sh.data, sh.data.get(at..at + ENTRY_LEN)?))
     }
@@ -284,6 +337,47 @@ impl ShardDataset {
         }
     }
 
+    /// Records `rows` (< len) of a folder with remote shards: each shard's records in one
+    /// [`Object::read_ranges`] call (neighbours coalesced into multi-MiB requests, requests run
+    /// concurrently), then checked and decompressed like single reads.
+    fn remote_records(&self, rows: &[u64]) -> Result<Vec<Cow<'static, [u8]>>> {
+        let mut out: Vec<Option<Cow<'static, [u8]>>> = vec![None; rows.len()];
+        let mut by_shard: std::collections::BTreeMap<usize, Vec<(usize, Entry)>> =
+            Default::default();
+        for (k, &i) in rows.iter().enumerate() {
+            let (s, local) = self.locate(i);
+            let sh = &self.shards[s];
+            if sh.remote.is_none() {
+                out[k] = Some(Cow::Owned(self.record_mapped(i)?.into_owned()));
+                continue;
+            }
+            let e = Entry::decode(sh.entry(local));
+            let end = e.offset.checked_add(e.stored_len as u64);
+            if e.offset < HEADER_LEN as u64 || end.is_none_or(|end| end > sh.index_offset as u64) {
+                // The single read reports it with every detail.
+                return Err(self.record_mapped(i).err().unwrap_or_else(|| {
+                    self.bad_record(i, "index entry points outside the records".into())
+                }));
+            }
+            by_shard.entry(s).or_default().push((k, e));
+        }
+        for (s, items) in by_shard {
+            let r = self.shards[s].remote.as_ref().expect("remote shard");
+            let ranges: Vec<std::ops::Range<u64>> = items
+                .iter()
+                .map(|(_, e)| e.offset..e.offset + e.stored_len as u64)
+                .collect();
+            let got = r.object.read_ranges(&ranges)?;
+            for ((k, e), stored) in items.iter().zip(got) {
+                out[*k] = Some(Cow::Owned(self.unpack(rows[*k], e, &stored)?.into_owned()));
+            }
+        }
+        Ok(out
+            .into_iter()
+            .map(|r| r.expect("every row read"))
+            .collect())
+    }
+
     /// The error for dataset record `i` (< len) that does not decode.
     fn bad_record(&self, i: u64, why: String) -> Error {
         let (s, local) = self.locate(i);
@@ -298,7 +392,11 @@ impl ShardDataset {
     /// decoding). Errors name the file and the record.
     pub fn verify(&self) -> Result<()> {
         for (sh, entry) in self.shards.iter().zip(&self.manifest.shards) {
-            let got = format!("{:08x}", crc32c(&sh.data));
+            let whole = match &sh.remote {
+                Some(r) => r.object.read_all()?,
+                None => sh.data.clone(),
+            };
+            let got = format!("{:08x}", crc32c(&whole));
             if got != entry.crc32c {
                 return Err(Error::corrupt(
                     &sh.path,
@@ -324,6 +422,7 @@ impl ShardDataset {
                 .map(|s| ShardFile {
                     path: s.path.clone(),
                     file: s.file.clone(),
+                    remote: s.remote.clone(),
                     checked_at: AtomicU64::new(s.checked_at.load(Ordering::Relaxed)),
                     opened: s.opened,
                     data: s.data.clone(),
@@ -387,10 +486,13 @@ impl MapDataset for ShardDataset {
         for &i in &rows {
             self.prefetch_mapped(i, 4096);
         }
-        let records = rows
-            .iter()
-            .map(|&i| self.record_mapped(i))
-            .collect::<Result<Vec<_>>>()?;
+        let records = if self.shards.iter().any(|s| s.remote.is_some()) {
+            self.remote_records(&rows)?
+        } else {
+            rows.iter()
+                .map(|&i| self.record_mapped(i))
+                .collect::<Result<Vec<_>>>()?
+        };
         match codec::gather(&records, &self.names) {
             Ok(Some(batch)) => Ok(Some(batch)),
             Err((r, why)) => Err(self.bad_record(rows[r], why)),
@@ -453,6 +555,30 @@ impl MapDataset for ShardDataset {
 /// Reads and checks the manifest of `dir`; a missing manifest means an incomplete folder.
 pub fn read_manifest(dir: &Path) -> Result<Manifest> {
     let path = dir.join(MANIFEST_NAME);
+    if crate::storage::is_remote(dir) {
+        // Written last by every writer: without it the folder is incomplete.
+        return match crate::storage::head(&path)? {
+            Some(_) => parse_manifest(&path, &crate::storage::read(&path)?),
+            // A missing bucket or refused credentials say so here.
+            None if crate::storage::list(&format!("{}/*", dir.display()))?.is_empty() => {
+                Err(Error::io(
+                    dir,
+                    std::io::Error::new(
+                        std::io::ErrorKind::NotFound,
+                        "no shard folder here: nothing is stored under this prefix",
+                    ),
+                ))
+            }
+            None => Err(Error::corrupt(
+                dir,
+                0,
+                format!(
+                    "incomplete dataset: no {MANIFEST_NAME} (a write was interrupted or is \
+                     running, or the URL is wrong); write it again"
+                ),
+            )),
+        };
+    }
     let text = match std::fs::read(&path) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
@@ -478,7 +604,12 @@ pub fn read_manifest(dir: &Path) -> Result<Manifest> {
         }
         Err(e) => return Err(Error::io(&path, e)),
     };
-    let head: serde_json::Value = serde_json::from_slice(&text)
+    parse_manifest(&path, &text)
+}
+
+/// Parses and checks the manifest text read from `path`.
+fn parse_manifest(path: &Path, text: &[u8]) -> Result<Manifest> {
+    let head: serde_json::Value = serde_json::from_slice(text)
         .map_err(|e| Error::corrupt(&path, e.column() as u64, format!("not JSON: {e}")))?;
     if head.get("format").and_then(|f| f.as_str()) != Some(MANIFEST_FORMAT) {
         return Err(Error::corrupt(
@@ -518,6 +649,13 @@ pub fn read_manifest(dir: &Path) -> Result<Manifest> {
 
 fn open_shard(dir: &Path, entry: &ShardEntry) -> Result<ShardFile> {
     let path = dir.join(&entry.file);
+    if crate::storage::is_remote(&path) {
+        return match crate::storage::open(&path)? {
+            // The installed object cache's local copy.
+            Source::Mapped { file, data } => mapped_shard(path, entry, Some(file), data),
+            Source::Remote(object) => remote_shard(path, entry, object),
+        };
+    }
     // Checked before opening: opening a FIFO for reading blocks until a writer appears, and a
     // device or socket is no shard either.
     let kind = std::fs::metadata(&path).map_err(|e| Error::io(&path, e))?;
@@ -533,9 +671,20 @@ fn open_shard(dir: &Path, entry: &ShardEntry) -> Result<ShardFile> {
     }
     let file = File::open(&path).map_err(|e| Error::io(&path, e))?;
     let size = file.metadata().map_err(|e| Error::io(&path, e))?.len();
+    check_size(&path, size, entry)?;
+    // SAFETY: the map is read-only; a file changed underneath by another process can show
+    // inconsistent bytes, which the checksums catch, but never unsafety in this process beyond
+    // what any mmap reader accepts (documented in docs/FORMAT.md).
+    let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| Error::io(&path, e))?;
+    huge_pages(&map);
+    mapped_shard(path, entry, Some(Arc::new(file)), Bytes::from_owner(map))
+}
+
+/// The size on disk (or of the object) against the manifest's.
+fn check_size(path: &Path, size: u64, entry: &ShardEntry) -> Result<()> {
     if size != entry.bytes {
         return Err(Error::corrupt(
-            &path,
+            path,
             size.min(entry.bytes),
             format!(
                 "{size} bytes on disk, manifest says {} (truncated or replaced)",
@@ -544,21 +693,23 @@ fn open_shard(dir: &Path, entry: &ShardEntry) -> Result<ShardFile> {
         ));
     }
     if size < (HEADER_LEN + FOOTER_LEN) as u64 {
-        return Err(Error::corrupt(&path, 0, "too short for a shard"));
+        return Err(Error::corrupt(path, 0, "too short for a shard"));
     }
-    // SAFETY: the map is read-only; a file changed underneath by another process can show
-    // inconsistent bytes, which the checksums catch, but never unsafety in this process beyond
-    // what any mmap reader accepts (documented in docs/FORMAT.md).
-    let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| Error::io(&path, e))?;
-    huge_pages(&map);
-    let data = Bytes::from_owner(map);
-    check_header(&data, &path)?;
-    let foot_at = data.len() - FOOTER_LEN;
-    let footer = Footer::decode(&data[foot_at..], &path, foot_at as u64)?;
+    Ok(())
+}
+
+/// Checks the footer against the manifest and the index's extent; the index's byte range.
+fn check_footer(
+    path: &Path,
+    entry: &ShardEntry,
+    foot: &[u8],
+    foot_at: u64,
+) -> Result<(Footer, std::ops::Range<u64>)> {
+    let footer = Footer::decode(foot, path, foot_at)?;
     if footer.records != entry.records {
         return Err(Error::corrupt(
-            &path,
-            foot_at as u64,
+            path,
+            foot_at,
             format!(
                 "footer says {} records, manifest says {}",
                 footer.records, entry.records
@@ -566,24 +717,48 @@ fn open_shard(dir: &Path, entry: &ShardEntry) -> Result<ShardFile> {
         ));
     }
     let index_len = footer.records.checked_mul(ENTRY_LEN as u64);
-    if index_len.and_then(|l| l.checked_add(footer.index_offset)) != Some(foot_at as u64) {
+    if index_len.and_then(|l| l.checked_add(footer.index_offset)) != Some(foot_at) {
         return Err(Error::corrupt(
-            &path,
-            foot_at as u64,
+            path,
+            foot_at,
             "index does not end at the footer",
         ));
     }
-    let index = &data[footer.index_offset as usize..foot_at];
+    let range = footer.index_offset..foot_at;
+    Ok((footer, range))
+}
+
+fn check_index(path: &Path, footer: &Footer, index: &[u8]) -> Result<()> {
     if crc32c(index) != footer.index_crc {
         return Err(Error::corrupt(
-            &path,
+            path,
             footer.index_offset,
             "index checksum mismatch",
         ));
     }
+    Ok(())
+}
+
+/// A shard whose bytes are all in `data` (a memory map).
+fn mapped_shard(
+    path: PathBuf,
+    entry: &ShardEntry,
+    file: Option<Arc<File>>,
+    data: Bytes,
+) -> Result<ShardFile> {
+    check_size(&path, data.len() as u64, entry)?;
+    check_header(&data, &path)?;
+    let foot_at = data.len() - FOOTER_LEN;
+    let (footer, index) = check_footer(&path, entry, &data[foot_at..], foot_at as u64)?;
+    check_index(
+        &path,
+        &footer,
+        &data[index.start as usize..index.end as usize],
+    )?;
     Ok(ShardFile {
         path,
-        file: Arc::new(file),
+        file,
+        remote: None,
         // Checked just now (`size` above).
         checked_at: AtomicU64::new(0),
         opened: Instant::now(),
@@ -591,6 +766,30 @@ fn open_shard(dir: &Path, entry: &ShardEntry) -> Result<ShardFile> {
         records: footer.records,
         index_crc: footer.index_crc,
         data,
+    })
+}
+
+/// A shard in an object store: header and footer in one round of requests, then the whole index
+/// in one more; records are read by range later.
+fn remote_shard(path: PathBuf, entry: &ShardEntry, object: Object) -> Result<ShardFile> {
+    let size = object.size();
+    check_size(&path, size, entry)?;
+    let foot_at = size - FOOTER_LEN as u64;
+    let ends = object.read_ranges(&[0..HEADER_LEN as u64, foot_at..size])?;
+    check_header(&ends[0], &path)?;
+    let (footer, range) = check_footer(&path, entry, &ends[1], foot_at)?;
+    let index = object.read_range(range)?;
+    check_index(&path, &footer, &index)?;
+    Ok(ShardFile {
+        path,
+        file: None,
+        remote: Some(RemoteShard { object, index }),
+        checked_at: AtomicU64::new(0),
+        opened: Instant::now(),
+        index_offset: footer.index_offset as usize,
+        records: footer.records,
+        index_crc: footer.index_crc,
+        data: Bytes::new(),
     })
 }
 

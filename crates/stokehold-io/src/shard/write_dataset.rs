@@ -33,6 +33,14 @@ pub fn write_shards(
     opts: WriteOptions,
     progress: Option<ProgressFn<'_>>,
 ) -> Result<Manifest> {
+    let dir = dir.as_ref();
+    if crate::storage::is_remote(dir) {
+        // Written locally, then uploaded with the manifest last (see `storage::write_staged`).
+        let last = [super::format::MANIFEST_NAME];
+        return crate::storage::write_staged(dir, &last, |local| {
+            write_shards(ds, local, opts, progress)
+        });
+    }
     let total = ds.len();
     if total == Some(INFINITE) {
         return Err(Error::invalid(

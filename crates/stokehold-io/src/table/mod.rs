@@ -26,6 +26,7 @@
 //! ```
 
 pub mod npy;
+mod remote;
 mod shard;
 mod writer;
 
@@ -44,8 +45,11 @@ pub use writer::{concat_npy, TableWriter};
 #[derive(Clone, Debug)]
 pub struct Table {
     path: PathBuf,
+    /// All rows (a memory map); for a remote table an empty `[0, row shape]` stand-in.
     rows: Tensor,
     header: Option<NpyHeader>,
+    /// A table in an object store: rows are read by range when gathered.
+    remote: Option<remote::RemoteRows>,
 }
 
 impl Table {
@@ -54,8 +58,14 @@ impl Table {
     /// The file must not be truncated while mapped (as for any memory map, the OS would then
     /// signal the reading process); stokehold's writers never modify a file in place, they
     /// write a new one and rename it over the old.
+    ///
+    /// A URL (`s3://bucket/feats.npy`) opens the table remotely: the header is read by range
+    /// and each gather reads its rows by range, neighbouring rows coalesced into one request.
     pub fn open(path: impl AsRef<Path>) -> Result<Table> {
         let path = path.as_ref();
+        if crate::storage::is_remote(path) {
+            return remote::open(path);
+        }
         let file = File::open(path).map_err(|e| Error::io(path, e))?;
         let size = file.metadata().map_err(|e| Error::io(path, e))?.len();
         // SAFETY: read-only map of a file we do not modify; see the note on truncation above.
@@ -86,6 +96,7 @@ impl Table {
             path: path.to_path_buf(),
             rows,
             header: Some(header),
+            remote: None,
         })
     }
 
@@ -98,6 +109,7 @@ impl Table {
             path,
             rows,
             header: None,
+            remote: None,
         })
     }
 
@@ -113,7 +125,7 @@ impl Table {
 
     /// Number of rows.
     pub fn len(&self) -> u64 {
-        self.rows.shape()[0] as u64
+        self.shape()[0] as u64
     }
 
     /// True when the table has no rows.
@@ -123,12 +135,15 @@ impl Table {
 
     /// The full shape `[N, ...]`.
     pub fn shape(&self) -> &[usize] {
-        self.rows.shape()
+        match &self.remote {
+            Some(r) => &r.shape,
+            None => self.rows.shape(),
+        }
     }
 
     /// The shape of one row.
     pub fn row_shape(&self) -> &[usize] {
-        &self.rows.shape()[1..]
+        &self.shape()[1..]
     }
 
     /// The element type.
@@ -141,7 +156,8 @@ impl Table {
         self.rows.row_bytes()
     }
 
-    /// All rows as one tensor (zero-copy).
+    /// All rows as one tensor (zero-copy). A remote table's rows are not in memory: this is
+    /// an empty `[0, row shape]` tensor there; read rows with [`Table::take`].
     pub fn tensor(&self) -> &Tensor {
         &self.rows
     }
@@ -172,5 +188,10 @@ impl GatherTable for Table {
 
     fn rows(&self) -> &Tensor {
         &self.rows
+    }
+
+    fn take(&self, indices: &Tensor, feature: &str, op: &str) -> Option<Result<Tensor>> {
+        let r = self.remote.as_ref()?;
+        Some(r.take(&self.name(), self.dtype(), indices, feature, op))
     }
 }

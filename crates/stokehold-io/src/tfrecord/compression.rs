@@ -3,7 +3,6 @@
 //! The whole file is one compressed stream (not one per record), so offsets in a compressed file
 //! count bytes of the decompressed stream.
 
-use std::fs::File;
 use std::io::{BufReader, BufWriter, Read, Write};
 use std::path::Path;
 use std::str::FromStr;
@@ -59,7 +58,7 @@ impl Compression {
 
     /// Opens `path` for reading, decompressing as this compression says.
     pub fn open(self, path: &Path) -> Result<Box<dyn Read + Send>> {
-        let f = File::open(path).map_err(|e| Error::io(path, e))?;
+        let f = crate::storage::reader(path, 0)?;
         Ok(self.wrap_reader(BufReader::with_capacity(IO_BUF, f)))
     }
 

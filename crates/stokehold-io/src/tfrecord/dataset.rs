@@ -78,7 +78,10 @@ pub fn tfrecord_dataset<P: AsRef<Path>>(
         .collect();
     let indexed = opts.compression == Compression::None
         && !files.is_empty()
-        && files.iter().all(|f| super::index::find_index(f).exists());
+        && files.iter().all(|f| {
+            let i = super::index::find_index(f);
+            crate::storage::head(&i).is_ok_and(|m| m.is_some())
+        });
     if indexed {
         let log = Arc::new(CorruptLog::default());
         let ds = IndexedTFRecord::open_with(&files, opts, &log)?;

@@ -65,11 +65,12 @@ pub fn side_index_path(file: &Path) -> PathBuf {
 /// there is one there, else (for the "no index" error) beside it.
 pub fn find_index(file: &Path) -> PathBuf {
     let beside = index_path(file);
-    if beside.exists() {
+    let exists = |p: &Path| crate::storage::head(p).is_ok_and(|m| m.is_some());
+    if exists(&beside) {
         return beside;
     }
     let side = side_index_path(file);
-    if side.exists() {
+    if exists(&side) {
         side
     } else {
         beside
@@ -212,11 +213,15 @@ pub fn read_index(file: &Path) -> Result<Vec<IndexEntry>> {
 /// [`read_index`], also returning the offsets of corrupt records the index left out.
 pub fn read_index_with_skips(file: &Path) -> Result<(Vec<IndexEntry>, Vec<u64>)> {
     let ipath = find_index(file);
-    let b = std::fs::read(&ipath).map_err(|e| Error::io(&ipath, e))?;
+    let b = crate::storage::read(&ipath)?;
     let (entries, size, skipped) = decode_with_skips(&ipath, &b)?;
-    let actual = std::fs::metadata(file)
-        .map_err(|e| Error::io(file, e))?
-        .len();
+    let actual = match crate::storage::head(file)? {
+        Some(m) => m.size,
+        None => {
+            let e = std::io::Error::new(std::io::ErrorKind::NotFound, "no such file or object");
+            return Err(Error::io(file, e));
+        }
+    };
     if actual != size {
         return Err(Error::corrupt(
             &ipath,

@@ -4,7 +4,6 @@
 //! record counts and returns a zero-copy slice of the mapping, after checking the header against
 //! the index and (with `verify`) the data CRC. Files must not be truncated while open.
 
-use std::fs::File;
 use std::path::{Path, PathBuf};
 
 use bytes::Bytes;
@@ -19,7 +18,8 @@ use super::reader::{FOOTER, HEADER};
 /// Indexed, memory-mapped TFRecord files.
 pub struct IndexedTFRecord {
     files: Vec<PathBuf>,
-    maps: Vec<Bytes>,
+    /// Each file through the storage seam: a memory map locally, ranged reads remotely.
+    maps: Vec<crate::storage::Object>,
     entries: Vec<Vec<IndexEntry>>,
     /// `cum[k]` = records in files before `k`; one more entry than files.
     cum: Vec<u64>,
@@ -79,7 +79,7 @@ impl IndexedTFRecord {
                     reason: reason.into(),
                 });
             }
-            ds.maps.push(map_file(f)?);
+            ds.maps.push(crate::storage::open_object(f)?);
             ds.cum.push(ds.cum.last().unwrap() + entries.len() as u64);
             ds.entries.push(entries);
             ds.files.push(f.to_path_buf());
@@ -94,14 +94,16 @@ impl IndexedTFRecord {
         let (map, path) = (&self.maps[k], &self.files[k]);
         let off = e.offset as usize;
         let end = off + HEADER + e.len as usize + FOOTER;
-        if end > map.len() {
+        if end as u64 > map.size() {
             return Err(Error::corrupt(
                 path,
                 e.offset,
                 "record runs past the end (file changed?)",
             ));
         }
-        let h = &map[off..off + HEADER];
+        // One read for header, data and footer: a slice of the map locally, one request remotely.
+        let rec = map.read_range(off as u64..end as u64)?;
+        let h = &rec[..HEADER];
         let len_ok = h[..8] == e.len.to_le_bytes()
             && masked_crc(&h[..8]) == u32::from_le_bytes(h[8..12].try_into().unwrap());
         if !len_ok {
@@ -111,28 +113,16 @@ impl IndexedTFRecord {
                 "header does not match the index",
             ));
         }
-        let data = map.slice(off + HEADER..end - FOOTER);
+        let n = rec.len();
+        let data = rec.slice(HEADER..n - FOOTER);
         if self.verify {
-            let crc = u32::from_le_bytes(map[end - FOOTER..end].try_into().unwrap());
+            let crc = u32::from_le_bytes(rec[n - FOOTER..].try_into().unwrap());
             if masked_crc(&data) != crc {
                 return Err(Error::corrupt(path, e.offset, "bad data CRC"));
             }
         }
         Ok(data)
     }
-}
-
-fn map_file(path: &Path) -> Result<Bytes> {
-    let f = File::open(path).map_err(|e| Error::io(path, e))?;
-    let len = f.metadata().map_err(|e| Error::io(path, e))?.len();
-    if len == 0 {
-        return Ok(Bytes::new());
-    }
-    // SAFETY: the mapping is read-only; stokehold's writers replace files by rename (a new
-    // inode), so a mapped file changes only if someone truncates it in place, which is documented
-    // as unsupported.
-    let map = unsafe { memmap2::Mmap::map(&f) }.map_err(|e| Error::io(path, e))?;
-    Ok(Bytes::from_owner(map))
 }
 
 impl MapDataset for IndexedTFRecord {

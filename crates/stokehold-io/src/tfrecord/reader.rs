@@ -13,8 +13,7 @@
 //! * truncated tail (a header or a record cut short by the end of the file): counted, then the
 //!   file ends.
 
-use std::fs::File;
-use std::io::{Read, Seek, SeekFrom};
+use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -156,9 +155,7 @@ impl RecordReader {
         let path = path.as_ref();
         if opts.compression == Compression::None {
             // No BufReader: the record buffer already makes large reads.
-            let mut f = File::open(path).map_err(|e| Error::io(path, e))?;
-            f.seek(SeekFrom::Start(offset))
-                .map_err(|e| Error::io(path, e))?;
+            let f = crate::storage::reader(path, offset)?;
             let mut r = Self::new(path, f, opts);
             r.base = offset;
             return Ok(r);

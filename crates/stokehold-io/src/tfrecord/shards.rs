@@ -91,6 +91,19 @@ pub fn write_tfrecord_shards(
     opts: &ShardOptions,
     progress: &mut dyn FnMut(&WriteProgress),
 ) -> Result<Vec<PathBuf>> {
+    if crate::storage::is_remote(dir) {
+        // Written locally, then uploaded: each shard before its index, so a listed index's
+        // file is always there (`storage::write_staged`).
+        let mut staged = PathBuf::new();
+        let local_paths = crate::storage::write_staged(dir, &[], |local| {
+            staged = local.to_path_buf();
+            write_tfrecord_shards(ds, local, opts, progress)
+        })?;
+        return Ok(local_paths
+            .iter()
+            .map(|p| crate::storage::remote_path(p, &staged, dir))
+            .collect());
+    }
     let ds = match opts.shuffle_seed {
         Some(seed) => ds.try_shuffle(seed)?,
         None => ds.clone(),

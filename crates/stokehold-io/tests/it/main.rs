@@ -9,6 +9,10 @@ mod conformance_io;
 #[cfg(feature = "image")]
 mod image;
 mod local_cache;
+#[cfg(feature = "remote")]
+mod remote;
+#[cfg(feature = "remote")]
+mod remote_server;
 mod shard_bad;
 mod shard_compat;
 mod shard_crash;

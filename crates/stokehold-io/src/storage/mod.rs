@@ -1,0 +1,392 @@
+//! The storage seam: every reader and writer of `stokehold-io` finds its bytes here, whether they
+//! live in a local file or an object store.
+//!
+//! A location is a string: a local path, or a URL (`s3://bucket/key`, `gs://`, `az://`,
+//! `http(s)://`). Local files keep their memory-mapped fast path ([`Source::Mapped`]): a local
+//! read costs what it cost before the seam. Objects are read by range ([`Object::read_range`],
+//! [`Object::read_ranges`], which coalesces neighbouring ranges) or whole, through the
+//! `object_store` crate on a lazily started tokio runtime (cargo feature `remote`; without it a
+//! URL is a clear error). Every range read of an [`Object`] is pinned to the version (ETag) seen
+//! when it was opened, so an object replaced between two reads is an error, never a mix of two
+//! versions.
+//!
+//! Paths keep their `Path` types in the readers' signatures: a URL is a valid `Path` whose
+//! `join` appends `/name`, so `dir.join("manifest.json")` is the manifest's URL too.
+//!
+//! Hook for a cache: [`Object::fetch_to`] copies a whole object to a local file (atomically), and
+//! [`set_object_cache`] installs a process-wide [`ObjectCache`] that [`open`] asks first, so a
+//! cached remote shard opens as a local memory map.
+
+use std::ops::Range;
+use std::path::Path;
+use std::sync::{Arc, RwLock};
+
+use bytes::Bytes;
+use stokehold_core::{Error, Result};
+
+mod cache_hook;
+pub mod cached_shards;
+mod local;
+pub mod local_cache;
+pub mod read_ahead;
+#[cfg(feature = "remote")]
+pub mod remote;
+mod staging;
+mod url;
+
+pub use self::staging::{remote_path, write_staged};
+pub use self::url::{is_url, join, split_url};
+
+/// What a listing or a `head` knows about one file or object.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Meta {
+    /// The location, as given or listed (a path or a full URL).
+    pub location: String,
+    /// Its size in bytes.
+    pub size: u64,
+    /// The object's version where the backend has one (S3's ETag or version id); `None` for
+    /// local files.
+    pub version: Option<String>,
+}
+
+/// An object opened for reading by range: its size and version are fixed at open, and each read
+/// checks it still has that version.
+#[derive(Clone)]
+pub struct Object {
+    meta: Meta,
+    backend: ObjectBackend,
+}
+
+#[derive(Clone)]
+enum ObjectBackend {
+    Local(Bytes),
+    #[cfg(feature = "remote")]
+    Remote(Arc<remote::RemoteObject>),
+}
+
+impl std::fmt::Debug for Object {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Object").field("meta", &self.meta).finish()
+    }
+}
+
+impl Object {
+    /// Location, size and version.
+    pub fn meta(&self) -> &Meta {
+        &self.meta
+    }
+
+    /// Size in bytes.
+    pub fn size(&self) -> u64 {
+        self.meta.size
+    }
+
+    /// The location (a path or URL), for errors.
+    pub fn location(&self) -> &str {
+        &self.meta.location
+    }
+
+    /// Whether the bytes come over the network (a reader may then batch its reads).
+    pub fn is_remote(&self) -> bool {
+        !matches!(self.backend, ObjectBackend::Local(_))
+    }
+
+    /// Bytes `range` of the object: exactly `range.end - range.start` bytes, or an error naming
+    /// the location and the offset (past the end, a short body, a changed object).
+    pub fn read_range(&self, range: Range<u64>) -> Result<Bytes> {
+        check_range(&self.meta, &range)?;
+        match &self.backend {
+            ObjectBackend::Local(b) => Ok(b.slice(range.start as usize..range.end as usize)),
+            #[cfg(feature = "remote")]
+            ObjectBackend::Remote(r) => r.read_range(range),
+        }
+    }
+
+    /// Several ranges at once: neighbouring ranges are merged into multi-MiB requests and the
+    /// requests run concurrently (bounded). The result has one `Bytes` per range, in order.
+    pub fn read_ranges(&self, ranges: &[Range<u64>]) -> Result<Vec<Bytes>> {
+        for r in ranges {
+            check_range(&self.meta, r)?;
+        }
+        match &self.backend {
+            ObjectBackend::Local(b) => Ok(ranges
+                .iter()
+                .map(|r| b.slice(r.start as usize..r.end as usize))
+                .collect()),
+            #[cfg(feature = "remote")]
+            ObjectBackend::Remote(r) => r.read_ranges(ranges),
+        }
+    }
+
+    /// The whole object.
+    pub fn read_all(&self) -> Result<Bytes> {
+        self.read_range(0..self.meta.size)
+    }
+
+    /// Copies the whole object to `dest` (written to a temporary name and renamed, so `dest`
+    /// never holds a partial copy). The hook a local cache fills itself with.
+    pub fn fetch_to(&self, dest: &Path) -> Result<()> {
+        let data = self.read_all()?;
+        crate::atomic::write_atomic(dest, &data).map(drop)
+    }
+}
+
+fn check_range(meta: &Meta, r: &Range<u64>) -> Result<()> {
+    if r.start > r.end || r.end > meta.size {
+        return Err(Error::corrupt(
+            &meta.location,
+            r.start,
+            format!(
+                "range {}..{} is outside the object ({} bytes)",
+                r.start, r.end, meta.size
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Where a reader's bytes are: a local memory map (the fast path, unchanged from before the
+/// seam), or an object read by range.
+pub enum Source {
+    /// A local file, memory-mapped; `file` is kept open for length checks (`fstat`).
+    Mapped {
+        /// The open file.
+        file: Arc<std::fs::File>,
+        /// The map.
+        data: Bytes,
+    },
+    /// An object in a store.
+    Remote(Object),
+}
+
+/// A process-wide cache of remote objects as local files (installed by [`set_object_cache`]).
+pub trait ObjectCache: Send + Sync {
+    /// A local file holding exactly `object`'s bytes (same version), fetching it if needed; `None`
+    /// to read the object remotely instead (e.g. larger than the cache's cap).
+    fn local_copy(&self, object: &Object) -> Result<Option<std::path::PathBuf>>;
+}
+
+static CACHE: RwLock<Option<Arc<dyn ObjectCache>>> = RwLock::new(None);
+
+/// Installs (or with `None` removes) the cache [`open`] consults for remote objects.
+pub fn set_object_cache(cache: Option<Arc<dyn ObjectCache>>) {
+    *CACHE.write().unwrap_or_else(|e| e.into_inner()) = cache;
+}
+
+fn object_cache() -> Option<Arc<dyn ObjectCache>> {
+    CACHE.read().unwrap_or_else(|e| e.into_inner()).clone()
+}
+
+/// Opens `location` for reading: a local path as a memory map, a URL as an [`Object`] (or as the
+/// installed cache's local copy of it).
+pub fn open(location: &Path) -> Result<Source> {
+    match remote_url(location)? {
+        None => local::map(location),
+        Some(url) => {
+            let object = open_object_url(url)?;
+            if let Some(cache) = object_cache() {
+                if let Some(path) = cache.local_copy(&object)? {
+                    return local::map(&path);
+                }
+            }
+            Ok(Source::Remote(object))
+        }
+    }
+}
+
+/// Opens `location` as an [`Object`] (a local file is memory-mapped behind the same API).
+pub fn open_object(location: &Path) -> Result<Object> {
+    match remote_url(location)? {
+        None => match local::map(location)? {
+            Source::Mapped { data, .. } => Ok(Object {
+                meta: Meta {
+                    location: location.to_string_lossy().into_owned(),
+                    size: data.len() as u64,
+                    version: None,
+                },
+                backend: ObjectBackend::Local(data),
+            }),
+            Source::Remote(o) => Ok(o),
+        },
+        Some(url) => open_object_url(url),
+    }
+}
+
+/// The whole file or object at `location` (a local file is read, not mapped).
+pub fn read(location: &Path) -> Result<Bytes> {
+    match remote_url(location)? {
+        None => std::fs::read(location)
+            .map(Bytes::from)
+            .map_err(|e| Error::io(location, e)),
+        Some(url) => open_object_url(url)?.read_all(),
+    }
+}
+
+/// `Some(meta)` for an existing file or object at `location`, `None` when there is none.
+pub fn head(location: &Path) -> Result<Option<Meta>> {
+    match remote_url(location)? {
+        None => local::head(location),
+        #[cfg(feature = "remote")]
+        Some(url) => remote::head(url),
+        #[cfg(not(feature = "remote"))]
+        Some(url) => Err(no_remote(url)),
+    }
+}
+
+/// The files or objects matching the glob `pattern` (`*`, `?`, `[..]`, `**`), sorted. A URL
+/// pattern lists the objects under its literal prefix and matches their keys.
+pub fn list(pattern: &str) -> Result<Vec<Meta>> {
+    if is_url(pattern) {
+        #[cfg(feature = "remote")]
+        return remote::list(pattern);
+        #[cfg(not(feature = "remote"))]
+        return Err(no_remote(pattern));
+    }
+    local::list(pattern)
+}
+
+/// Writes `data` as the whole file or object at `location`: a local file atomically (temporary
+/// name, then rename), an object in one put or a multipart upload (an object store never shows a
+/// partial object).
+pub fn write(location: &Path, data: Bytes) -> Result<()> {
+    match remote_url(location)? {
+        None => crate::atomic::write_atomic(location, &data).map(drop),
+        #[cfg(feature = "remote")]
+        Some(url) => remote::put(url, data),
+        #[cfg(not(feature = "remote"))]
+        Some(url) => Err(no_remote(url)),
+    }
+}
+
+/// Uploads the local file `src` to `location` (multipart for large files); a local `location` is
+/// a copy.
+pub fn upload(src: &Path, location: &Path) -> Result<()> {
+    match remote_url(location)? {
+        None => std::fs::copy(src, location)
+            .map(drop)
+            .map_err(|e| Error::io(location, e)),
+        #[cfg(feature = "remote")]
+        Some(url) => remote::upload_file(src, url),
+        #[cfg(not(feature = "remote"))]
+        Some(url) => Err(no_remote(url)),
+    }
+}
+
+/// A sequential reader of `location` from byte `offset`: a local file seeked there, or an object
+/// read in [`READ_CHUNK`] ranged requests, the next one fetched while the current one is consumed.
+pub fn reader(location: &Path, offset: u64) -> Result<Box<dyn std::io::Read + Send>> {
+    use std::io::{Seek, SeekFrom};
+    match remote_url(location)? {
+        None => {
+            let mut f = std::fs::File::open(location).map_err(|e| Error::io(location, e))?;
+            if offset > 0 {
+                f.seek(SeekFrom::Start(offset))
+                    .map_err(|e| Error::io(location, e))?;
+            }
+            Ok(Box::new(f))
+        }
+        Some(url) => Ok(Box::new(ObjectRead::new(open_object_url(url)?, offset))),
+    }
+}
+
+/// Bytes per request of a sequential object read: large enough that a request's latency
+/// (~1 ms on loopback, 20+ ms to S3) is small next to its transfer time.
+pub const READ_CHUNK: u64 = 8 << 20;
+
+/// [`reader`]'s object side: chunk `k + 1` is fetched on a helper thread while chunk `k` is read.
+struct ObjectRead {
+    object: Object,
+    pos: u64,
+    buf: Bytes,
+    next: Option<std::thread::JoinHandle<Result<Bytes>>>,
+}
+
+impl ObjectRead {
+    fn new(object: Object, pos: u64) -> Self {
+        let mut r = ObjectRead {
+            object,
+            pos,
+            buf: Bytes::new(),
+            next: None,
+        };
+        r.next = r.spawn(pos);
+        r
+    }
+
+    fn spawn(&self, at: u64) -> Option<std::thread::JoinHandle<Result<Bytes>>> {
+        let end = (at + READ_CHUNK).min(self.object.size());
+        if at >= end {
+            return None;
+        }
+        let o = self.object.clone();
+        Some(std::thread::spawn(move || o.read_range(at..end)))
+    }
+}
+
+impl std::io::Read for ObjectRead {
+    fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+        if self.buf.is_empty() {
+            let Some(h) = self.next.take() else {
+                return Ok(0);
+            };
+            let chunk = h
+                .join()
+                .map_err(|_| std::io::Error::other("object read thread panicked"))?
+                .map_err(std::io::Error::other)?;
+            self.next = self.spawn(self.pos + chunk.len() as u64);
+            self.buf = chunk;
+        }
+        let n = out.len().min(self.buf.len());
+        out[..n].copy_from_slice(&self.buf[..n]);
+        self.buf = self.buf.slice(n..);
+        self.pos += n as u64;
+        Ok(n)
+    }
+}
+
+/// Options for the object stores built from now on: for `store` (`s3://bucket`) or, with `""`,
+/// for every store (see `remote::set_options`). Without the `remote` feature there are no
+/// object stores and this does nothing.
+pub fn set_options(store: &str, options: Vec<(String, String)>) {
+    #[cfg(feature = "remote")]
+    remote::set_options(store, options);
+    #[cfg(not(feature = "remote"))]
+    let _ = (store, options);
+}
+
+/// Whether `location` names an object store (a URL) rather than a local path.
+pub fn is_remote(location: &Path) -> bool {
+    location.to_str().is_some_and(is_url)
+}
+
+/// The URL in `location`, if it is one.
+fn remote_url(location: &Path) -> Result<Option<&str>> {
+    match location.to_str() {
+        Some(s) if is_url(s) => Ok(Some(s)),
+        _ => Ok(None),
+    }
+}
+
+fn open_object_url(url: &str) -> Result<Object> {
+    #[cfg(feature = "remote")]
+    {
+        let r = remote::RemoteObject::open(url)?;
+        Ok(Object {
+            meta: r.meta().clone(),
+            backend: ObjectBackend::Remote(Arc::new(r)),
+        })
+    }
+    #[cfg(not(feature = "remote"))]
+    Err(no_remote(url))
+}
+
+#[cfg(not(feature = "remote"))]
+fn no_remote(url: &str) -> Error {
+    Error::invalid(format!(
+        "{url}: object-store URLs need stokehold-io's `remote` cargo feature (on in the wheel and \
+         the CLI); this build reads local paths only"
+    ))
+}
+
+#[cfg(test)]
+mod tests;

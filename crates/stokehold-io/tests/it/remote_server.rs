@@ -1,0 +1,357 @@
+//! Test infrastructure for the object-store tests: moto's S3 server on loopback (one per test
+//! binary, stopped when the binary exits), bucket creation, and a fault-injecting HTTP proxy
+//! placed between our client and moto. The thing under test is our client; moto and the proxy
+//! are the real network it talks to.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+/// The moto server of this test binary.
+pub struct Moto {
+    pub port: u16,
+    _child: ChildGuard,
+}
+
+struct ChildGuard(Child);
+
+impl Drop for ChildGuard {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The `moto_server` to run: `$STOKEHOLD_MOTO`, the workspace's `.venv` (where `make test`
+/// installs it), else `moto_server` on the PATH.
+fn moto_bin() -> String {
+    if let Ok(p) = std::env::var("STOKEHOLD_MOTO") {
+        return p;
+    }
+    let venv = concat!(env!("CARGO_MANIFEST_DIR"), "/../../.venv/bin/moto_server");
+    if std::path::Path::new(venv).exists() {
+        return venv.to_string();
+    }
+    "moto_server".to_string()
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+static MOTO: OnceLock<Moto> = OnceLock::new();
+
+/// Starts moto once per test binary (killed at exit, see [`register_stop`]), points every S3
+/// store at it, and returns it.
+pub fn moto() -> &'static Moto {
+    MOTO.get_or_init(|| {
+        let port = free_port();
+        let bin = moto_bin();
+        let child = Command::new(&bin)
+            .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| {
+                panic!("cannot start {bin} (pip install 'moto[server]'; make test does): {e}")
+            });
+        let start = Instant::now();
+        while TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(
+                start.elapsed() < Duration::from_secs(60),
+                "moto did not start"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        // Every store reaches moto unless a test names another endpoint for its bucket.
+        stokehold_io::storage::remote::set_options(
+            "",
+            vec![
+                ("aws_endpoint".into(), format!("http://127.0.0.1:{port}")),
+                ("aws_access_key_id".into(), "testing".into()),
+                ("aws_secret_access_key".into(), "testing".into()),
+                ("aws_region".into(), "us-east-1".into()),
+                ("aws_allow_http".into(), "true".into()),
+            ],
+        );
+        register_stop();
+        Moto {
+            port,
+            _child: ChildGuard(child),
+        }
+    })
+}
+
+/// Kills moto when the test binary exits (statics are never dropped).
+fn register_stop() {
+    extern "C" fn stop() {
+        if let Some(m) = MOTO.get() {
+            // SAFETY: kill(2) on our own child's pid; nothing else is touched.
+            unsafe { kill(m._child.0.id() as i32, 9) };
+        }
+    }
+    extern "C" {
+        fn atexit(f: extern "C" fn()) -> i32;
+        fn kill(pid: i32, sig: i32) -> i32;
+    }
+    // SAFETY: registering a plain function with the C runtime.
+    unsafe { atexit(stop) };
+}
+
+/// Creates `bucket` in moto (an unsigned `PUT /bucket`, which moto accepts).
+pub fn make_bucket(bucket: &str) {
+    let port = moto().port;
+    let (status, _) = raw_request(port, "PUT", &format!("/{bucket}"));
+    assert!(status == 200, "create bucket {bucket}: HTTP {status}");
+}
+
+/// One HTTP/1.1 request without a body; the status and the body.
+pub fn raw_request(port: u16, method: &str, path: &str) -> (u16, Vec<u8>) {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    write!(
+        s,
+        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut r = BufReader::new(s);
+    let (status, headers) = read_head(&mut r).unwrap();
+    let body = read_body(&mut r, &headers, method == "HEAD", status).unwrap_or_default();
+    (status, body)
+}
+
+/// What the proxy does with one request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fault {
+    /// Forward it and its answer.
+    Pass,
+    /// Answer 503 Slow Down without asking moto.
+    ServerError,
+    /// Close the connection without an answer.
+    Drop,
+    /// Forward, then send the answer's head and only half its body, and close.
+    Truncate,
+    /// Answer 403 AccessDenied (S3's XML) without asking moto.
+    Forbidden,
+}
+
+/// A proxy on loopback in front of moto; `decide(n, method, target)` picks the fault for the
+/// n-th request (counted from 0). Counts requests and faults.
+pub struct Proxy {
+    pub port: u16,
+    pub requests: Arc<AtomicUsize>,
+    pub faults: Arc<AtomicUsize>,
+}
+
+type Decide = dyn Fn(usize, &str, &str) -> Fault + Send + Sync;
+
+impl Proxy {
+    pub fn start(decide: impl Fn(usize, &str, &str) -> Fault + Send + Sync + 'static) -> Proxy {
+        let upstream = moto().port;
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let requests = Arc::new(AtomicUsize::new(0));
+        let faults = Arc::new(AtomicUsize::new(0));
+        let decide: Arc<Decide> = Arc::new(decide);
+        let (rq, ft) = (requests.clone(), faults.clone());
+        std::thread::spawn(move || {
+            for conn in listener.incoming() {
+                let Ok(conn) = conn else { continue };
+                let (rq, ft, decide) = (rq.clone(), ft.clone(), decide.clone());
+                std::thread::spawn(move || {
+                    let _ = serve(conn, upstream, &rq, &ft, &*decide);
+                });
+            }
+        });
+        Proxy {
+            port,
+            requests,
+            faults,
+        }
+    }
+
+    /// Points the store `s3://bucket` at this proxy.
+    pub fn route(&self, bucket: &str) {
+        stokehold_io::storage::remote::set_options(
+            &format!("s3://{bucket}"),
+            vec![(
+                "aws_endpoint".into(),
+                format!("http://127.0.0.1:{}", self.port),
+            )],
+        );
+    }
+}
+
+fn serve(
+    conn: TcpStream,
+    upstream: u16,
+    requests: &AtomicUsize,
+    faults: &AtomicUsize,
+    decide: &Decide,
+) -> std::io::Result<()> {
+    conn.set_read_timeout(Some(Duration::from_secs(30)))?;
+    let mut client = BufReader::new(conn.try_clone()?);
+    let mut out = conn;
+    loop {
+        let mut line = String::new();
+        if client.read_line(&mut line)? == 0 {
+            return Ok(());
+        }
+        let mut parts = line.split_whitespace();
+        let method = parts.next().unwrap_or("").to_string();
+        let target = parts.next().unwrap_or("").to_string();
+        let mut head = line.clone();
+        let mut len = 0usize;
+        loop {
+            let mut h = String::new();
+            client.read_line(&mut h)?;
+            if let Some((k, v)) = h.split_once(':') {
+                if k.eq_ignore_ascii_case("content-length") {
+                    len = v.trim().parse().unwrap_or(0);
+                }
+            }
+            head.push_str(&h);
+            if h == "\r\n" || h.is_empty() {
+                break;
+            }
+        }
+        let mut body = vec![0u8; len];
+        client.read_exact(&mut body)?;
+        let n = requests.fetch_add(1, Ordering::SeqCst);
+        let fault = decide(n, &method, &target);
+        if fault != Fault::Pass {
+            faults.fetch_add(1, Ordering::SeqCst);
+        }
+        match fault {
+            Fault::Drop => return Ok(()),
+            Fault::ServerError => {
+                out.write_all(
+                    b"HTTP/1.1 503 Slow Down\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+                )?;
+                return Ok(());
+            }
+            Fault::Forbidden => {
+                let xml = "<?xml version=\"1.0\" encoding=\"UTF-8\"?><Error><Code>AccessDenied\
+                           </Code><Message>Access Denied</Message></Error>";
+                write!(
+                    out,
+                    "HTTP/1.1 403 Forbidden\r\nContent-Type: application/xml\r\nContent-Length: \
+                     {}\r\nConnection: close\r\n\r\n{xml}",
+                    xml.len()
+                )?;
+                return Ok(());
+            }
+            Fault::Pass | Fault::Truncate => {}
+        }
+        let mut up = TcpStream::connect(("127.0.0.1", upstream))?;
+        up.write_all(head.as_bytes())?;
+        up.write_all(&body)?;
+        let mut ur = BufReader::new(up);
+        let mut status_line = String::new();
+        ur.read_line(&mut status_line)?;
+        let status: u16 = status_line
+            .split_whitespace()
+            .nth(1)
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0);
+        let mut rhead = status_line.clone();
+        let mut headers = Vec::new();
+        loop {
+            let mut h = String::new();
+            ur.read_line(&mut h)?;
+            if h == "\r\n" || h.is_empty() {
+                break;
+            }
+            if let Some((k, v)) = h.split_once(':') {
+                headers.push((k.trim().to_ascii_lowercase(), v.trim().to_string()));
+            }
+            rhead.push_str(&h);
+        }
+        rhead.push_str("\r\n");
+        let rbody = read_body(&mut ur, &headers, method == "HEAD", status)?;
+        out.write_all(rhead.as_bytes())?;
+        if fault == Fault::Truncate && rbody.len() > 1 {
+            out.write_all(&rbody[..rbody.len() / 2])?;
+            out.flush()?;
+            return Ok(());
+        }
+        out.write_all(&rbody)?;
+        out.flush()?;
+    }
+}
+
+fn read_head(r: &mut impl BufRead) -> std::io::Result<(u16, Vec<(String, String)>)> {
+    let mut line = String::new();
+    r.read_line(&mut line)?;
+    let status = line
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let mut headers = Vec::new();
+    loop {
+        let mut h = String::new();
+        r.read_line(&mut h)?;
+        if h == "\r\n" || h.is_empty() {
+            break;
+        }
+        if let Some((k, v)) = h.split_once(':') {
+            headers.push((k.trim().to_ascii_lowercase(), v.trim().to_string()));
+        }
+    }
+    Ok((status, headers))
+}
+
+/// A response body: by Content-Length, chunked, or none (HEAD, 204, 304).
+fn read_body(
+    r: &mut impl BufRead,
+    headers: &[(String, String)],
+    head: bool,
+    status: u16,
+) -> std::io::Result<Vec<u8>> {
+    if head || status == 204 || status == 304 {
+        return Ok(Vec::new());
+    }
+    let get = |k: &str| {
+        headers
+            .iter()
+            .find(|(n, _)| n == k)
+            .map(|(_, v)| v.as_str())
+    };
+    if let Some(len) = get("content-length").and_then(|v| v.parse::<usize>().ok()) {
+        let mut b = vec![0u8; len];
+        r.read_exact(&mut b)?;
+        return Ok(b);
+    }
+    if get("transfer-encoding").is_some_and(|v| v.contains("chunked")) {
+        // The proxy forwards the head as it is, so a chunked body goes on as one chunk.
+        let mut out = Vec::new();
+        loop {
+            let mut size = String::new();
+            r.read_line(&mut size)?;
+            let n = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
+            let mut chunk = vec![0u8; n + 2];
+            r.read_exact(&mut chunk)?;
+            if n == 0 {
+                break;
+            }
+            out.extend_from_slice(&chunk[..n]);
+        }
+        if out.is_empty() {
+            return Ok(b"0\r\n\r\n".to_vec());
+        }
+        let mut framed = format!("{:x}\r\n", out.len()).into_bytes();
+        framed.extend_from_slice(&out);
+        framed.extend_from_slice(b"\r\n0\r\n\r\n");
+        return Ok(framed);
+    }
+    let mut b = Vec::new();
+    r.read_to_end(&mut b)?;
+    Ok(b)
+}
