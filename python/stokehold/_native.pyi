@@ -28,6 +28,7 @@ __all__ = [
     "_shutdown",
     "_after_fork_in_child",
     "_demo_defaults",
+    "set_storage_options",
     "_demo",
     "Table",
     "write_table",
