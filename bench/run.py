@@ -48,6 +48,7 @@ WORKLOADS = [
     ("images: decode + augment", "bench/image/bench.py"),
     ("peers: what Grain, SPDL, dataloader-rs cannot run", "bench/peers/bench.py"),
     ("Python map vs a Python loop", "bench/pymap/bench.py"),
+    ("remote: S3 (moto) vs local, shard cache", "bench/remote/bench.py"),
 ]
 TIMEOUT = {"quick": 120, "full": 900}
 REQUIREMENTS = BENCH / "suite" / "requirements.txt"

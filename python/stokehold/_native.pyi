@@ -28,6 +28,7 @@ __all__ = [
     "_shutdown",
     "_after_fork_in_child",
     "_demo_defaults",
+    "set_storage_options",
     "_demo",
     "Table",
     "write_table",
@@ -120,6 +121,8 @@ class Dataset:
     ) -> Dataset: ...
     @staticmethod
     def open_shards(path: str, verify: bool) -> Dataset: ...
+    @staticmethod
+    def open_shards_cached(path: str, verify: bool, cache_dir: str, cache_bytes: int) -> Dataset: ...
     @staticmethod
     def tfrecord_dataset(
         files: List[str], compression: str, verify: bool, on_corrupt: str

@@ -29,7 +29,13 @@ __all__ = ["open_shards", "write_shards", "verify_shards"]
 DEFAULT_SHARD_SIZE = 256 << 20
 
 
-def open_shards(path: PathLike, verify: bool = True) -> Dataset:
+def open_shards(
+    path: PathLike,
+    verify: bool = True,
+    *,
+    cache_dir: Optional[PathLike] = None,
+    cache_bytes: Optional[int] = None,
+) -> Dataset:
     """Opens a shard folder as a random-access dataset (``len``, ``ds[i]``, global shuffle...).
 
     Records are memory-mapped; uncompressed arrays come out without a copy.
@@ -37,15 +43,33 @@ def open_shards(path: PathLike, verify: bool = True) -> Dataset:
     Args:
         path: the folder written by :func:`write_shards` (or ``stokehold write``).
         verify: check each record's CRC32C when it is read (default True).
+        cache_dir: a local shard cache folder (``docs/CACHE.md``; default None: no cache). Every
+            shard is copied there whole once (several at a time, checked against the manifest's
+            CRC32C), then read from local disk; later opens, and other processes sharing the
+            folder, reuse the copies. For folders on slow or mounted file systems.
+        cache_bytes: the cache folder's cap in bytes (required with ``cache_dir``); least recently
+            used shards are evicted to stay under it. A folder larger than the cap is refused.
 
     Raises:
         DataCorruptionError: an incomplete folder (no manifest: a write was interrupted), an
             unknown format version, a manifest that disagrees with its shards or points outside
             the folder; the message names the file (and the record).
         StokeholdFileNotFoundError: a shard listed in the manifest is missing.
+        InvalidArgumentError: ``cache_bytes`` missing or not a positive int with ``cache_dir``,
+            or the folder is larger than ``cache_bytes``.
     """
-    return Dataset._wrap(_native.Dataset.open_shards(_args.path("open_shards", "path", path),
-                                                    _args.flag("open_shards", "verify", verify)))
+    p = _args.path("open_shards", "path", path)
+    v = _args.flag("open_shards", "verify", verify)
+    if cache_dir is None:
+        if cache_bytes is not None:
+            raise _args.fail("open_shards", "cache_bytes", cache_bytes, "needs cache_dir")
+        return Dataset._wrap(_native.Dataset.open_shards(p, v))
+    if cache_bytes is None:
+        raise _args.fail("open_shards", "cache_bytes", cache_bytes,
+                         "a cache cap in bytes is required with cache_dir")
+    cap = _args.count("open_shards", "cache_bytes", cache_bytes, minimum=1)
+    cdir = _args.path("open_shards", "cache_dir", cache_dir)
+    return Dataset._wrap(_native.Dataset.open_shards_cached(p, v, cdir, cap))
 
 
 def verify_shards(path: PathLike) -> None:

@@ -27,6 +27,7 @@ pub mod errors;
 mod image;
 mod parallel;
 mod ray_io;
+mod remote_cache;
 mod sequence;
 mod shard;
 mod skips;

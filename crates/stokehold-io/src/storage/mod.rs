@@ -24,7 +24,11 @@ use std::sync::{Arc, RwLock};
 use bytes::Bytes;
 use stokehold_core::{Error, Result};
 
+mod cache_hook;
+pub mod cached_shards;
 mod local;
+pub mod local_cache;
+pub mod read_ahead;
 #[cfg(feature = "remote")]
 pub mod remote;
 mod staging;

@@ -3,9 +3,12 @@
 mod adversarial;
 #[cfg(feature = "audio")]
 mod audio;
+#[cfg(unix)]
+mod cached_shards;
 mod conformance_io;
 #[cfg(feature = "image")]
 mod image;
+mod local_cache;
 #[cfg(feature = "remote")]
 mod remote;
 #[cfg(feature = "remote")]
