@@ -156,20 +156,6 @@ def tf_run(d, par):
     return make
 
 
-def ratios(out, tag, goal):
-    """The comparison the issue asks for, one line per config on stderr: stokehold's median over
-    each peer's, and over the best peer (issue 13's goal: >= 2x)."""
-    configs = dict.fromkeys(r["config"] for r in out)
-    for cfg in configs:
-        got = {r["system"]: r["value"] for r in out if r["config"] == cfg and r["value"]}
-        ours = got.pop("stokehold", None)
-        if not ours or not got:
-            continue
-        each = ", ".join(f"{ours / v:.2f}x {s}" for s, v in got.items())
-        best = max(got, key=got.get)
-        log(f"({tag}) {cfg}: stokehold / best peer ({best}) = {ours / got[best]:.2f}x "
-            f"(goal >= {goal}x); {each}")
-
 
 def main():
     args = rows.workload_args(__doc__.splitlines()[0]).parse_args()
@@ -198,7 +184,7 @@ def main():
             out.append(rows.unavailable(WL, "tf.data", cfg,
                                         "TensorFlow has no FLAC decoder (tensorflow-io not "
                                         "installed for TF 2.21)"))
-    ratios(out, "b", 2)
+    rows.print_ratios(out, "b", 2)
     rows.write_json(args.json, out)
     for r in out:
         log(f"{r['system']:>28} {r['config']}: {r['value']}")

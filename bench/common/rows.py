@@ -12,6 +12,7 @@ import argparse
 import json
 import os
 import statistics
+import sys
 import tempfile
 
 REQUIRED = ("workload", "system", "config", "metric", "value", "unit")
@@ -91,3 +92,17 @@ def workload_args(description):
 def tmp_root():
     """Parent folder for generated data: $BENCH_TMPDIR if the driver set it."""
     return os.environ.get("BENCH_TMPDIR") or None
+
+
+def print_ratios(out, tag, goal):
+    """An issue's comparison, one line per config on stderr: stokehold's median over each peer's
+    and over the best peer's, beside the goal (``goal`` x the best peer)."""
+    for cfg in dict.fromkeys(r["config"] for r in out):
+        got = {r["system"]: r["value"] for r in out if r["config"] == cfg and r["value"]}
+        ours = got.pop(REFERENCE, None)
+        if not ours or not got:
+            continue
+        each = ", ".join(f"{ours / v:.2f}x {s}" for s, v in got.items())
+        best = max(got, key=got.get)
+        print(f"({tag}) {cfg}: stokehold / best peer ({best}) = {ours / got[best]:.2f}x "
+              f"(goal >= {goal}x); {each}", file=sys.stderr, flush=True)

@@ -152,20 +152,6 @@ NOTES = {
 }
 
 
-def ratios(out, tag, goal):
-    """The comparison the issue asks for, one line per config on stderr: stokehold's median over
-    each peer's, and over the best peer (issue 13's goal: >= 1.5x)."""
-    configs = dict.fromkeys(r["config"] for r in out)
-    for cfg in configs:
-        got = {r["system"]: r["value"] for r in out if r["config"] == cfg and r["value"]}
-        ours = got.pop("stokehold", None)
-        if not ours or not got:
-            continue
-        each = ", ".join(f"{ours / v:.2f}x {s}" for s, v in got.items())
-        best = max(got, key=got.get)
-        log(f"({tag}) {cfg}: stokehold / best peer ({best}) = {ours / got[best]:.2f}x "
-            f"(goal >= {goal}x); {each}")
-
 
 def main():
     if len(sys.argv) > 1 and sys.argv[1] == "--child":
@@ -190,7 +176,7 @@ def main():
         log(f"{system}: {[round(f) for f in figs]} images/s")
         out.append(rows.median_row(WL, system, config, "throughput", figs, "images/s",
                                    note=NOTES.get(system), params={"parallelism": "autotune"}))
-    ratios(out, "a", 1.5)
+    rows.print_ratios(out, "a", 1.5)
     rows.write_json(args.json, out)
 
 
