@@ -6,7 +6,7 @@
 //! map, serialised in hash order). Seeds named `crash-*` are inputs that once crashed a target,
 //! kept as regression seeds; a rerun leaves them.
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::path::Path;
 
 use prost::Message;
@@ -126,7 +126,7 @@ fn main() {
     };
     let seq = proto::SequenceExample {
         context: ctx,
-        feature_lists: Some(proto::FeatureLists { feature_list: HashMap::from([("steps".to_string(), steps)]) }),
+        feature_lists: Some(proto::FeatureLists { feature_list: BTreeMap::from([("steps".to_string(), steps)]) }),
     };
     write("sequence_example", with_broken(vec![seq.encode_to_vec(), examples[1].clone()]));
 

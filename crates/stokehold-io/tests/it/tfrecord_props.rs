@@ -32,7 +32,7 @@ fn arb_feature() -> impl Strategy<Value = proto::Feature> {
 }
 
 fn arb_example() -> impl Strategy<Value = proto::Example> {
-    prop::collection::hash_map("[a-z]{1,6}", arb_feature(), 0..6).prop_map(|feature| {
+    prop::collection::btree_map("[a-z]{1,6}", arb_feature(), 0..6).prop_map(|feature| {
         proto::Example {
             features: Some(proto::Features { feature }),
         }

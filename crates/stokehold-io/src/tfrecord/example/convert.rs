@@ -18,7 +18,7 @@ pub fn encode_example(e: &Example) -> Result<Vec<u8>> {
 
 /// The prost message for a core example.
 pub fn to_proto(e: &Example) -> Result<proto::Example> {
-    let mut feature = std::collections::HashMap::with_capacity(e.len());
+    let mut feature = std::collections::BTreeMap::new();
     for (name, v) in e.iter() {
         let Value::Tensor(t) = v else {
             return Err(Error::schema(
@@ -193,9 +193,9 @@ mod tests {
         let tokens = proto::FeatureList {
             feature: vec![f(vec![1, 2]), f(vec![]), f(vec![3])],
         };
-        let mut lists = std::collections::HashMap::new();
+        let mut lists = std::collections::BTreeMap::new();
         lists.insert("tokens".to_string(), tokens);
-        let mut ctx = std::collections::HashMap::new();
+        let mut ctx = std::collections::BTreeMap::new();
         ctx.insert("id".to_string(), f(vec![7]));
         let se = proto::SequenceExample {
             context: Some(proto::Features { feature: ctx }),
@@ -214,5 +214,39 @@ mod tests {
         assert_eq!(&r.splits()[..], &[0, 2, 2, 3]);
         assert_eq!(r.values().to_vec::<i64>().unwrap(), vec![1, 2, 3]);
         assert!(decode_sequence_example(b"\x0a\x05garbage").is_err());
+    }
+
+    #[test]
+    fn the_same_example_encodes_to_the_same_bytes_in_name_order() {
+        // Features inserted out of name order: the encoding follows the names, every time (a
+        // hash map's order differed from map to map, so two writes of one dataset differed).
+        let names = [
+            "zeta", "alpha", "mu", "beta", "omega", "kappa", "delta", "gamma",
+        ];
+        let mut e = Example::new();
+        for (i, n) in names.iter().enumerate() {
+            e.insert(
+                n,
+                Value::Tensor(Tensor::from_vec(vec![1], vec![i as i64]).unwrap()),
+            );
+        }
+        let first = encode_example(&e).unwrap();
+        for _ in 0..20 {
+            assert_eq!(encode_example(&e).unwrap(), first);
+        }
+        let p = <proto::Example as prost::Message>::decode(&first[..]).unwrap();
+        let got: Vec<&String> = p.features.as_ref().unwrap().feature.keys().collect();
+        let mut sorted = names.to_vec();
+        sorted.sort_unstable();
+        assert_eq!(got, sorted);
+        // The keys come back sorted whatever the container: check the bytes themselves.
+        let at = |n: &str| {
+            first
+                .windows(n.len())
+                .position(|w| w == n.as_bytes())
+                .unwrap()
+        };
+        let offsets: Vec<usize> = sorted.iter().map(|n| at(n)).collect();
+        assert!(offsets.windows(2).all(|w| w[0] < w[1]), "{offsets:?}");
     }
 }

@@ -2,7 +2,7 @@
 //! (no protoc needed). Field numbers and types follow the .proto files exactly, so the wire format
 //! is TensorFlow's.
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 
 /// `tf.train.BytesList`.
 #[derive(Clone, PartialEq, prost::Message)]
@@ -53,9 +53,10 @@ pub enum Kind {
 /// `tf.train.Features`: a map from name to feature.
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct Features {
-    /// The features by name.
-    #[prost(map = "string, message", tag = "1")]
-    pub feature: HashMap<String, Feature>,
+    /// The features by name, encoded in name order: a HashMap's order changes from map to map,
+    /// which made two writes of the same examples differ byte for byte.
+    #[prost(btree_map = "string, message", tag = "1")]
+    pub feature: BTreeMap<String, Feature>,
 }
 
 /// `tf.train.Example`.
@@ -78,8 +79,8 @@ pub struct FeatureList {
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct FeatureLists {
     /// The sequences by name.
-    #[prost(map = "string, message", tag = "1")]
-    pub feature_list: HashMap<String, FeatureList>,
+    #[prost(btree_map = "string, message", tag = "1")]
+    pub feature_list: BTreeMap<String, FeatureList>,
 }
 
 /// `tf.train.SequenceExample`.
