@@ -68,8 +68,12 @@ struct State {
 }
 
 static STATE: Mutex<Option<Arc<State>>> = Mutex::new(None);
-/// Options per store (`scheme://bucket`), and for every store (key `""`).
-static OPTIONS: Mutex<Option<HashMap<String, Vec<(String, String)>>>> = Mutex::new(None);
+/// Option pairs (key, value) by store (`scheme://bucket`), and for every store (key `""`).
+type StoreOptions = HashMap<String, Vec<(String, String)>>;
+static OPTIONS: Mutex<Option<StoreOptions>> = Mutex::new(None);
+
+/// One ranged `GET`'s answer: the ETag it came from and its bytes.
+type Answer = std::result::Result<(Option<String>, Bytes), object_store::Error>;
 
 /// Extra configuration for the stores built from now on: for `store` (`s3://bucket`), or for
 /// every store when `store` is `""`. Keys are object_store's for the scheme, e.g.
@@ -378,10 +382,7 @@ impl RemoteObject {
             .collect();
         let path = self.path.clone();
         let sem = st.in_flight.clone();
-        let got: Vec<(
-            Range<u64>,
-            std::result::Result<(Option<String>, Bytes), object_store::Error>,
-        )> = st.rt.block_on(async move {
+        let got: Vec<(Range<u64>, Answer)> = st.rt.block_on(async move {
             futures_util::stream::iter(reqs)
                 .map(|(r, opts)| {
                     let (s, path, sem) = (s.clone(), path.clone(), sem.clone());

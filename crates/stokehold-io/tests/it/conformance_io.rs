@@ -17,11 +17,16 @@ const CUTS: usize = 40;
 
 /// 30 records: an int64 id, a ragged float32 clip of 0..5 values, a bytes label.
 fn source() -> Dataset {
-    let n = 30usize;
+    clips(30, 5)
+}
+
+/// `n` records: an int64 id, a ragged float32 clip of `i % max_len` values, a bytes label (the
+/// shape of data every io test writes and reads back).
+pub(crate) fn clips(n: usize, max_len: usize) -> Dataset {
     let mut splits = vec![0u64];
     let mut values = Vec::new();
     for i in 0..n {
-        for k in 0..i % 5 {
+        for k in 0..i % max_len {
             values.push((i * 10 + k) as f32);
         }
         splits.push(values.len() as u64);

@@ -8,7 +8,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use stokehold_core::{Dataset, Example, MapDataset, Ragged, Tensor, Value};
+use stokehold_core::{Dataset, Example, MapDataset, Tensor, Value};
 use stokehold_io::files::{list_files, read_bytes};
 use stokehold_io::shard::{Compression, ShardDataset, WriteOptions};
 use stokehold_io::storage;
@@ -17,29 +17,9 @@ use stokehold_io::tfrecord::{tfrecord_dataset, ReadOptions, RecordReader, ShardO
 
 use super::remote_server::{make_bucket, moto, Fault, Proxy};
 
-/// 200 records: an int64 id, a ragged float32 clip, a bytes label.
+/// `n` records: an int64 id, a ragged float32 clip, a bytes label.
 fn source(n: usize) -> Dataset {
-    let mut splits = vec![0u64];
-    let mut values = Vec::new();
-    for i in 0..n {
-        for k in 0..i % 7 {
-            values.push((i * 10 + k) as f32);
-        }
-        splits.push(values.len() as u64);
-    }
-    let mut e = Example::new();
-    e.insert(
-        "id",
-        Value::Tensor(Tensor::from_vec(vec![n], (0..n as i64).collect()).unwrap()),
-    );
-    let values = Tensor::from_vec(vec![values.len()], values).unwrap();
-    e.insert(
-        "clip",
-        Value::Ragged(Ragged::new(values, splits.into()).unwrap()),
-    );
-    let labels: Vec<String> = (0..n).map(|i| format!("label-{i}")).collect();
-    e.insert("label", Value::Tensor(Tensor::strings(&labels)));
-    Dataset::from_columns(e).unwrap()
+    super::conformance_io::clips(n, 7)
 }
 
 fn shard_opts(compression: Compression) -> WriteOptions {

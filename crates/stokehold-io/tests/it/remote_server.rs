@@ -142,10 +142,9 @@ pub enum Fault {
 }
 
 /// A proxy on loopback in front of moto; `decide(n, method, target)` picks the fault for the
-/// n-th request (counted from 0). Counts requests and faults.
+/// n-th request (counted from 0). Counts the faults it injected.
 pub struct Proxy {
     pub port: u16,
-    pub requests: Arc<AtomicUsize>,
     pub faults: Arc<AtomicUsize>,
 }
 
@@ -159,7 +158,7 @@ impl Proxy {
         let requests = Arc::new(AtomicUsize::new(0));
         let faults = Arc::new(AtomicUsize::new(0));
         let decide: Arc<Decide> = Arc::new(decide);
-        let (rq, ft) = (requests.clone(), faults.clone());
+        let (rq, ft) = (requests, faults.clone());
         std::thread::spawn(move || {
             for conn in listener.incoming() {
                 let Ok(conn) = conn else { continue };
@@ -169,11 +168,7 @@ impl Proxy {
                 });
             }
         });
-        Proxy {
-            port,
-            requests,
-            faults,
-        }
+        Proxy { port, faults }
     }
 
     /// Points the store `s3://bucket` at this proxy.
