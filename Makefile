@@ -13,9 +13,10 @@ DEMO_ARGS ?=
 # What the Python tests and checks need; nothing else goes into .venv (numpy is never assumed
 # preinstalled). jax and keras (run on the jax backend) are here so that their adapters are
 # tested; the benchmark peers (tensorflow, torch, grain, ...) never are. ray[data] (with pyarrow)
-# is here so that stokehold.ray runs its tests on a real local Ray cluster.
+# is here so that stokehold.ray runs its tests on a real local Ray cluster; moto's S3 server so
+# that object storage is tested against a real server on loopback (Rust and Python tests start it).
 PY_TEST_DEPS := "maturin>=1.16,<2" "pytest>=8" "pytest-timeout>=2.3" "numpy>=1.26" \
-	"mypy>=1.18" "ruff>=0.14" "jax>=0.4.30" "keras>=3.5" "ray[data]==2.60.0"
+	"mypy>=1.18" "ruff>=0.14" "jax>=0.4.30" "keras>=3.5" "ray[data]==2.60.0" "moto[server]>=5.1"
 
 .PHONY: demo test test-rust test-python check check-rust check-python wheel check-wheel bench bench-quick
 
@@ -26,9 +27,10 @@ demo:
 test: test-rust test-python
 
 # The default workspace members: everything but the bindings crate, which needs libpython to link
-# its tests and is exercised through pytest instead.
-test-rust:
-	$(CARGO) test
+# its tests and is exercised through pytest instead. The CLI turns on stokehold-io's `remote`
+# feature, so the object-store tests run too, against the .venv's moto_server.
+test-rust: $(VENV)/.deps
+	STOKEHOLD_MOTO=$(abspath $(VENV))/bin/moto_server $(CARGO) test
 
 # The venv is rebuilt when this Makefile (and so the dependency list) changes.
 $(VENV)/.deps: Makefile

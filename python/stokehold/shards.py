@@ -46,7 +46,8 @@ def open_shards(
         cache_dir: a local shard cache folder (``docs/CACHE.md``; default None: no cache). Every
             shard is copied there whole once (several at a time, checked against the manifest's
             CRC32C), then read from local disk; later opens, and other processes sharing the
-            folder, reuse the copies. For folders on slow or mounted file systems.
+            folder, reuse the copies. For object-store URLs (``s3://bucket/train``: random access
+            and global shuffle at local-disk speed) and folders on slow or mounted file systems.
         cache_bytes: the cache folder's cap in bytes (required with ``cache_dir``); least recently
             used shards are evicted to stay under it. A folder larger than the cap is refused.
 

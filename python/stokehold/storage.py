@@ -2,7 +2,7 @@
 ``http(s)://`` URLs wherever it takes a path (see ``docs/STORAGE.md``); credentials and
 endpoints come from the usual environment variables, or from :func:`set_storage_options`."""
 
-from typing import Mapping
+from typing import Dict, Mapping
 
 from . import _native
 from ._args import fail
@@ -24,3 +24,11 @@ def set_storage_options(options: Mapping[str, str], store: str = "") -> None:
     if not isinstance(store, str):
         raise fail(op, "store", store, "must be a str such as 's3://bucket'")
     _native.set_storage_options(pairs, store)
+
+
+def storage_stats() -> Dict[str, int]:
+    """This process's object-store reads so far (counters since the process started; a forked
+    child goes on from its parent's): ``requests`` (GETs, hedges and resumed downloads included),
+    ``hedges`` (second requests sent for reads slower than the hedge delay, docs/STORAGE.md),
+    ``hedge_wins`` (hedges that answered first) and ``bytes`` (body bytes received)."""
+    return dict(_native.storage_stats())

@@ -2,11 +2,10 @@
 //! of the native `Dataset` (`python/stokehold/shards.py` holds the API and its documentation).
 
 use std::path::PathBuf;
-use std::sync::Arc;
 
 use pyo3::prelude::*;
 use stokehold_core::Dataset;
-use stokehold_io::storage::cached_shards::{open_cached, FolderSource, DEFAULT_READ_AHEAD};
+use stokehold_io::storage::cached_shards::{open_cached, shard_source, DEFAULT_READ_AHEAD};
 use stokehold_io::storage::local_cache::LocalCache;
 
 use crate::dataset::PyDataset;
@@ -14,7 +13,8 @@ use crate::errors::{guard, ok};
 
 #[pymethods]
 impl PyDataset {
-    /// Opens the shard folder `path` through the cache folder `cache_dir` (cap `cache_bytes`).
+    /// Opens the shard folder `path` (a folder or an object-store URL) through the cache folder
+    /// `cache_dir` (cap `cache_bytes`).
     #[staticmethod]
     fn open_shards_cached(
         py: Python<'_>,
@@ -26,7 +26,7 @@ impl PyDataset {
         guard(|| {
             let r = py.detach(|| {
                 let cache = LocalCache::open(&cache_dir, cache_bytes)?;
-                let source = Arc::new(FolderSource::new(&path));
+                let source = shard_source(&path)?;
                 open_cached(source, &cache, verify, DEFAULT_READ_AHEAD)
             });
             ok(py, r).map(|d| PyDataset::from_dataset(Dataset::from_map(d)))

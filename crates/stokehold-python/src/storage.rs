@@ -2,6 +2,7 @@
 //! wherever they take paths (`stokehold_io::storage`, docs/STORAGE.md).
 
 use pyo3::prelude::*;
+use pyo3::types::PyDict;
 
 use crate::errors::guard;
 
@@ -16,8 +17,22 @@ fn set_storage_options(options: Vec<(String, String)>, store: String) -> PyResul
     })
 }
 
+/// This process's object-store reads so far: `requests` (GETs, hedges and resumed downloads
+/// included), `hedges` sent, `hedge_wins` (hedges that answered first), body `bytes` received.
+#[pyfunction]
+fn storage_stats(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
+    let s = stokehold_io::storage::remote::stats();
+    let d = PyDict::new(py);
+    d.set_item("requests", s.requests)?;
+    d.set_item("hedges", s.hedges)?;
+    d.set_item("hedge_wins", s.hedge_wins)?;
+    d.set_item("bytes", s.bytes)?;
+    Ok(d)
+}
+
 /// Adds the storage functions to the extension module.
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(set_storage_options, m)?)?;
+    m.add_function(wrap_pyfunction!(storage_stats, m)?)?;
     Ok(())
 }

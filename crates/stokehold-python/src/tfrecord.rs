@@ -225,7 +225,8 @@ impl PyDataset {
     }
 
     /// Writes one epoch to TFRecord shards; `progress(records, total)` is called now and
-    /// then (at most every 0.2 s, and at the end). Returns the shard paths.
+    /// then (at most every 0.2 s, and at the end). Returns the shard paths as `str` (a
+    /// `PathBuf` reaches Python as a `pathlib.Path`, which turns `s3://b/k` into `s3:/b/k`).
     #[pyo3(signature = (directory, prefix, suffix, num_shards, records_per_shard, bytes_per_shard, compression, seed, index, progress, index_side_folder=false))]
     #[allow(clippy::too_many_arguments)]
     fn write_tfrecord(
@@ -242,7 +243,7 @@ impl PyDataset {
         index: bool,
         progress: Option<Py<PyAny>>,
         index_side_folder: bool,
-    ) -> PyResult<Vec<PathBuf>> {
+    ) -> PyResult<Vec<String>> {
         guard(|| {
             let compression: Compression = ok(py, compression.parse())?;
             let opts = ShardOptions {
@@ -281,7 +282,11 @@ impl PyDataset {
             if let Some(e) = cb_err {
                 return Err(e);
             }
-            ok(py, r)
+            let paths = ok(py, r)?;
+            Ok(paths
+                .iter()
+                .map(|p| p.to_string_lossy().into_owned())
+                .collect())
         })
     }
 }

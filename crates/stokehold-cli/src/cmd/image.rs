@@ -5,7 +5,7 @@ use std::io::Read;
 use std::path::Path;
 
 use anyhow::Context;
-use stokehold_io::image;
+use stokehold_io::{image, storage};
 
 /// Whether `path` starts with an image signature; read this many bytes to tell.
 const SIGNATURE_BYTES: u64 = 16;
@@ -17,14 +17,25 @@ pub fn inspect(path: &Path) -> anyhow::Result<bool> {
         return Ok(false);
     }
     let mut head = Vec::new();
-    std::fs::File::open(path)
-        .and_then(|f| f.take(SIGNATURE_BYTES).read_to_end(&mut head))
-        .with_context(|| format!("reading {}", path.display()))?;
+    if storage::is_remote(path) {
+        // A URL that is no object (a shard folder's prefix) is for the other formats.
+        let Some(meta) = storage::head(path)? else {
+            return Ok(false);
+        };
+        let object = storage::open_object(path)?;
+        head = object
+            .read_range(0..SIGNATURE_BYTES.min(meta.size))?
+            .to_vec();
+    } else {
+        std::fs::File::open(path)
+            .and_then(|f| f.take(SIGNATURE_BYTES).read_to_end(&mut head))
+            .with_context(|| format!("reading {}", path.display()))?;
+    }
     if image::sniff(&head).is_err() {
         return Ok(false);
     }
     // Headers can sit behind large metadata segments (Exif, ICC): read the file.
-    let data = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+    let data = storage::read(path).with_context(|| format!("reading {}", path.display()))?;
     let i = image::probe(&data).with_context(|| format!("inspecting {}", path.display()))?;
     println!(
         "{}: {} image, {}x{} (width x height), {} channel{}, {}-bit",

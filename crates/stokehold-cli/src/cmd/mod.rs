@@ -7,3 +7,4 @@ pub mod image;
 pub mod shard;
 pub mod table;
 pub mod tfrecord;
+pub mod upload;

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context};
 use stokehold_io::shard;
 use stokehold_io::tfrecord::index::build_index_in;
-use stokehold_io::tfrecord::inspect::{inspect_file, verify_file};
+use stokehold_io::tfrecord::inspect::{inspect_file_with, verify_file};
 use stokehold_io::tfrecord::{Compression, OnCorrupt, ReadOptions};
 use stokehold_io::units::{bytes, count, count_with};
 
@@ -28,6 +28,9 @@ pub struct InspectArgs {
     /// auto, none, gzip or zlib (TFRecord files).
     #[arg(long, default_value = "auto")]
     compression: String,
+    /// Hide the progress bar (hidden anyway when stderr is not a terminal).
+    #[arg(long)]
+    no_progress: bool,
     /// Decode at most this many records per file as Examples (all are counted).
     #[arg(long, value_name = "N")]
     max_records: Option<u64>,
@@ -63,8 +66,15 @@ pub fn inspect(args: InspectArgs) -> anyhow::Result<()> {
             compression: compression(&args.compression, f)?,
             ..Default::default()
         };
-        let rep = inspect_file(f, opts, args.max_records)
+        // Bytes and rate of the file read: a remote file streams over the network.
+        let size = stokehold_io::storage::head(f)
+            .ok()
+            .flatten()
+            .map(|m| m.size);
+        let pb = stokehold_cli::progress::byte_bar(size, "inspect", !args.no_progress);
+        let rep = inspect_file_with(f, opts, args.max_records, &mut |o| pb.set_position(o))
             .with_context(|| format!("inspecting {}", f.display()))?;
+        pb.finish_and_clear();
         println!("{} ({})", f.display(), opts.compression);
         print!("{rep}");
         corrupt += rep.corrupt;
@@ -150,7 +160,10 @@ pub fn verify(args: VerifyArgs) -> anyhow::Result<()> {
             let ds =
                 shard::ShardDataset::open(f).with_context(|| format!("opening {}", f.display()))?;
             let n = ds.manifest().num_records;
-            match ds.verify() {
+            // Shard folders' bytes join the bar's total as they are opened.
+            pb.inc_length(ds.manifest().shards.iter().map(|s| s.bytes).sum());
+            let base = pb.position();
+            match ds.verify_with(&mut |done| pb.set_position(base + done)) {
                 Ok(()) => {
                     records += n;
                     pb.suspend(|| println!("{}: ok, {}", f.display(), count(n, "record")));

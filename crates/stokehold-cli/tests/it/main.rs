@@ -3,5 +3,6 @@
 mod cli;
 mod image;
 mod polish;
+mod remote;
 mod shard;
 mod tfrecord;

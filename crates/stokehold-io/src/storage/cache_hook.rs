@@ -2,10 +2,9 @@
 //! [`super::set_object_cache`], every remote object [`super::open`] opens is copied whole into the
 //! [`LocalCache`] once (keyed by its URL, versioned by its ETag and size) and read as a local map.
 
-use std::io::Write;
 use std::path::PathBuf;
 
-use stokehold_core::{Error, Result};
+use stokehold_core::Result;
 
 use super::local_cache::LocalCache;
 use super::{Object, ObjectCache};
@@ -22,8 +21,7 @@ impl ObjectCache for LocalCache {
         // rewrite could be served stale; S3, GCS and Azure always send one.
         let version = meta.version.clone().unwrap_or_default();
         let got = self.get_or_fill(&meta.location, &version, meta.size, |f| {
-            let data = object.read_all()?;
-            f.write_all(&data).map_err(|e| Error::io(&meta.location, e))
+            object.copy_to(f).map(drop)
         })?;
         Ok(Some(got.path().to_path_buf()))
     }

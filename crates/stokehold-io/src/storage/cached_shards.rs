@@ -76,6 +76,18 @@ impl ShardSource for FolderSource {
     }
 }
 
+/// The source of the shard folder at `location`: an object-store URL (cargo feature `remote`)
+/// or a local or mounted folder.
+pub fn shard_source(location: &Path) -> Result<Arc<dyn ShardSource>> {
+    match location.to_str() {
+        #[cfg(feature = "remote")]
+        Some(url) if super::is_url(url) => Ok(Arc::new(super::remote_shards::UrlSource::new(url)?)),
+        #[cfg(not(feature = "remote"))]
+        Some(url) if super::is_url(url) => Err(super::no_remote(url)),
+        _ => Ok(Arc::new(FolderSource::new(location))),
+    }
+}
+
 fn h64(s: &[u8]) -> u64 {
     crc_fast::checksum(crc_fast::CrcAlgorithm::Crc64Nvme, s)
 }

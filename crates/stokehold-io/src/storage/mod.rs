@@ -24,6 +24,8 @@ use std::sync::{Arc, RwLock};
 use bytes::Bytes;
 use stokehold_core::{Error, Result};
 
+#[cfg(feature = "remote")]
+pub mod aws_profile;
 mod cache_hook;
 pub mod cached_shards;
 mod local;
@@ -31,7 +33,10 @@ pub mod local_cache;
 pub mod read_ahead;
 #[cfg(feature = "remote")]
 pub mod remote;
+#[cfg(feature = "remote")]
+pub mod remote_shards;
 mod staging;
+pub mod stream_ahead;
 mod url;
 
 pub use self::staging::{remote_path, write_staged};
@@ -121,6 +126,19 @@ impl Object {
     /// The whole object.
     pub fn read_all(&self) -> Result<Bytes> {
         self.read_range(0..self.meta.size)
+    }
+
+    /// Writes the whole object into `out`, streaming (one request for a remote object, resumed
+    /// where a body breaks off); the number of bytes written is the object's size.
+    pub fn copy_to(&self, out: &mut dyn std::io::Write) -> Result<u64> {
+        match &self.backend {
+            ObjectBackend::Local(b) => out
+                .write_all(b)
+                .map(|()| b.len() as u64)
+                .map_err(|e| Error::io(&self.meta.location, e)),
+            #[cfg(feature = "remote")]
+            ObjectBackend::Remote(r) => r.copy_to(out),
+        }
     }
 
     /// Copies the whole object to `dest` (written to a temporary name and renamed, so `dest`
@@ -261,12 +279,17 @@ pub fn write(location: &Path, data: Bytes) -> Result<()> {
 /// Uploads the local file `src` to `location` (multipart for large files); a local `location` is
 /// a copy.
 pub fn upload(src: &Path, location: &Path) -> Result<()> {
+    upload_with(src, location, &mut |_| {})
+}
+
+/// [`upload`], telling `sent` the bytes of each part as it is handed to the store.
+pub fn upload_with(src: &Path, location: &Path, sent: &mut dyn FnMut(u64)) -> Result<()> {
     match remote_url(location)? {
         None => std::fs::copy(src, location)
-            .map(drop)
+            .map(&mut *sent)
             .map_err(|e| Error::io(location, e)),
         #[cfg(feature = "remote")]
-        Some(url) => remote::upload_file(src, url),
+        Some(url) => remote::upload_file(src, url, sent),
         #[cfg(not(feature = "remote"))]
         Some(url) => Err(no_remote(url)),
     }
@@ -342,6 +365,24 @@ impl std::io::Read for ObjectRead {
         self.pos += n as u64;
         Ok(n)
     }
+}
+
+/// What an upload reports: bytes handed to the store so far, and the bytes of the whole upload.
+pub type UploadProgress = dyn Fn(u64, u64) + Send + Sync;
+
+static UPLOAD_PROGRESS: RwLock<Option<Arc<UploadProgress>>> = RwLock::new(None);
+
+/// Installs (or with `None` removes) the callback every staged upload (`write_shards`,
+/// `write_tfrecord` and the CLI writing to a URL) reports its progress to; the CLI's byte bar.
+pub fn set_upload_progress(progress: Option<Arc<UploadProgress>>) {
+    *UPLOAD_PROGRESS.write().unwrap_or_else(|e| e.into_inner()) = progress;
+}
+
+fn upload_progress() -> Option<Arc<UploadProgress>> {
+    UPLOAD_PROGRESS
+        .read()
+        .unwrap_or_else(|e| e.into_inner())
+        .clone()
 }
 
 /// Options for the object stores built from now on: for `store` (`s3://bucket`) or, with `""`,

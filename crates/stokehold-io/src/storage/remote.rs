@@ -10,11 +10,14 @@
 //! `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_REGION`, `AWS_ALLOW_HTTP`, `GOOGLE_*`,
 //! `AZURE_*`), then from [`set_options`] (object_store's config keys, e.g. `aws_endpoint`).
 //! Requests retry with exponential backoff on 5xx, timeouts and dropped connections
-//! (object_store's `RetryConfig`); at most [`MAX_IN_FLIGHT`] run at once per process.
+//! (object_store's `RetryConfig`); at most [`MAX_IN_FLIGHT`] run at once per process. A ranged
+//! read that has not answered within a hedge delay gets one second, identical request, and the
+//! first full answer wins (`remote/hedge.rs`); [`stats`] counts requests and hedges.
 
 use std::collections::HashMap;
 use std::ops::Range;
 use std::path::Path as FsPath;
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -27,9 +30,12 @@ use object_store::{
 };
 use stokehold_core::{Error, Result};
 use tokio::runtime::Runtime;
-use tokio::sync::Semaphore;
 
+use self::hedge::{hedged_get, Shared, BYTES, REQUESTS};
+pub use self::hedge::{stats, Stats};
 use super::{split_url, Meta};
+
+mod hedge;
 
 /// Requests in flight per process at most: enough to hide S3's ~20-50 ms first-byte latency at
 /// several GB/s, few enough not to be throttled (S3 allows thousands per prefix per second).
@@ -46,6 +52,24 @@ const MAX_REQUEST: u64 = 16 << 20;
 /// Parts of a multipart upload: S3's minimum part is 5 MiB; 16 MiB keeps a 10 GB file well under
 /// the 10 000-part limit.
 const PART_SIZE: usize = 16 << 20;
+
+/// Times a whole-object download ([`RemoteObject::copy_to`]) goes on after its body broke off:
+/// object_store retries a request until its answer starts, not a body cut mid-way, and a shard of
+/// hundreds of MiB is worth resuming rather than failing.
+const RESUMES: u32 = 4;
+
+/// Errors a resumed download would meet again: a missing object, refused credentials, a changed
+/// object (the ETag no longer matches).
+fn is_final(e: &object_store::Error) -> bool {
+    use object_store::Error as E;
+    matches!(
+        e,
+        E::NotFound { .. }
+            | E::PermissionDenied { .. }
+            | E::Unauthenticated { .. }
+            | E::Precondition { .. }
+    )
+}
 
 /// Tries per request before an error, and the backoff between them.
 fn retry_config() -> RetryConfig {
@@ -64,7 +88,7 @@ struct State {
     pid: u32,
     rt: Runtime,
     stores: Mutex<HashMap<String, Arc<dyn ObjectStore>>>,
-    in_flight: Arc<Semaphore>,
+    shared: Shared,
 }
 
 static STATE: Mutex<Option<Arc<State>>> = Mutex::new(None);
@@ -90,13 +114,36 @@ pub fn set_options(store: &str, options: Vec<(String, String)>) {
     }
 }
 
-/// The options for `base`: those for every store, then its own.
+/// The options for `base`: those for every store, then its own. Of the options for every store,
+/// a key named for one backend (`aws_*`, `google_*`, `azure_*`) reaches only that backend's
+/// stores: S3 options set for all stores must not make an `http://` or `gs://` store refuse a
+/// key it does not know. A store's own options are passed as given, so a wrong key is an error.
 fn options_for(base: &str) -> Vec<(String, String)> {
     let g = OPTIONS.lock().unwrap_or_else(|e| e.into_inner());
     let Some(m) = g.as_ref() else {
         return Vec::new();
     };
-    let mut out = m.get("").cloned().unwrap_or_default();
+    let scheme = super::url::scheme(base);
+    let mine = match scheme.as_str() {
+        "s3" | "s3a" => "aws_",
+        "gs" => "google_",
+        "az" | "abfs" | "abfss" => "azure_",
+        _ => "",
+    };
+    let for_this = |k: &str| {
+        let k = k.to_ascii_lowercase();
+        let named = ["aws_", "google_", "azure_"]
+            .into_iter()
+            .find(|p| k.starts_with(p));
+        named.is_none_or(|p| p == mine)
+    };
+    let mut out: Vec<(String, String)> = m
+        .get("")
+        .into_iter()
+        .flatten()
+        .filter(|(k, _)| for_this(k))
+        .cloned()
+        .collect();
     out.extend(m.get(base).cloned().unwrap_or_default());
     out
 }
@@ -124,7 +171,7 @@ fn state() -> Result<Arc<State>> {
         pid,
         rt,
         stores: Mutex::new(HashMap::new()),
-        in_flight: Arc::new(Semaphore::new(MAX_IN_FLIGHT)),
+        shared: Shared::new(),
     });
     *g = Some(s.clone());
     Ok(s)
@@ -141,23 +188,25 @@ fn store(st: &State, base: &str) -> Result<Arc<dyn ObjectStore>> {
         return Ok(s.clone());
     }
     let options = options_for(base);
-    let scheme = base
-        .split_once("://")
-        .map_or("", |p| p.0)
-        .to_ascii_lowercase();
+    let scheme = super::url::scheme(base);
     let built: std::result::Result<Arc<dyn ObjectStore>, object_store::Error> = match scheme
         .as_str()
     {
         "s3" | "s3a" => {
             use object_store::aws::AmazonS3Builder;
             let mut b = AmazonS3Builder::from_env().with_url(base);
-            for (k, v) in &options {
+            // The AWS profile fills what the environment leaves unset; options set in code
+            // come after it and win.
+            let mut settings = super::aws_profile::settings().map_err(|e| bad_url(base, e))?;
+            settings.extend(options.iter().cloned());
+            for (k, v) in &settings {
                 b = b.with_config(k.parse().map_err(|e| bad_url(base, e))?, v);
             }
             // An http:// endpoint (a local S3 such as moto or MinIO) needs no separate
             // switch: naming it is the intent.
-            let endpoint = options
+            let endpoint = settings
                 .iter()
+                .rev()
                 .find(|(k, _)| k.contains("endpoint"))
                 .map(|(_, v)| v.clone())
                 .or_else(|| std::env::var("AWS_ENDPOINT_URL").ok())
@@ -263,9 +312,8 @@ fn run<T>(
     st: &State,
     fut: impl std::future::Future<Output = std::result::Result<T, object_store::Error>>,
 ) -> std::result::Result<T, object_store::Error> {
-    let sem = st.in_flight.clone();
     st.rt.block_on(async move {
-        let _permit = sem.acquire().await.expect("never closed");
+        let _permit = st.shared.in_flight.acquire().await.expect("never closed");
         fut.await
     })
 }
@@ -331,15 +379,82 @@ impl RemoteObject {
         let st = state()?;
         let s = store(&st, &self.base)?;
         let opts = self.get_options(&range);
-        let path = self.path.clone();
-        let got = run(&st, async move {
-            let r = s.get_opts(&path, opts).await?;
-            let e_tag = r.meta.e_tag.clone();
-            Ok::<_, object_store::Error>((e_tag, r.bytes().await?))
-        });
+        let len = range.end - range.start;
+        let got = st
+            .rt
+            .block_on(hedged_get(&st.shared, &s, &self.path, opts, len));
         let (e_tag, data) = got.map_err(|e| store_error(&self.meta.location, range.start, e))?;
         self.check(&range, e_tag, &data)?;
         Ok(data)
+    }
+
+    /// The whole object streamed into `out` by one `GET` pinned to the opened ETag; a body that
+    /// breaks off is resumed from where it stopped (a ranged `GET`, pinned the same way) up to
+    /// [`RESUMES`] times. The bytes written are exactly the object's size, or an error naming the
+    /// URL and the offset. For the local cache's fills: nothing is held in memory but one chunk.
+    pub fn copy_to(&self, out: &mut dyn std::io::Write) -> Result<u64> {
+        let size = self.meta.size;
+        let st = state()?;
+        let s = store(&st, &self.base)?;
+        let mut written = 0u64;
+        let mut resumes = 0;
+        while written < size {
+            let opts = self.get_options(&(written..size));
+            let (s, path, sem) = (&s, &self.path, &st.shared.in_flight);
+            let url = &self.meta.location;
+            let got: std::result::Result<Option<String>, (u64, object_store::Error)> =
+                st.rt.block_on(async {
+                    let _permit = sem.acquire().await.expect("never closed");
+                    REQUESTS.fetch_add(1, Ordering::Relaxed);
+                    let g = s.get_opts(path, opts).await.map_err(|e| (written, e))?;
+                    let e_tag = g.meta.e_tag.clone();
+                    let mut body = g.into_stream();
+                    while let Some(chunk) = body.next().await {
+                        let chunk = chunk.map_err(|e| (written, e))?;
+                        if written + chunk.len() as u64 > size {
+                            break; // reported below as a length mismatch
+                        }
+                        out.write_all(&chunk).map_err(|e| {
+                            let e = object_store::Error::Generic {
+                                store: "local file",
+                                source: Box::new(e),
+                            };
+                            (written, e)
+                        })?;
+                        written += chunk.len() as u64;
+                        BYTES.fetch_add(chunk.len() as u64, Ordering::Relaxed);
+                    }
+                    Ok(e_tag)
+                });
+            match got {
+                Ok(e_tag) => {
+                    if let (Some(want), Some(got)) = (&self.meta.version, &e_tag) {
+                        if want != got {
+                            return Err(Error::corrupt(
+                                url,
+                                written,
+                                format!("the object changed since it was opened (ETag {got}, opened as {want})"),
+                            ));
+                        }
+                    }
+                    if written != size {
+                        if resumes < RESUMES && written < size {
+                            resumes += 1;
+                            continue;
+                        }
+                        return Err(Error::corrupt(
+                            url,
+                            written,
+                            format!("short read: the body ended at offset {written} of {size}"),
+                        ));
+                    }
+                }
+                // A body that broke off mid-way (a dropped connection): go on from there.
+                Err((_, e)) if resumes < RESUMES && !is_final(&e) => resumes += 1,
+                Err((at, e)) => return Err(store_error(url, at, e)),
+            }
+        }
+        Ok(written)
     }
 
     /// The checks every response passes: the version it came from, and its length.
@@ -380,27 +495,16 @@ impl RemoteObject {
             .iter()
             .map(|r| (r.clone(), self.get_options(r)))
             .collect();
-        let path = self.path.clone();
-        let sem = st.in_flight.clone();
-        let got: Vec<(Range<u64>, Answer)> = st.rt.block_on(async move {
+        let (s, path, shared) = (&s, &self.path, &st.shared);
+        let got: Vec<(Range<u64>, Answer)> = st.rt.block_on(
             futures_util::stream::iter(reqs)
-                .map(|(r, opts)| {
-                    let (s, path, sem) = (s.clone(), path.clone(), sem.clone());
-                    async move {
-                        let _permit = sem.acquire().await.expect("never closed");
-                        let res = async {
-                            let g = s.get_opts(&path, opts).await?;
-                            let e_tag = g.meta.e_tag.clone();
-                            Ok::<_, object_store::Error>((e_tag, g.bytes().await?))
-                        }
-                        .await;
-                        (r, res)
-                    }
+                .map(|(r, opts)| async move {
+                    let len = r.end - r.start;
+                    (r, hedged_get(shared, s, path, opts, len).await)
                 })
                 .buffered(MAX_IN_FLIGHT)
-                .collect()
-                .await
-        });
+                .collect(),
+        );
         let mut blocks = Vec::with_capacity(got.len());
         for (r, res) in got {
             let (e_tag, data) = res.map_err(|e| store_error(&self.meta.location, r.start, e))?;
@@ -497,14 +601,16 @@ pub fn put(url: &str, data: Bytes) -> Result<()> {
 
 /// Uploads the local file `src` as the object at `url`, in [`PART_SIZE`] parts (a multipart
 /// upload: the object appears only when the last part is committed; a failure aborts it).
-pub fn upload_file(src: &FsPath, url: &str) -> Result<()> {
+pub fn upload_file(src: &FsPath, url: &str, sent: &mut dyn FnMut(u64)) -> Result<()> {
     use std::io::Read;
     let mut f = std::fs::File::open(src).map_err(|e| Error::io(src, e))?;
     let size = f.metadata().map_err(|e| Error::io(src, e))?.len();
     if size <= PART_SIZE as u64 {
         let mut v = Vec::with_capacity(size as usize);
         f.read_to_end(&mut v).map_err(|e| Error::io(src, e))?;
-        return put(url, Bytes::from(v));
+        put(url, Bytes::from(v))?;
+        sent(size);
+        return Ok(());
     }
     let st = state()?;
     let (base, path) = parse(url)?;
@@ -529,6 +635,7 @@ pub fn upload_file(src: &FsPath, url: &str) -> Result<()> {
                     break;
                 }
                 w.write(&buf[..n]);
+                sent(n as u64);
             }
             w.finish().await?;
             Ok::<_, object_store::Error>(Ok(()))

@@ -44,10 +44,23 @@ pub fn write_staged<T>(
     };
     let (tail, head): (Vec<PathBuf>, Vec<PathBuf>) = files.into_iter().partition(|p| is_last(p));
     let base = remote.to_string_lossy();
+    let hook = super::upload_progress();
+    let total: u64 = head
+        .iter()
+        .chain(&tail)
+        .filter_map(|f| f.metadata().ok())
+        .map(|m| m.len())
+        .sum();
+    let mut done = 0u64;
     for f in head.iter().chain(&tail) {
         let rel = f.strip_prefix(&staging.0).expect("listed under it");
         let rel = rel.to_string_lossy().replace('\\', "/");
-        super::upload(f, Path::new(&super::join(&base, &rel)))?;
+        super::upload_with(f, Path::new(&super::join(&base, &rel)), &mut |n| {
+            done += n;
+            if let Some(h) = &hook {
+                h(done, total);
+            }
+        })?;
     }
     Ok(out)
 }

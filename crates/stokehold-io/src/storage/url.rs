@@ -3,10 +3,16 @@
 /// Schemes read through the object store backends.
 const SCHEMES: &[&str] = &["s3", "s3a", "gs", "az", "abfs", "abfss", "http", "https"];
 
+/// The lower-cased scheme of `s` (`"s3"` for `S3://b/k`); `""` when `s` has no `://`.
+pub fn scheme(s: &str) -> String {
+    s.split_once("://")
+        .map_or("", |(scheme, _)| scheme)
+        .to_ascii_lowercase()
+}
+
 /// Whether `s` is an object-store URL (`s3://`, `gs://`, `az://`, `abfs(s)://`, `http(s)://`).
 pub fn is_url(s: &str) -> bool {
-    s.split_once("://")
-        .is_some_and(|(scheme, _)| SCHEMES.contains(&scheme.to_ascii_lowercase().as_str()))
+    SCHEMES.contains(&scheme(s).as_str())
 }
 
 /// `(store, key)` of a URL: the store is `scheme://bucket` (`scheme://host[:port]` for HTTP), the

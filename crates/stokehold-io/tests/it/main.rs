@@ -11,8 +11,14 @@ mod image;
 mod local_cache;
 #[cfg(feature = "remote")]
 mod remote;
+#[cfg(all(feature = "remote", unix))]
+mod remote_cache;
+#[cfg(feature = "remote")]
+mod remote_hedge;
 #[cfg(feature = "remote")]
 mod remote_server;
+#[cfg(feature = "remote")]
+mod remote_stream;
 mod shard_bad;
 mod shard_compat;
 mod shard_crash;
@@ -20,6 +26,7 @@ mod shard_format;
 mod shard_resume;
 mod table;
 mod table_big;
+mod table_gather;
 mod table_shared;
 mod tfrecord_corrupt;
 mod tfrecord_dataset;

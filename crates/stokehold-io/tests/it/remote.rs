@@ -18,11 +18,11 @@ use stokehold_io::tfrecord::{tfrecord_dataset, ReadOptions, RecordReader, ShardO
 use super::remote_server::{make_bucket, moto, Fault, Proxy};
 
 /// `n` records: an int64 id, a ragged float32 clip, a bytes label.
-fn source(n: usize) -> Dataset {
+pub fn source(n: usize) -> Dataset {
     super::conformance_io::clips(n, 7)
 }
 
-fn shard_opts(compression: Compression) -> WriteOptions {
+pub fn shard_opts(compression: Compression) -> WriteOptions {
     WriteOptions {
         compression,
         shard_bytes: 2048,
@@ -32,7 +32,7 @@ fn shard_opts(compression: Compression) -> WriteOptions {
 }
 
 /// Uploads every file under `local` to `url` (keys relative to `local`).
-fn upload_dir(local: &Path, url: &str) {
+pub fn upload_dir(local: &Path, url: &str) {
     for e in std::fs::read_dir(local).unwrap() {
         let p = e.unwrap().path();
         let name = p.file_name().unwrap().to_string_lossy().into_owned();
@@ -44,7 +44,7 @@ fn upload_dir(local: &Path, url: &str) {
     }
 }
 
-fn assert_same(local: &ShardDataset, remote: &ShardDataset) {
+pub fn assert_same(local: &ShardDataset, remote: &ShardDataset) {
     assert_eq!(local.len(), remote.len());
     for i in 0..local.len() {
         assert_eq!(

@@ -7,7 +7,7 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 /// The moto server of this test binary.
@@ -139,6 +139,23 @@ pub enum Fault {
     Truncate,
     /// Answer 403 AccessDenied (S3's XML) without asking moto.
     Forbidden,
+    /// Hold the request for [`STALL`] before forwarding it, unless the same request (method,
+    /// target, range) came before: a server's slow tail, where a repeated request answers.
+    StallFirst,
+    /// Forward, send the answer's head and half its body, then hold the connection for
+    /// [`STALL`] (a transfer that hangs mid-way).
+    HalfThenStall,
+}
+
+/// How long a stalled request is held: far longer than any test waits.
+pub const STALL: Duration = Duration::from_secs(60);
+
+/// One request the proxy saw: its method and target (`/bucket/key?query`), and its `Range`.
+#[derive(Clone, Debug)]
+pub struct Seen {
+    pub method: String,
+    pub target: String,
+    pub range: Option<String>,
 }
 
 /// A proxy on loopback in front of moto; `decide(n, method, target)` picks the fault for the
@@ -146,6 +163,7 @@ pub enum Fault {
 pub struct Proxy {
     pub port: u16,
     pub faults: Arc<AtomicUsize>,
+    log: Arc<Mutex<Vec<Seen>>>,
 }
 
 type Decide = dyn Fn(usize, &str, &str) -> Fault + Send + Sync;
@@ -157,18 +175,49 @@ impl Proxy {
         let port = listener.local_addr().unwrap().port();
         let requests = Arc::new(AtomicUsize::new(0));
         let faults = Arc::new(AtomicUsize::new(0));
+        let log = Arc::new(Mutex::new(Vec::new()));
         let decide: Arc<Decide> = Arc::new(decide);
-        let (rq, ft) = (requests, faults.clone());
+        let (rq, ft, lg) = (requests, faults.clone(), log.clone());
         std::thread::spawn(move || {
             for conn in listener.incoming() {
                 let Ok(conn) = conn else { continue };
-                let (rq, ft, decide) = (rq.clone(), ft.clone(), decide.clone());
+                let (rq, ft, lg, decide) = (rq.clone(), ft.clone(), lg.clone(), decide.clone());
                 std::thread::spawn(move || {
-                    let _ = serve(conn, upstream, &rq, &ft, &*decide);
+                    let _ = serve(conn, upstream, &rq, &ft, &lg, &*decide);
                 });
             }
         });
-        Proxy { port, faults }
+        Proxy { port, faults, log }
+    }
+
+    /// Every request seen so far, in arrival order.
+    pub fn seen(&self) -> Vec<Seen> {
+        self.log.lock().unwrap().clone()
+    }
+
+    /// The `GET`s seen so far whose target's key ends with `suffix` (query left out).
+    pub fn gets_of(&self, suffix: &str) -> Vec<Seen> {
+        self.seen()
+            .into_iter()
+            .filter(|r| r.method == "GET" && r.target.split('?').next().unwrap().ends_with(suffix))
+            .collect()
+    }
+
+    /// [`Proxy::gets_of`] counting identical requests once (a hedge or a retry repeats one).
+    pub fn distinct_gets_of(&self, suffix: &str) -> usize {
+        let mut v: Vec<(String, Option<String>)> = self
+            .gets_of(suffix)
+            .into_iter()
+            .map(|r| (r.target, r.range))
+            .collect();
+        v.sort();
+        v.dedup();
+        v.len()
+    }
+
+    /// Forgets the requests seen so far.
+    pub fn clear(&self) {
+        self.log.lock().unwrap().clear();
     }
 
     /// Points the store `s3://bucket` at this proxy.
@@ -188,6 +237,7 @@ fn serve(
     upstream: u16,
     requests: &AtomicUsize,
     faults: &AtomicUsize,
+    log: &Mutex<Vec<Seen>>,
     decide: &Decide,
 ) -> std::io::Result<()> {
     conn.set_read_timeout(Some(Duration::from_secs(30)))?;
@@ -203,12 +253,16 @@ fn serve(
         let target = parts.next().unwrap_or("").to_string();
         let mut head = line.clone();
         let mut len = 0usize;
+        let mut range = None;
         loop {
             let mut h = String::new();
             client.read_line(&mut h)?;
             if let Some((k, v)) = h.split_once(':') {
                 if k.eq_ignore_ascii_case("content-length") {
                     len = v.trim().parse().unwrap_or(0);
+                }
+                if k.eq_ignore_ascii_case("range") {
+                    range = Some(v.trim().to_string());
                 }
             }
             head.push_str(&h);
@@ -219,7 +273,22 @@ fn serve(
         let mut body = vec![0u8; len];
         client.read_exact(&mut body)?;
         let n = requests.fetch_add(1, Ordering::SeqCst);
-        let fault = decide(n, &method, &target);
+        let repeated = {
+            let mut log = log.lock().unwrap();
+            let seen = log
+                .iter()
+                .any(|r| r.method == method && r.target == target && r.range == range);
+            log.push(Seen {
+                method: method.clone(),
+                target: target.clone(),
+                range,
+            });
+            seen
+        };
+        let fault = match decide(n, &method, &target) {
+            Fault::StallFirst if repeated => Fault::Pass,
+            f => f,
+        };
         if fault != Fault::Pass {
             faults.fetch_add(1, Ordering::SeqCst);
         }
@@ -242,7 +311,8 @@ fn serve(
                 )?;
                 return Ok(());
             }
-            Fault::Pass | Fault::Truncate => {}
+            Fault::StallFirst => std::thread::sleep(STALL),
+            Fault::Pass | Fault::Truncate | Fault::HalfThenStall => {}
         }
         let mut up = TcpStream::connect(("127.0.0.1", upstream))?;
         up.write_all(head.as_bytes())?;
@@ -271,9 +341,12 @@ fn serve(
         rhead.push_str("\r\n");
         let rbody = read_body(&mut ur, &headers, method == "HEAD", status)?;
         out.write_all(rhead.as_bytes())?;
-        if fault == Fault::Truncate && rbody.len() > 1 {
+        if matches!(fault, Fault::Truncate | Fault::HalfThenStall) && rbody.len() > 1 {
             out.write_all(&rbody[..rbody.len() / 2])?;
             out.flush()?;
+            if fault == Fault::HalfThenStall {
+                std::thread::sleep(STALL);
+            }
             return Ok(());
         }
         out.write_all(&rbody)?;
