@@ -158,7 +158,7 @@ impl Value {
         }
         let rb = values.row_bytes();
         let total: usize = ranges.iter().map(|(a, b)| b - a).sum();
-        let mut data = Vec::with_capacity(total * rb);
+        let mut data = crate::alloc::large_vec(total * rb);
         for &(a, b) in &ranges {
             data.extend_from_slice(&values.data()[a * rb..b * rb]);
         }
@@ -357,7 +357,7 @@ fn concat_rows(items: &[&Tensor], flat: bool) -> Result<Tensor> {
     }
     if first.dtype() == DType::Bytes {
         let total: usize = items.iter().map(|t| t.data().len()).sum();
-        let mut data = Vec::with_capacity(total);
+        let mut data = crate::alloc::large_vec(total);
         let mut offsets = Vec::with_capacity(shape.iter().product::<usize>() + 1);
         offsets.push(0u64);
         for t in items {
@@ -371,11 +371,10 @@ fn concat_rows(items: &[&Tensor], flat: bool) -> Result<Tensor> {
         }
         return Tensor::strings_from_parts(shape, Bytes::from(data), offsets.into());
     }
-    let total: usize = items.iter().map(|t| t.data().len()).sum();
-    let mut data = Vec::with_capacity(total);
-    for t in items {
-        data.extend_from_slice(t.data());
-    }
+    // One pre-sized buffer (on huge pages when large, `alloc::large_vec`), written once; large copies are split across threads
+    // (`from_arrays` over a list of clips: the memory bus, not one core, is the limit).
+    let parts: Vec<&[u8]> = items.iter().map(|t| &t.data()[..]).collect();
+    let data = crate::exec::copy::concat(&parts);
     Tensor::new(first.dtype(), shape, Bytes::from(data))
 }
 

@@ -14,6 +14,7 @@
 //! ```
 #![deny(missing_docs)]
 
+pub mod alloc;
 pub mod cast;
 pub mod checked;
 pub mod dataset;

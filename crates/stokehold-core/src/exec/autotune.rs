@@ -4,10 +4,12 @@
 //! tuner looks at the consumer's waiting time. If the consumer waited more than 5% of the period,
 //! this op is on the critical path: the tuner asks the executor for one more CPU slot and tries one
 //! more worker. After a period to settle, it measures one full period: the step stays if
-//! throughput rose by at least 10%, otherwise it is reverted (slot returned) and the tuner waits 20
-//! periods before trying again. Every 30 periods at more than one worker it also tries one worker
-//! fewer and keeps that if throughput stays within 5% (on a busy machine more threads can be
-//! slower). Workers never exceed the executor's cores, summed over every autotuned op of the
+//! throughput rose by at least 10%, or if the consumer's waiting fell by a third without a loss
+//! of throughput (the signal that survives a machine shared with other work, see `keeps`);
+//! otherwise it is reverted (slot returned) and the tuner waits 20 periods before trying again.
+//! Every 30 periods at more than one worker, while the consumer is not waiting, it also tries one
+//! worker fewer and keeps that if throughput stays within 5% and the consumer still does not wait
+//! (on a busy machine more threads can be slower). Workers never exceed the executor's cores, summed over every autotuned op of the
 //! pipeline, so AUTOTUNE does not oversubscribe. The buffer depth follows the parallelism (2p + 2:
 //! room for each worker to finish one element while the consumer takes another) and is capped by
 //! the memory budget. What it chose and why is the op's `autotune` note in the stats.
@@ -35,13 +37,43 @@ enum Phase {
     Settling {
         from: usize,
         to: usize,
-        base_rate: f64,
+        base: Sample,
     },
     Probing {
         from: usize,
         to: usize,
-        base_rate: f64,
+        base: Sample,
     },
+}
+
+/// One period as the consumer saw it: elements per second, and the fraction of the period it
+/// spent waiting for this op.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Sample {
+    rate: f64,
+    wait: f64,
+}
+
+/// Whether a trial step from `from` to `to` workers stays, given the period before the step
+/// (`base`) and the trial period (`now`).
+///
+/// Up: throughput rose by [`GAIN_UP`]; or the consumer's waiting fell by at least a third while
+/// throughput did not fall. On a machine shared with other work, throughput swings with the other
+/// load from one period to the next and a real gain can read as noise, while the consumer's
+/// waiting is this pipeline's own signal.
+/// Down: throughput held within [`KEEP_DOWN`] and the consumer still waits less than
+/// [`WAIT_TRIGGER`]. Fewer threads that make the consumer wait are not keeping pace, however the
+/// noisy throughput compares; without that check a busy machine walked AUTOTUNE down to one
+/// worker, one accepted trial at a time.
+fn keeps(from: usize, to: usize, base: Sample, now: Sample) -> bool {
+    if to > from {
+        now.rate >= base.rate * GAIN_UP
+            || (base.wait >= WAIT_TRIGGER
+                && now.wait <= base.wait * 2.0 / 3.0
+                && now.rate >= base.rate)
+    } else {
+        now.rate >= base.rate * KEEP_DOWN && now.wait < WAIT_TRIGGER
+    }
 }
 
 /// The tuner of one op.
@@ -107,25 +139,17 @@ impl Tuner {
         self.last = Instant::now();
         self.last_elems = elems;
         self.last_wait_ns = wait;
+        let now = Sample {
+            rate,
+            wait: wait_frac,
+        };
         match std::mem::replace(&mut self.phase, Phase::Steady) {
-            Phase::Settling {
-                from,
-                to,
-                base_rate,
-            } => {
-                self.phase = Phase::Probing {
-                    from,
-                    to,
-                    base_rate,
-                };
+            Phase::Settling { from, to, base } => {
+                self.phase = Phase::Probing { from, to, base };
                 None
             }
-            Phase::Probing {
-                from,
-                to,
-                base_rate,
-            } => self.judge(exec, stats, from, to, base_rate, rate),
-            Phase::Steady => self.steady(exec, stats, p, rate, wait_frac),
+            Phase::Probing { from, to, base } => self.judge(exec, stats, from, to, base, now),
+            Phase::Steady => self.steady(exec, stats, p, now),
         }
     }
 
@@ -135,25 +159,25 @@ impl Tuner {
         stats: &OpStats,
         from: usize,
         to: usize,
-        base: f64,
-        rate: f64,
+        base: Sample,
+        now: Sample,
     ) -> Option<usize> {
-        let keep = if to > from {
-            rate >= base * GAIN_UP
-        } else {
-            rate >= base * KEEP_DOWN
-        };
-        let (now, verb) = if keep {
+        let keep = keeps(from, to, base, now);
+        let (p_now, verb) = if keep {
             (to, "kept")
         } else {
             (from, "reverted")
         };
-        stats.tuned.store(now, Ordering::Relaxed);
+        stats.tuned.store(p_now, Ordering::Relaxed);
         stats.set_note(format!(
-            "parallelism {now} (max {}): tried {from} -> {to}: throughput {:.2}x ({base:.1} -> \
-             {rate:.1} elem/s), {verb}",
+            "parallelism {p_now} (max {}): tried {from} -> {to}: throughput {:.2}x ({:.1} -> \
+             {:.1} elem/s), consumer waiting {:.0}% -> {:.0}%, {verb}",
             self.max,
-            rate / base
+            now.rate / base.rate,
+            base.rate,
+            now.rate,
+            base.wait * 100.0,
+            now.wait * 100.0
         ));
         if keep {
             return None;
@@ -169,20 +193,16 @@ impl Tuner {
         Some(from)
     }
 
-    fn steady(
-        &mut self,
-        exec: &Executor,
-        stats: &OpStats,
-        p: usize,
-        rate: f64,
-        wait_frac: f64,
-    ) -> Option<usize> {
+    fn steady(&mut self, exec: &Executor, stats: &OpStats, p: usize, now: Sample) -> Option<usize> {
+        let wait_frac = now.wait;
         self.since_down += 1;
         if self.cooldown > 0 {
             self.cooldown -= 1;
             return None;
         }
-        if p > 1 && self.since_down >= DOWN_EVERY {
+        // Fewer threads are tried only while the consumer is not waiting: when it waits, this op
+        // is short of threads already.
+        if p > 1 && self.since_down >= DOWN_EVERY && wait_frac < WAIT_TRIGGER {
             self.since_down = 0;
             self.set(exec, p, p - 1);
             stats.set_note(format!(
@@ -192,7 +212,7 @@ impl Tuner {
             self.phase = Phase::Settling {
                 from: p,
                 to: p - 1,
-                base_rate: rate,
+                base: now,
             };
             return Some(p - 1);
         }
@@ -231,8 +251,36 @@ impl Tuner {
         self.phase = Phase::Settling {
             from: p,
             to: p + 1,
-            base_rate: rate,
+            base: now,
         };
         Some(p + 1)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn s(rate: f64, wait: f64) -> Sample {
+        Sample { rate, wait }
+    }
+
+    #[test]
+    fn a_step_up_stays_on_a_clear_gain_or_on_less_waiting() {
+        assert!(keeps(1, 2, s(100.0, 0.4), s(115.0, 0.4)));
+        // Contended: throughput flat within noise, but the consumer waits far less.
+        assert!(keeps(1, 2, s(100.0, 0.4), s(101.0, 0.2)));
+        assert!(!keeps(1, 2, s(100.0, 0.4), s(101.0, 0.35)));
+        assert!(!keeps(1, 2, s(100.0, 0.4), s(95.0, 0.1)));
+        // A consumer that hardly waited cannot show less waiting: throughput decides.
+        assert!(!keeps(1, 2, s(100.0, 0.03), s(101.0, 0.0)));
+    }
+
+    #[test]
+    fn a_step_down_stays_only_while_the_consumer_keeps_its_pace() {
+        assert!(keeps(2, 1, s(100.0, 0.0), s(97.0, 0.01)));
+        // Throughput "held" (noise on a busy machine), but the consumer now waits: revert.
+        assert!(!keeps(2, 1, s(100.0, 0.0), s(99.0, 0.2)));
+        assert!(!keeps(2, 1, s(100.0, 0.0), s(90.0, 0.0)));
     }
 }

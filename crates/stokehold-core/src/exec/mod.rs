@@ -3,6 +3,7 @@
 pub mod autotune;
 pub mod background;
 pub mod budget;
+pub mod copy;
 pub mod executor;
 pub mod interrupt;
 pub mod options;

@@ -220,10 +220,29 @@ enum Msg {
 
 /// The elements a prefetch buffer holds: their count, so that an empty buffer may always take one
 /// element (as every buffer of the pipeline may), and a condvar the thread waits on for room.
-#[derive(Default)]
+///
+/// The consumer wakes a thread waiting on a full buffer only once the buffer has drained to
+/// `low` (half its depth), not at every element it takes: each wake-up is a futex call on the
+/// consumer's thread and a context switch that, on a machine with few cores, the producer wins
+/// against the consumer it was meant to serve. Woken at half, the thread refills the buffer in
+/// one run. A thread held back by the memory budget (a buffer not full by count) is woken at
+/// every element taken, since any release may make room.
 struct Buffered {
     count: Mutex<usize>,
     room: Condvar,
+    low: usize,
+    budget_blocked: AtomicBool,
+}
+
+impl Buffered {
+    fn new(depth: usize) -> Self {
+        Buffered {
+            count: Mutex::new(0),
+            room: Condvar::new(),
+            low: depth / 2,
+            budget_blocked: AtomicBool::new(false),
+        }
+    }
 }
 
 /// One buffered element: its place among the `depth` the buffer may hold, and its bytes,
@@ -254,12 +273,16 @@ impl Held {
             if stop.load(Ordering::Relaxed) {
                 return None;
             }
+            buffered
+                .budget_blocked
+                .store(*count < depth, Ordering::Relaxed);
             count = buffered
                 .room
                 .wait_timeout(count, interrupt::TICK)
                 .unwrap_or_else(|e| e.into_inner())
                 .0;
         }
+        buffered.budget_blocked.store(false, Ordering::Relaxed);
         *count += 1;
         if let Some(e) = exec {
             e.budget().add(bytes);
@@ -283,7 +306,10 @@ impl Drop for Held {
             .lock()
             .unwrap_or_else(|e| e.into_inner());
         *count -= 1;
-        self.buffered.room.notify_one();
+        let b = &self.buffered;
+        if *count <= b.low || b.budget_blocked.load(Ordering::Relaxed) {
+            b.room.notify_one();
+        }
     }
 }
 
@@ -331,7 +357,7 @@ impl PrefetchIter {
         let stats = exec
             .as_ref()
             .map(|e| e.op_stats(&format!("prefetch({})", self.depth)));
-        let buffered = Arc::new(Buffered::default());
+        let buffered = Arc::new(Buffered::new(depth));
         let exec2 = exec.clone();
         let next_epoch = self
             .warm

@@ -432,9 +432,15 @@ fn target_shape(
 /// `padded_batch(64)` of 2k-20k float32 files).
 pub(crate) fn filled(fill: &[u8], count: usize) -> Vec<u8> {
     if fill.iter().all(|&b| b == 0) {
-        vec![0; fill.len() * count]
+        crate::alloc::zeroed_vec(fill.len() * count)
     } else {
-        fill.repeat(count)
+        let mut v = crate::alloc::large_vec(fill.len() * count);
+        v.extend_from_slice(fill);
+        while v.len() < fill.len() * count {
+            let n = v.len().min(fill.len() * count - v.len());
+            v.extend_from_within(..n);
+        }
+        v
     }
 }
 

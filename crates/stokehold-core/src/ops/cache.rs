@@ -1,10 +1,10 @@
 //! `cache()`: keeps the first pass over a pipeline in memory; later epochs read it from there.
 //!
 //! Over a random-access input the cache is filled by whatever elements are read, in any order and
-//! from any thread; once every element is in, they are stacked into one arena per feature
-//! ([`InMemory`]: dense columns, ragged columns where lengths differ) and the per-element copies
-//! are dropped. Over a stream, the first iterator that runs the input from its start to its end
-//! fills it. Every epoch yields the input's epoch 0, whether from the input or from the cache, so
+//! from any thread; over a stream, by the first iterator that runs the input from its start to its
+//! end. Each element is copied once, when it is read, into one arena that grows in place
+//! ([`cache_arena`](crate::ops::cache_arena)): the cache never holds its data twice, and the
+//! element's own buffers can go as soon as it has been handed on. Every epoch yields the input's epoch 0, whether from the input or from the cache, so
 //! random ops before `cache()` are frozen once (as in tf.data) and outputs and checkpoints do not
 //! depend on whether the cache was full yet. State: `{"pos": n}` (random access), or
 //! `{"pos": n, "inner": <input state or null>}` (streams).
@@ -18,36 +18,45 @@ use crate::dataset::{
 };
 use crate::error::{Error, Result};
 use crate::example::Example;
-use crate::ops::source::{from_examples, InMemory};
-
-/// The filled cache: one arena per feature, or the elements themselves when they do not stack
-/// (features that differ beyond axis 0).
-enum Arena {
-    Columns(InMemory),
-    Rows(Vec<Example>),
-}
-
-impl Arena {
-    fn build(rows: Vec<Example>) -> Arena {
-        match from_examples(&rows) {
-            Ok(columns) => Arena::Columns(columns),
-            Err(_) => Arena::Rows(rows),
-        }
-    }
-
-    fn get(&self, i: u64) -> Result<Example> {
-        match self {
-            Arena::Columns(c) => c.get(i),
-            Arena::Rows(r) => Ok(r[i as usize].clone()),
-        }
-    }
-}
+use crate::ops::cache_arena::{Filler, Packed};
 
 /// `cache()` over a random-access dataset.
 pub struct MemCache {
     parent: Arc<dyn MapDataset>,
-    arena: OnceLock<Arena>,
-    pending: Mutex<(Vec<Option<Example>>, u64)>,
+    arena: OnceLock<Packed>,
+    /// The arena being filled (`None` before the first element and once it is full).
+    filling: Mutex<Option<Filler>>,
+}
+
+impl MemCache {
+    /// Copies element `i` (just read from the input) into the arena unless it is there already;
+    /// the copy itself runs outside the lock.
+    fn fill(&self, i: u64, n: u64, e: &Example) -> Result<()> {
+        let lock = || {
+            self.filling
+                .lock()
+                .map_err(|_| Error::invalid("cache lock poisoned"))
+        };
+        let claim = {
+            let mut f = lock()?;
+            if self.arena.get().is_some() {
+                return Ok(());
+            }
+            match f.get_or_insert_with(|| Filler::new(Some(n))).claim(i, e)? {
+                Some(c) => c,
+                None => return Ok(()),
+            }
+        };
+        claim.copy(e);
+        let mut f = lock()?;
+        let filler = f.as_mut().expect("filling until full");
+        filler.record(claim, e);
+        if filler.recorded() == n {
+            let full = f.take().expect("filling").finish()?;
+            let _ = self.arena.set(full);
+        }
+        Ok(())
+    }
 }
 
 impl MapDataset for MemCache {
@@ -69,26 +78,7 @@ impl MapDataset for MemCache {
             return a.get(i);
         }
         let e = self.parent.get(i)?;
-        let mut p = self
-            .pending
-            .lock()
-            .map_err(|_| Error::invalid("cache lock poisoned"))?;
-        if p.0.is_empty() && self.arena.get().is_none() {
-            p.0 = vec![None; n as usize];
-        }
-        if let Some(slot) = p.0.get_mut(i as usize) {
-            if slot.is_none() {
-                *slot = Some(e.clone());
-                p.1 += 1;
-                if p.1 == n {
-                    let rows = std::mem::take(&mut p.0)
-                        .into_iter()
-                        .map(|r| r.expect("full"))
-                        .collect();
-                    let _ = self.arena.set(Arena::build(rows));
-                }
-            }
-        }
+        self.fill(i, n, &e)?;
         Ok(e)
     }
 
@@ -104,7 +94,7 @@ impl MapDataset for MemCache {
 /// `cache()` over a stream.
 pub struct IterCache {
     parent: Dataset,
-    shared: Arc<Mutex<(Option<Arc<Arena>>, bool)>>,
+    shared: Arc<Mutex<(Option<Arc<Packed>>, bool)>>,
 }
 
 impl IterDataset for IterCache {
@@ -128,7 +118,7 @@ impl IterDataset for IterCache {
             shared: self.shared.clone(),
             cached,
             inner,
-            rows: filling.then(Vec::new),
+            filler: filling.then(|| Filler::new(None)),
             pos: 0,
         }))
     }
@@ -148,18 +138,18 @@ impl IterDataset for IterCache {
 
 struct IterCacheIter {
     parent: Dataset,
-    shared: Arc<Mutex<(Option<Arc<Arena>>, bool)>>,
-    cached: Option<Arc<Arena>>,
+    shared: Arc<Mutex<(Option<Arc<Packed>>, bool)>>,
+    cached: Option<Arc<Packed>>,
     inner: Option<Box<dyn DatasetIter>>,
     /// `Some` while this iterator fills the cache.
-    rows: Option<Vec<Example>>,
+    filler: Option<Filler>,
     pos: u64,
 }
 
 impl IterCacheIter {
     /// Gives up filling (dropped or restored mid-way): the cache stays empty.
     fn stop_filling(&mut self) {
-        if self.rows.take().is_some() {
+        if self.filler.take().is_some() {
             if let Ok(mut sh) = self.shared.lock() {
                 sh.1 = false;
             }
@@ -170,11 +160,7 @@ impl IterCacheIter {
 impl DatasetIter for IterCacheIter {
     fn next(&mut self) -> Result<Option<Example>> {
         if let Some(c) = &self.cached {
-            let n = match &**c {
-                Arena::Columns(m) => m.len(),
-                Arena::Rows(r) => r.len() as u64,
-            };
-            if self.pos >= n {
+            if self.pos >= c.len() {
                 return Ok(None);
             }
             self.pos += 1;
@@ -182,15 +168,18 @@ impl DatasetIter for IterCacheIter {
         }
         match self.inner.as_mut().expect("reading the input").next()? {
             Some(e) => {
-                if let Some(rows) = &mut self.rows {
-                    rows.push(e.clone());
+                if let Some(f) = &mut self.filler {
+                    if let Some(claim) = f.claim(self.pos, &e)? {
+                        claim.copy(&e);
+                        f.record(claim, &e);
+                    }
                 }
                 self.pos += 1;
                 Ok(Some(e))
             }
             None => {
-                if let Some(rows) = self.rows.take() {
-                    let arena = Arc::new(Arena::build(rows));
+                if let Some(f) = self.filler.take() {
+                    let arena = Arc::new(f.finish()?);
                     if let Ok(mut sh) = self.shared.lock() {
                         (sh.0, sh.1) = (Some(arena), false);
                     }
@@ -243,7 +232,7 @@ impl Dataset {
             Dataset::Map(m) => Dataset::from_map(MemCache {
                 parent: m.clone(),
                 arena: OnceLock::new(),
-                pending: Mutex::new((Vec::new(), 0)),
+                filling: Mutex::new(None),
             }),
             Dataset::Iter(_) => Dataset::from_iter(IterCache {
                 parent: self.clone(),

@@ -31,6 +31,7 @@ use crate::dataset::Dataset;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::example::Example;
+use crate::exec::copy::copy_rows;
 use crate::ops::map::{Ctx, MapFn};
 use crate::tensor::Tensor;
 
@@ -223,21 +224,9 @@ pub fn gather_rows(
         return rows.slice_rows(i, i + 1)?.reshape(row_shape.to_vec());
     }
     let rb = rows.row_bytes();
-    let total = idx.len() * rb;
-    // Capacity only, no zeroing: every byte is written by the copies below before the length
-    // is set. A plain byte vector (malloc aligns it to 16 bytes on the platforms we build for)
-    // so that the batch stays uniquely owned and Python can hand it out as a writable array.
-    let mut buf: Vec<u8> = Vec::with_capacity(total);
-    let dst = buf.as_mut_ptr();
-    let src = rows.data();
-    for (k, &i) in idx.iter().enumerate() {
-        let i = check(i)?;
-        let row = &src[i * rb..(i + 1) * rb];
-        // SAFETY: `dst` has room for `total` bytes and row k occupies k*rb..(k+1)*rb of it.
-        unsafe { std::ptr::copy_nonoverlapping(row.as_ptr(), dst.add(k * rb), rb) };
-    }
-    // SAFETY: all `total` bytes were initialised above.
-    unsafe { buf.set_len(total) };
+    // Every index is checked before any row is copied: the first bad one (in order) is the error.
+    let idx = idx.into_iter().map(check).collect::<Result<Vec<usize>>>()?;
+    let buf = copy_rows(rows.data(), rb, &idx);
     let mut shape = indices.shape().to_vec();
     shape.extend_from_slice(row_shape);
     Tensor::new(rows.dtype(), shape, bytes::Bytes::from(buf))

@@ -7,6 +7,7 @@
 pub mod batch;
 pub mod bucket;
 pub mod cache;
+pub mod cache_arena;
 pub mod concatenate;
 pub mod element;
 pub mod enumerate;
