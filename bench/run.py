@@ -49,6 +49,7 @@ WORKLOADS = [
     ("peers: what Grain, SPDL, dataloader-rs cannot run", "bench/peers/bench.py"),
     ("Python map vs a Python loop", "bench/pymap/bench.py"),
     ("remote: S3 (moto) vs local, shard cache", "bench/remote/bench.py"),
+    ("hand-off of a ready batch, release of a large one", "bench/handoff/bench.py"),
 ]
 TIMEOUT = {"quick": 120, "full": 900}
 REQUIREMENTS = BENCH / "suite" / "requirements.txt"

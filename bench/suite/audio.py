@@ -23,8 +23,8 @@ from common import rows, stats  # noqa: E402
 W = "audio cache + epochs"
 MiB = 2**20
 RATE = 16000
-SYSTEMS = ["stokehold", "tf.data/ragged", "tf.data/padded", "tf.data/generator", "torch"]
-QUICK_SYSTEMS = ["stokehold", "tf.data/ragged", "torch"]
+SYSTEMS = ["stokehold", "stokehold/cache()", "tf.data/ragged", "tf.data/padded", "tf.data/generator", "torch"]
+QUICK_SYSTEMS = ["stokehold", "stokehold/cache()", "tf.data/ragged", "torch"]
 
 
 def make_clips(folder, n, seed=7):
@@ -71,8 +71,21 @@ def system_rows(system, results, cfg, raw):
         rows.median_row(W, system, cfg, "peak RSS growth (main + workers)", med("peak_growth", 1 / MiB), "MiB"),
         rows.median_row(W, system, cfg, "total PSS growth (main + workers)",
                         med("pss_growth", 1 / MiB), "MiB"),
-        rows.median_row(W, system, cfg, "cache build time", med("build_s"), "s"),
+        rows.median_row(W, system, cfg, "cache build time", med("build_s"), "s",
+                        note="the build alone; loading the clips is timed apart"),
+        rows.median_row(W, system, cfg, "peak growth / raw bytes",
+                        [r["peak_growth"] / raw for r in ok], "x",
+                        note="peak RSS (main + workers) during build + first epoch"),
     ]
+    if all(r.get("copies") for r in ok):
+        out.append(rows.median_row(W, system, cfg, "cache build bandwidth",
+                                   [raw / 1e6 / r["build_s"] for r in ok], "MB/s",
+                                   note="raw bytes / build time"))
+    else:
+        out.append(rows.row(W, system, cfg, "cache build bandwidth", None, "MB/s",
+                            note="holds the caller's list: nothing copied"))
+    out.append(rows.median_row(W, system, cfg, "clip loading (bench set-up)", med("load_s"), "s",
+                               note="np.fromfile + one array per clip; not part of the build"))
     if any(r["workers"] for r in ok):
         out.append(rows.median_row(W, system, cfg, "workers RSS (sum, as top shows)",
                                    med("workers_rss", 1 / MiB), "MiB",

@@ -62,18 +62,27 @@ def main():
     base = proc.rollup()
     out = {"system": a.system, "n": a.n}
     with proc.PeakSampler(with_children=True) as peak:
+        # Loading the clips is the bench's own set-up, timed apart from the cache build (it
+        # used to be inside "cache build time": ~80 % of stokehold's 5.4 s was this load).
+        # A builder that decodes the files itself (`from_files`) gets the folder, no list.
         t0 = time.perf_counter()
-        clips = load_clips(a.data, a.n)
-        out["raw_bytes"] = sum(c.nbytes for c in clips)
+        if getattr(build, "from_files", False):
+            clips = a.data
+            out["raw_bytes"] = int(np.load(os.path.join(a.data, "lengths.npy"))[:a.n].sum()) * 2
+        else:
+            clips = load_clips(a.data, a.n)
+            out["raw_bytes"] = sum(c.nbytes for c in clips)
+        out["load_s"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
         try:
-            pipe = build(clips, a.parallelism)
+            pipe = build(clips, a.parallelism) if clips is not a.data else build(clips, a.n, a.parallelism)
         except Exception as e:  # a peer that cannot take the data: record its own words
             print(json.dumps({"error": f"{type(e).__name__}: {str(e).splitlines()[0][:300]}"}))
             return
+        out["build_s"] = time.perf_counter() - t0
         if not pipe.keeps_list:
             del clips
         gc.collect()
-        out["build_s"] = time.perf_counter() - t0
         first, _ = run_epochs(pipe, 1, 0.0)
         out["first_batch_s"] = first[0][0]
     proc.settle(0.3)
@@ -87,6 +96,7 @@ def main():
         workers_rss=tree["workers_rss"],
         workers_private=tree["workers_private"],
         note=pipe.note,
+        copies=pipe.copies,
     )
     if "throughput" in phases:
         runs = []

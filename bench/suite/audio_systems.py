@@ -21,11 +21,14 @@ class Pipeline:
     that each return the next epoch of that one loop; ``keeps_list``: the dataset holds the
     caller's list (so dropping it frees nothing)."""
 
-    def __init__(self, epoch, keeps_list, epochs=None, note=""):
+    def __init__(self, epoch, keeps_list, epochs=None, note="", copies=None):
         self.epoch = epoch
         self.keeps_list = keeps_list
         self.note = note
         self._epochs = epochs
+        # Whether building copies the clips (its MB/s is then a copy speed); default: a
+        # system that keeps the caller's list copies nothing.
+        self.copies = not keeps_list if copies is None else copies
 
     def epochs(self, count):
         if self._epochs is None:
@@ -50,6 +53,38 @@ def stokehold_pipeline(clips, parallelism=None):
         note += f"; parallelize({parallelism if parallelism > 0 else 'AUTOTUNE'})"
     ds = ds.prefetch(2)
     return Pipeline(lambda: ds, keeps_list=False, epochs=ds.epochs, note=note)
+
+
+def stokehold_cache(folder, n, parallelism=None):
+    """``cache()`` over a decoding pipeline, no Python list held: a Python map reads clip i
+    from the raw file and converts it (int16 samples, as the list systems hold them), the
+    cache fills during one pass, then the same crop -> batch -> prefetch as ``stokehold``.
+    The build is that first pass (decode + fill); its peak is what the cache costs."""
+    import stokehold as sh
+
+    lengths = np.load(os.path.join(folder, "lengths.npy"))[:n]
+    starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]) * 2
+    path = os.path.join(folder, "clips.i16")
+
+    def decode(e):
+        i = int(e["i"])
+        with open(path, "rb") as f:
+            f.seek(int(starts[i]))
+            clip = np.frombuffer(f.read(int(lengths[i]) * 2), dtype="<i2").astype(np.int16)
+        return {"audio": clip}
+
+    cached = sh.from_arrays({"i": np.arange(n)}).map(decode).cache()
+    for _ in cached:  # the first pass fills the cache
+        pass
+    ds = cached.shuffle(seed=SEED).random_crop("audio", CROP, seed=SEED).batch(BATCH)
+    if parallelism is not None:
+        ds = ds.parallelize(parallelism if parallelism > 0 else sh.AUTOTUNE)
+    ds = ds.prefetch(2)
+    return Pipeline(lambda: ds, keeps_list=False, epochs=ds.epochs, copies=True,
+                    note="map(decode from the raw file).cache(), filled by one pass; no list held")
+
+
+stokehold_cache.from_files = True
 
 
 # ---------------------------------------------------------------- tf.data
@@ -141,6 +176,7 @@ def torch_loader(clips, parallelism=None):
 
 SYSTEMS = {
     "stokehold": stokehold_pipeline,
+    "stokehold/cache()": stokehold_cache,
     "tf.data/ragged": tf_ragged,
     "tf.data/padded": tf_padded,
     "tf.data/generator": tf_generator,

@@ -49,7 +49,7 @@ from .sources import (
     zip,
 )
 from .spec import ElementSpec, RaggedSpec, TensorSpec
-from .storage import set_storage_options
+from .storage import set_storage_options, storage_stats
 from .table import Table, open_table, write_table
 from .tfrecord import TFRecordDataset
 
@@ -97,6 +97,7 @@ __all__ = [
     "probe_audio",
     "sample_from_datasets",
     "set_storage_options",
+    "storage_stats",
     "tfrecord",
     "torch",
     "verify_shards",

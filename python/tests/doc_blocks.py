@@ -20,6 +20,11 @@ The conventions (the info string after the opening fence):
 * ``python requires=torch`` (several: ``requires=keras,jax``): executed only when every module is
   installed (``importlib.util.find_spec``; the block does its own imports), else skipped naming
   the missing one. It runs in the file's namespace like any other.
+* ``python s3``: executed with stokehold pointed at moto's S3 server on loopback (the test venv's
+  ``moto_server``, started once), whose bucket ``bucket`` holds what the docs read: a shard
+  folder ``train``, TFRecords ``tf/train-0000k-of-00004.tfrecord`` with indexes,
+  ``features.npy``, ``images/**/*.jpg`` and ``x/*.npy`` (``test_docs.py`` fills it). ``sh s3``:
+  a CLI block run the same way, the server named in the ``AWS_*`` environment variables.
 * ``sh`` / ``bash`` / ``shell`` / ``console``: a block whose every command is a stokehold CLI call
   (or one of a few harmless helpers: ls, cat, echo, head, wc, mkdir, test) is run with bash
   (``-euo pipefail``) in a fresh temporary directory, with the ``stokehold`` binary first on
@@ -63,6 +68,7 @@ class Block:
     code: str
     no_run: Optional[str] = None  # the reason, when marked no-run
     requires: List[str] = field(default_factory=list)
+    s3: bool = False  # runs against the tests' S3 server (``python s3``)
 
     @property
     def rel(self) -> str:
@@ -136,6 +142,8 @@ def parse(path: Path) -> List[Block]:
             if w in ("no-run", "no-run:"):
                 block.no_run = " ".join(rest[k + 1:]).lstrip(":").strip() or "marked no-run"
                 break
+            if w == "s3":
+                block.s3 = True
             if w.startswith("requires="):
                 block.requires += [r for r in w[len("requires="):].split(",") if r]
         out.append(block)

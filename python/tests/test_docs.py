@@ -7,6 +7,9 @@ The rules (the parser and its conventions are in ``doc_blocks.py``):
   relative paths a block writes are its own. Running one block alone
   (``pytest 'python/tests/test_docs.py::test_doc_block[docs/GUIDE.md:411]'``, or
   ``-k 'GUIDE.md and 411'``) first runs the earlier blocks of its file.
+* ``python s3`` (and ``sh s3``) blocks run against moto's S3 server on loopback
+  (``s3server.py``), started on first use, its bucket ``bucket`` filled by :func:`_s3_bucket`
+  with what the docs read; a shell block gets the server in the AWS_* environment variables.
 * ``python no-run <reason>`` is collected and skipped with the reason (tf.data equivalents,
   fragments); ``python requires=torch`` (or ``requires=keras,jax``) is skipped unless every named
   module is installed (the block imports them itself).
@@ -66,8 +69,45 @@ def _runs(block: doc_blocks.Block) -> bool:
     return block.kind == "python" and block.no_run is None and not _missing(block)
 
 
+_S3: List[Any] = []  # the moto server of the ``python s3`` blocks, once started
+
+
+def _s3_bucket() -> None:
+    """Starts moto (once; stopped at exit) and fills bucket ``bucket`` with what the ``python s3``
+    blocks read, written by stokehold and uploaded by boto3."""
+    if _S3:
+        return
+    import numpy as np
+    from s3server import Moto
+
+    import stokehold as sh
+
+    server = Moto()
+    atexit.register(server.stop)
+    _S3.append(server)
+    s3 = server.client()
+    s3.create_bucket(Bucket="bucket")
+    local = Path(tempfile.mkdtemp(dir=_TMP))
+    rng = np.random.default_rng(0)
+    ds = sh.from_arrays({"id": np.arange(1000), "x": rng.standard_normal((1000, 16), dtype=np.float32)})
+    sh.write_shards(ds, local / "train", shard_size=16 << 10)
+    sh.tfrecord.write_tfrecord(ds, local / "tf", prefix="train", num_shards=4)
+    np.save(local / "features.npy", rng.standard_normal((1000, 32), dtype=np.float32))
+    jpg = (doc_blocks.ROOT / "testdata" / "image" / "baseline.jpg").read_bytes()
+    for key in ("images/a/1.jpg", "images/a/2.jpg", "images/b/3.jpg"):
+        s3.put_object(Bucket="bucket", Key=key, Body=jpg)
+    (local / "x").mkdir()
+    for i in range(3):
+        np.save(local / "x" / f"{i}.npy", np.arange(i + 1))
+    for f in sorted(local.rglob("*")):
+        if f.is_file():
+            s3.upload_file(str(f), "bucket", f.relative_to(local).as_posix())
+
+
 def _exec(block: doc_blocks.Block) -> None:
     """Runs one Python block in its file's namespace, in a fresh temporary working directory."""
+    if block.s3:
+        _s3_bucket()
     ns = _NAMESPACES.setdefault(block.path, {"__name__": f"doc_{block.path.stem}"})
     cwd, old_tempdir = os.getcwd(), tempfile.tempdir
     tmp = os.path.join(_TMP, block.id.replace("/", "_").replace(":", "_"))
@@ -128,6 +168,9 @@ def _run_shell(block: doc_blocks.Block, tmp_path: Path) -> None:
     bindir.mkdir()
     (bindir / "stokehold").symlink_to(exe)
     env = dict(os.environ, PATH=f"{bindir}{os.pathsep}{os.environ.get('PATH', '')}")
+    if block.s3:
+        _s3_bucket()
+        env.update(_S3[0].env())
     work = tmp_path / "work"
     work.mkdir()
     script = "\n".join(ln[2:] if ln.lstrip().startswith("$ ") else ln for ln in block.code.splitlines())

@@ -265,7 +265,7 @@ pub fn gather(
         cols.push((
             v.dtype,
             v.dims,
-            Vec::with_capacity(v.data.len() * records.len()),
+            stokehold_core::alloc::large_vec(v.data.len() * records.len()),
         ));
         Ok(())
     })

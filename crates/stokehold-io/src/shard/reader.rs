@@ -21,6 +21,7 @@ use stokehold_core::{stack_examples, Error, Example, Hint, MapDataset, Result};
 
 use super::codec;
 use super::format::*;
+use crate::storage::stream_ahead::StreamAhead;
 use crate::storage::{Object, Source};
 
 /// Bytes of a record that a `Read` hint prefetches: its header and first data line. The CPU's own
@@ -81,6 +82,8 @@ pub struct ShardDataset {
     starts: Vec<u64>,
     names: Vec<Arc<str>>,
     verify_records: bool,
+    /// Remote shards fetched whole when the reads go in order (`None` for local shards).
+    stream: Option<Arc<StreamAhead>>,
 }
 
 impl ShardDataset {
@@ -130,6 +133,13 @@ impl ShardDataset {
             .iter()
             .map(|f| Arc::from(f.name.as_str()))
             .collect();
+        let remote: Option<Vec<Object>> = shards
+            .iter()
+            .map(|s| s.remote.as_ref().map(|r| r.object.clone()))
+            .collect();
+        let stream = remote
+            .filter(|r| !r.is_empty())
+            .map(|r| Arc::new(StreamAhead::new(r)));
         Ok(ShardDataset {
             dir,
             manifest,
@@ -137,6 +147,7 @@ impl ShardDataset {
             starts,
             names,
             verify_records,
+            stream,
         })
     }
 
@@ -242,7 +253,10 @@ impl ShardDataset {
         match &sh.remote {
             None => self.unpack(i, &e, &sh.data[e.offset as usize..end as usize]),
             Some(r) => {
-                let stored = r.object.read_range(e.offset..end)?;
+                let stored = match self.whole_shard(s, i)? {
+                    Some(whole) => whole.slice(e.offset as usize..end as usize),
+                    None => r.object.read_range(e.offset..end)?,
+                };
                 let rec = self.unpack(i, &e, &stored)?;
                 Ok(Cow::Owned(rec.into_owned()))
             }
@@ -337,6 +351,15 @@ impl ShardDataset {
         }
     }
 
+    /// Remote shard `s` whole, when the reads (this one of dataset record `i` included) go in
+    /// order; `None` to read by range (see [`StreamAhead`]).
+    fn whole_shard(&self, s: usize, i: u64) -> Result<Option<Bytes>> {
+        match &self.stream {
+            Some(st) => st.read(s, i),
+            None => Ok(None),
+        }
+    }
+
     /// Records `rows` (< len) of a folder with remote shards: each shard's records in one
     /// [`Object::read_ranges`] call (neighbours coalesced into multi-MiB requests, requests run
     /// concurrently), then checked and decompressed like single reads.
@@ -358,6 +381,12 @@ impl ShardDataset {
                 return Err(self.record_mapped(i).err().unwrap_or_else(|| {
                     self.bad_record(i, "index entry points outside the records".into())
                 }));
+            }
+            if let Some(whole) = self.whole_shard(s, i)? {
+                let stored =
+                    whole.slice(e.offset as usize..(e.offset + e.stored_len as u64) as usize);
+                out[k] = Some(Cow::Owned(self.unpack(i, &e, &stored)?.into_owned()));
+                continue;
             }
             by_shard.entry(s).or_default().push((k, e));
         }
@@ -391,6 +420,15 @@ impl ShardDataset {
     /// Reads every byte: each file's CRC32C against the manifest, and every record (checksum and
     /// decoding). Errors name the file and the record.
     pub fn verify(&self) -> Result<()> {
+        self.verify_with(&mut |_| {})
+    }
+
+    /// [`ShardDataset::verify`], telling `progress` the bytes of shard files checked so far.
+    pub fn verify_with(&self, progress: &mut dyn FnMut(u64)) -> Result<()> {
+        if self.stream.is_some() {
+            return self.verify_remote(progress);
+        }
+        let mut done = 0;
         for (sh, entry) in self.shards.iter().zip(&self.manifest.shards) {
             let whole = match &sh.remote {
                 Some(r) => r.object.read_all()?,
@@ -404,12 +442,48 @@ impl ShardDataset {
                     format!("file checksum {got}, manifest says {}", entry.crc32c),
                 ));
             }
+            done += entry.bytes;
+            progress(done);
         }
         let strict = ShardDataset {
             verify_records: true,
             ..self.clone_handles()
         };
         (0..self.manifest.num_records).try_for_each(|i| strict.get(i).map(drop))
+    }
+
+    /// [`ShardDataset::verify`] of remote shards: each shard downloaded once (one `GET`), its
+    /// CRC32C checked, then its records checked from those bytes (not read again by range).
+    fn verify_remote(&self, progress: &mut dyn FnMut(u64)) -> Result<()> {
+        let n = self.shards.len();
+        let mut done = 0;
+        for (s, (sh, entry)) in self.shards.iter().zip(&self.manifest.shards).enumerate() {
+            let Some(r) = &sh.remote else { continue };
+            let whole = r.object.read_all()?;
+            let got = format!("{:08x}", crc32c(&whole));
+            if got != entry.crc32c {
+                return Err(Error::corrupt(
+                    &sh.path,
+                    0,
+                    format!("file checksum {got}, manifest says {}", entry.crc32c),
+                ));
+            }
+            let mut strict = ShardDataset {
+                verify_records: true,
+                stream: None,
+                ..self.clone_handles()
+            };
+            strict.shards[s] = mapped_shard(sh.path.clone(), entry, None, whole)?;
+            let end = if s + 1 < n {
+                self.starts[s + 1]
+            } else {
+                self.len()
+            };
+            (self.starts[s]..end).try_for_each(|i| strict.get(i).map(drop))?;
+            done += entry.bytes;
+            progress(done);
+        }
+        Ok(())
     }
 
     fn clone_handles(&self) -> ShardDataset {
@@ -432,6 +506,7 @@ impl ShardDataset {
             starts: self.starts.clone(),
             names: self.names.clone(),
             verify_records: self.verify_records,
+            stream: self.stream.clone(),
         }
     }
 }

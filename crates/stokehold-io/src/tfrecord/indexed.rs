@@ -14,6 +14,7 @@ use super::dataset::{describe_files, record_element};
 use super::index::{read_index_with_skips, IndexEntry};
 use super::reader::{CorruptLog, CorruptRecord, OnCorrupt, ReadOptions};
 use super::reader::{FOOTER, HEADER};
+use crate::storage::stream_ahead::StreamAhead;
 
 /// Indexed, memory-mapped TFRecord files.
 pub struct IndexedTFRecord {
@@ -24,6 +25,8 @@ pub struct IndexedTFRecord {
     /// `cum[k]` = records in files before `k`; one more entry than files.
     cum: Vec<u64>,
     verify: bool,
+    /// Remote files fetched whole when the reads go in order (`None` for local files).
+    stream: Option<StreamAhead>,
 }
 
 impl IndexedTFRecord {
@@ -51,6 +54,7 @@ impl IndexedTFRecord {
             entries: Vec::new(),
             cum: vec![0],
             verify,
+            stream: None,
         };
         for f in files {
             let f = f.as_ref();
@@ -84,6 +88,9 @@ impl IndexedTFRecord {
             ds.entries.push(entries);
             ds.files.push(f.to_path_buf());
         }
+        if !ds.maps.is_empty() && ds.maps.iter().all(|m| m.is_remote()) {
+            ds.stream = Some(StreamAhead::new(ds.maps.clone()));
+        }
         Ok(ds)
     }
 
@@ -101,8 +108,16 @@ impl IndexedTFRecord {
                 "record runs past the end (file changed?)",
             ));
         }
-        // One read for header, data and footer: a slice of the map locally, one request remotely.
-        let rec = map.read_range(off as u64..end as u64)?;
+        // One read for header, data and footer: a slice of the map locally, one request remotely
+        // (or a slice of the whole file, fetched ahead while the reads go in order).
+        let whole = match &self.stream {
+            Some(s) => s.read(k, i)?,
+            None => None,
+        };
+        let rec = match whole {
+            Some(w) => w.slice(off..end),
+            None => map.read_range(off as u64..end as u64)?,
+        };
         let h = &rec[..HEADER];
         let len_ok = h[..8] == e.len.to_le_bytes()
             && masked_crc(&h[..8]) == u32::from_le_bytes(h[8..12].try_into().unwrap());

@@ -71,6 +71,16 @@ pub fn inspect_file(
     opts: ReadOptions,
     max_records: Option<u64>,
 ) -> Result<FileReport> {
+    inspect_file_with(path, opts, max_records, &mut |_| {})
+}
+
+/// [`inspect_file`], telling `progress` the file offset reached (every 4 MiB and at the end).
+pub fn inspect_file_with(
+    path: &Path,
+    opts: ReadOptions,
+    max_records: Option<u64>,
+    progress: &mut dyn FnMut(u64),
+) -> Result<FileReport> {
     let log = Arc::new(CorruptLog::default());
     let opts = ReadOptions {
         on_corrupt: OnCorrupt::Skip,
@@ -81,8 +91,13 @@ pub fn inspect_file(
         min_record: u64::MAX,
         ..Default::default()
     };
-    while let Some((_, data)) = r.next_ref()? {
+    let mut last = 0;
+    while let Some((at, data)) = r.next_ref()? {
         let n = data.len() as u64;
+        if at - last >= 4 << 20 {
+            last = at;
+            progress(last);
+        }
         rep.records += 1;
         rep.data_bytes += n;
         rep.min_record = rep.min_record.min(n);
@@ -112,6 +127,7 @@ pub fn inspect_file(
             seen.max_values = seen.max_values.max(count);
         }
     }
+    progress(r.offset());
     if rep.records == 0 {
         rep.min_record = 0;
     }

@@ -235,7 +235,7 @@ impl Sink {
         let width = spec.dtype().size().unwrap_or(0);
         let mut s = Sink {
             // A hint only: a product that would wrap reserves nothing.
-            data: Vec::with_capacity(
+            data: stokehold_core::alloc::large_vec(
                 rows.checked_mul(per)
                     .and_then(|n| n.checked_mul(width))
                     .unwrap_or(0),
