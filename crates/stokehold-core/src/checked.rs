@@ -11,23 +11,26 @@
 //! assert!(e.to_string().contains("iter"), "{e}");
 //! ```
 
+use std::fmt::Display;
+
 use crate::dataset::INFINITE;
 use crate::error::{Error, Result};
 
-fn past(op: &str, what: &str, expr: String) -> Error {
+fn past(op: &str, what: impl Display, expr: String) -> Error {
     Error::invalid(format!(
         "{op}: {what} ({expr}) is past the 64-bit index range"
     ))
 }
 
-/// `a * b`, or an error naming `op` and `what`.
-pub fn mul(op: &str, what: &str, a: u64, b: u64) -> Result<u64> {
+/// `a * b`, or an error naming `op` and `what` (formatted only then: `format_args!` costs
+/// nothing on the hot path, where a `format!` per index cost a shuffled read two allocations).
+pub fn mul(op: &str, what: impl Display, a: u64, b: u64) -> Result<u64> {
     a.checked_mul(b)
         .ok_or_else(|| past(op, what, format!("{a} x {b}")))
 }
 
-/// `a + b`, or an error naming `op` and `what`.
-pub fn add(op: &str, what: &str, a: u64, b: u64) -> Result<u64> {
+/// `a + b`, or an error naming `op` and `what` (formatted only then).
+pub fn add(op: &str, what: impl Display, a: u64, b: u64) -> Result<u64> {
     a.checked_add(b)
         .ok_or_else(|| past(op, what, format!("{a} + {b}")))
 }
@@ -39,15 +42,15 @@ pub fn epoch_start(op: &str, epoch: u64, len: u64) -> Result<u64> {
     if len == INFINITE {
         return Ok(0);
     }
-    let start = mul(op, &format!("the start of epoch {epoch}"), epoch, len)?;
-    add(op, &format!("the end of epoch {epoch}"), start, len)?;
+    let start = mul(op, format_args!("the start of epoch {epoch}"), epoch, len)?;
+    add(op, format_args!("the end of epoch {epoch}"), start, len)?;
     Ok(start)
 }
 
 /// Global index `epoch * len + i`: element `i` of epoch `epoch`.
 pub fn global_index(op: &str, epoch: u64, len: u64, i: u64) -> Result<u64> {
-    let start = mul(op, &format!("the start of epoch {epoch}"), epoch, len)?;
-    add(op, &format!("element {i} of epoch {epoch}"), start, i)
+    let start = mul(op, format_args!("the start of epoch {epoch}"), epoch, len)?;
+    add(op, format_args!("element {i} of epoch {epoch}"), start, i)
 }
 
 /// `v` as `usize` (a count or offset about to index memory), or an error naming `op`.

@@ -122,6 +122,9 @@ impl Value {
     pub fn row(&self, i: usize) -> Result<Tensor> {
         match self {
             Value::Tensor(t) => {
+                if let Some(row) = t.row_view(i) {
+                    return Ok(row);
+                }
                 let n = self.rows()?;
                 if i >= n {
                     return Err(out_of_range(i, n));
@@ -378,6 +381,59 @@ fn concat_rows(items: &[&Tensor], flat: bool) -> Result<Tensor> {
     Tensor::new(first.dtype(), shape, Bytes::from(data))
 }
 
+/// [`stack_examples`] of `rows`, where `rows[k]` came from row `k` of the batch `source`
+/// (a map over [`Example::row`] views): a dense feature whose every row is still the view of
+/// `source`'s row (same dtype, shape and bytes in place, which a map that leaves the feature
+/// alone keeps) is `source`'s column again, with no copy; the others are stacked.
+pub fn restack(op: &str, source: &Example, rows: &[Example]) -> Result<Example> {
+    let Some(first) = rows.first() else {
+        return stack_examples(op, rows);
+    };
+    let mut out = Example::new();
+    for (name, _) in first.iter() {
+        if let Some(Value::Tensor(column)) = source.get(name) {
+            if rows_in_place(column, name, rows) {
+                out.insert(name, Value::Tensor(column.clone()));
+                continue;
+            }
+        }
+        let items = rows
+            .iter()
+            .map(|e| e.tensor(op, name).map_err(|_| missing(op, name, e)))
+            .collect::<Result<Vec<_>>>()?;
+        out.insert(name, stack(op, name, &items)?);
+    }
+    Ok(out)
+}
+
+/// True when feature `name` of every `rows[k]` is the view of row `k` of the dense `column`.
+fn rows_in_place(column: &Tensor, name: &str, rows: &[Example]) -> bool {
+    let (shape, data) = (column.shape(), column.data());
+    if column.dtype() == DType::Bytes || shape.first() != Some(&rows.len()) {
+        return false;
+    }
+    let row_bytes = data.len() / rows.len().max(1);
+    rows.iter().enumerate().all(|(k, e)| match e.get(name) {
+        Some(Value::Tensor(t)) => {
+            t.dtype() == column.dtype()
+                && t.shape() == &shape[1..]
+                && t.data().len() == row_bytes
+                && std::ptr::eq(t.data().as_ptr(), data[k * row_bytes..].as_ptr())
+        }
+        _ => false,
+    })
+}
+
+fn missing(op: &str, name: &str, e: &Example) -> Error {
+    Error::schema(
+        op,
+        format!(
+            "feature {name:?} is missing or ragged in an element with features {:?}",
+            e.names()
+        ),
+    )
+}
+
 /// Stacks each feature of `elements` (which must share feature names) into one batch example.
 pub fn stack_examples(op: &str, elements: &[Example]) -> Result<Example> {
     let first = elements
@@ -387,17 +443,7 @@ pub fn stack_examples(op: &str, elements: &[Example]) -> Result<Example> {
     for (name, _) in first.iter() {
         let items = elements
             .iter()
-            .map(|e| {
-                e.tensor(op, name).map_err(|_| {
-                    Error::schema(
-                        op,
-                        format!(
-                            "feature {name:?} is missing or ragged in an element with features {:?}",
-                            e.names()
-                        ),
-                    )
-                })
-            })
+            .map(|e| e.tensor(op, name).map_err(|_| missing(op, name, e)))
             .collect::<Result<Vec<_>>>()?;
         out.insert(name, stack(op, name, &items)?);
     }

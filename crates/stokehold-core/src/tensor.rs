@@ -249,6 +249,23 @@ impl Tensor {
         }
     }
 
+    /// Row `i` along axis 0 as a zero-copy view of shape `shape[1..]` (one element of a batch);
+    /// `None` for a scalar, a row past the end or a bytes tensor (which [`Tensor::slice_rows`]
+    /// serves).
+    pub fn row_view(&self, i: usize) -> Option<Tensor> {
+        let (&rows, inner) = self.shape.split_first()?;
+        if i >= rows || self.offsets.is_some() {
+            return None;
+        }
+        let rb = self.row_bytes();
+        Some(Tensor {
+            dtype: self.dtype,
+            shape: inner.to_vec(),
+            data: self.data.slice(i * rb..(i + 1) * rb),
+            offsets: None,
+        })
+    }
+
     /// The same data with another shape of equal element count.
     pub fn reshape(&self, shape: Vec<usize>) -> Result<Tensor> {
         if shape.iter().product::<usize>() != self.len() {

@@ -10,7 +10,8 @@
 //! cache, then times RUNS passes of: sequential `get(i)`, random `get(i)` and random
 //! `get_batch` of 256 indices (uniform indices, with repetition; one and two threads), and a sequential and a global-shuffle epoch through the
 //! iterator API: element by element, in batches of 256 (also after a `map`, which batches element
-//! by element), and in batches of 256 made by two workers.
+//! by element), and in batches of 256 made by two workers. An optional fifth argument runs only
+//! the cases whose label contains it (for a profiler).
 
 use std::time::Instant;
 
@@ -75,6 +76,11 @@ fn cpu_seconds() -> f64 {
 }
 
 fn timed(label: &str, n: u64, mut f: impl FnMut() -> Result<u64>) -> Result<()> {
+    if let Some(only) = std::env::args().nth(5) {
+        if !label.contains(&only) {
+            return Ok(());
+        }
+    }
     let (t, c) = (Instant::now(), cpu_seconds());
     let sink = f()?;
     let (s, cpu) = (t.elapsed().as_secs_f64(), cpu_seconds() - c);

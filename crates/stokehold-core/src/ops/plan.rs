@@ -200,7 +200,7 @@ impl EpochRange {
             None => INFINITE,
             Some(c) => crate::checked::mul(op, "the epochs' total length", n, c)?,
         };
-        let start = crate::checked::mul(op, &format!("the start of epoch {start}"), start, n)?;
+        let start = crate::checked::mul(op, format_args!("the start of epoch {start}"), start, n)?;
         if len != INFINITE {
             crate::checked::add(op, "the last epoch's end", start, len)?;
         }

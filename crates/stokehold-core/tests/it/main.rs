@@ -7,6 +7,7 @@ mod combine;
 mod common;
 mod conformance;
 mod interleave;
+mod map_batch;
 mod pack;
 mod parallel;
 mod plan;

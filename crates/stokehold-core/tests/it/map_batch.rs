@@ -1,0 +1,168 @@
+//! `map(f)` under `batch`: the input's batch path, cut into row views, mapped and stacked again
+//! (`MapMap::get_batch`); a feature the function leaves alone keeps the input's column.
+
+use std::sync::Arc;
+
+use stokehold_core::{
+    map_fn, stack_examples, Dataset, Error, Example, MapDataset, Ragged, Result, Tensor, Value,
+};
+
+/// Ten elements: `x` (int64 scalar), `clip` (float32 of length 1 + i % 3: a ragged column),
+/// `row` (float32 [2]).
+fn columns() -> Example {
+    let lens: Vec<u64> = (0..10).map(|i| 1 + i % 3).collect();
+    let mut splits = vec![0u64];
+    for l in &lens {
+        splits.push(splits.last().unwrap() + l);
+    }
+    let total = *splits.last().unwrap() as usize;
+    let values = Tensor::from_vec(vec![total], (0..total).map(|v| v as f32).collect()).unwrap();
+    Example::new()
+        .with(
+            "x",
+            Tensor::from_vec(vec![10], (0..10i64).collect()).unwrap(),
+        )
+        .with(
+            "clip",
+            Value::Ragged(Ragged::new(values, splits.into()).unwrap()),
+        )
+        .with(
+            "row",
+            Tensor::from_vec(vec![10, 2], (0..20).map(|v| v as f32 * 0.5).collect()).unwrap(),
+        )
+}
+
+/// Doubles `row`, adds `idx` (the element's global index) and `epoch`; leaves the other
+/// features alone.
+fn mapped(d: &Dataset) -> Dataset {
+    d.map(
+        "touch",
+        map_fn(|mut e, c| {
+            let row: Vec<f32> = e.tensor("t", "row")?.to_vec()?;
+            let doubled: Vec<f32> = row.iter().map(|v| v * 2.0).collect();
+            e.insert("row", Tensor::from_vec(vec![2], doubled)?);
+            e.insert("idx", Tensor::scalar(c.index as i64));
+            e.insert("epoch", Tensor::scalar(c.epoch as i64));
+            Ok(e)
+        }),
+    )
+}
+
+#[test]
+fn a_mapped_batch_equals_the_stacked_mapped_elements() {
+    let ds = mapped(&Dataset::from_columns(columns()).unwrap().shuffle(5));
+    let Dataset::Map(m) = &ds else {
+        panic!("map over a random-access input is random access")
+    };
+    // Global indices from two epochs (as `batch` asks for them), with a repeat.
+    for indices in [vec![0u64, 1, 2, 3], vec![7, 13, 2, 19, 2], vec![11]] {
+        let by_batch = m
+            .get_batch(&indices)
+            .unwrap()
+            .expect("the input has a batch path");
+        let elements: Vec<Example> = indices.iter().map(|&i| m.get(i).unwrap()).collect();
+        assert_eq!(
+            by_batch,
+            stack_examples("batch", &elements).unwrap(),
+            "{indices:?}"
+        );
+        let epochs: Vec<i64> = by_batch.tensor("t", "epoch").unwrap().to_vec().unwrap();
+        let want: Vec<i64> = indices.iter().map(|&i| (i / 10) as i64).collect();
+        assert_eq!(epochs, want);
+    }
+    // And through the batch op, which asks for the batch path first.
+    let batches = ds.batch(4, false).unwrap();
+    for b in 0..batches.len().unwrap() {
+        let got = batches.get(b).unwrap();
+        let n = got.tensor("t", "idx").unwrap().shape()[0] as u64;
+        let elements: Vec<Example> = (b * 4..b * 4 + n).map(|i| ds.get(i).unwrap()).collect();
+        assert_eq!(got, stack_examples("batch", &elements).unwrap());
+    }
+}
+
+/// A dataset whose batch path always returns one prebuilt batch (clones share its buffers),
+/// so a test can see whether a mapped batch reuses or copies a column.
+struct OneBatch {
+    batch: Example,
+    rows: u64,
+}
+
+impl MapDataset for OneBatch {
+    fn len(&self) -> u64 {
+        self.rows
+    }
+
+    fn get(&self, index: u64) -> Result<Example> {
+        self.batch.row(index as usize)
+    }
+
+    fn get_batch(&self, indices: &[u64]) -> Result<Option<Example>> {
+        let whole: Vec<u64> = (0..self.rows).collect();
+        Ok((indices == whole.as_slice()).then(|| self.batch.clone()))
+    }
+
+    fn name(&self) -> String {
+        "one_batch".into()
+    }
+}
+
+fn data_ptr(e: &Example, name: &str) -> *const u8 {
+    e.tensor("t", name).unwrap().data().as_ptr()
+}
+
+#[test]
+fn a_feature_the_function_leaves_alone_is_not_copied() {
+    let batch = Example::new()
+        .with("x", Tensor::from_vec(vec![4], vec![1i64, 2, 3, 4]).unwrap())
+        .with("name", Tensor::strings(&["a", "bc", "", "def"]))
+        .with(
+            "row",
+            Tensor::from_vec(vec![4, 2], (0..8).map(|v| v as f32).collect()).unwrap(),
+        );
+    let source = Arc::new(OneBatch {
+        batch: batch.clone(),
+        rows: 4,
+    });
+    let ds = mapped(&Dataset::Map(source));
+    let got = ds.get_batch(&[0, 1, 2, 3]).unwrap();
+    assert_eq!(
+        data_ptr(&got, "x"),
+        data_ptr(&batch, "x"),
+        "x is the input's column"
+    );
+    assert_ne!(
+        data_ptr(&got, "row"),
+        data_ptr(&batch, "row"),
+        "row was rewritten"
+    );
+    let elements: Vec<Example> = (0..4).map(|i| ds.get(i).unwrap()).collect();
+    assert_eq!(got, stack_examples("batch", &elements).unwrap());
+    let rows: Vec<f32> = got.tensor("t", "row").unwrap().to_vec().unwrap();
+    assert_eq!(rows, (0..8).map(|v| v as f32 * 2.0).collect::<Vec<_>>());
+    // A function that reshapes a feature in place (same bytes, new shape) gets it stacked.
+    let flat = Dataset::Map(Arc::new(OneBatch { batch, rows: 4 })).map(
+        "flatten",
+        map_fn(|mut e, _| {
+            let t = e.tensor("t", "row")?.reshape(vec![1, 2])?;
+            e.insert("row", t);
+            Ok(e)
+        }),
+    );
+    let got = flat.get_batch(&[0, 1, 2, 3]).unwrap();
+    assert_eq!(got.tensor("t", "row").unwrap().shape(), &[4, 1, 2]);
+}
+
+#[test]
+fn an_error_in_the_function_names_its_element() {
+    let ds = Dataset::from_columns(columns()).unwrap().map(
+        "fails_on_3",
+        map_fn(|e, c| {
+            if c.index == 3 {
+                return Err(Error::invalid(format!("element {} refused", c.index)));
+            }
+            Ok(e)
+        }),
+    );
+    let err = ds.batch(4, false).unwrap().get(0).unwrap_err().to_string();
+    assert!(err.contains("element 3 refused"), "{err}");
+}
