@@ -10,6 +10,11 @@ TIMEOUT_S = 120
 
 
 def pytest_configure(config):
+    # Ctrl-C tests send SIGINT to this process and to the children it starts. A shell starts a
+    # background job (`make test &`, nohup, a CI runner without job control) with SIGINT
+    # ignored, and Python then installs no KeyboardInterrupt handler, which children inherit:
+    # those tests would fail for how the suite was launched. Python's own default, always.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     config.addinivalue_line("markers", "timeout(seconds, method=...): per-test time limit")
     config.addinivalue_line("markers", "ray: runs on a local Ray cluster (test_ray.py; `-m 'not ray'` leaves them out)")
 
