@@ -3,6 +3,7 @@
 //! pipeline's threads like any map; the bindings wrap decode and load in
 //! `Dataset::map_with_policy` for `on_error="skip"`.
 
+use std::borrow::Cow;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -268,7 +269,11 @@ fn insert(e: &mut Example, out: &str, audio: Audio, opts: &DecodeOptions) -> Res
 
 /// The signal of feature `feature` as float32 rows `[rows, time]` (int16 scaled by 1/32768),
 /// with the leading shape; errors name the element.
-fn signal(e: &Example, feature: &str, ctx: &Ctx) -> Result<(Vec<usize>, usize, Vec<f32>)> {
+fn signal<'a>(
+    e: &'a Example,
+    feature: &str,
+    ctx: &Ctx,
+) -> Result<(Vec<usize>, usize, Cow<'a, [f32]>)> {
     let t = e.tensor(ctx.op, feature)?;
     let shape = t.shape().to_vec();
     let bad = |why: String| {
@@ -284,13 +289,18 @@ fn signal(e: &Example, feature: &str, ctx: &Ctx) -> Result<(Vec<usize>, usize, V
         return Err(bad(format!("has no samples (shape {shape:?})")));
     }
     let values = match t.dtype() {
-        DType::F32 => t.to_vec::<f32>()?,
-        DType::I16 => t
-            .to_vec::<i16>()?
-            .into_iter()
-            .map(|x| x as f32 / 32768.0)
-            .collect(),
-        DType::F64 => t.to_vec::<f64>()?.into_iter().map(|x| x as f32).collect(),
+        // Float32 samples are read in place (no copy of the clip).
+        DType::F32 => match t.as_slice::<f32>()? {
+            Some(v) => Cow::Borrowed(v),
+            None => Cow::Owned(t.to_vec::<f32>()?),
+        },
+        DType::I16 => Cow::Owned(
+            t.to_vec::<i16>()?
+                .into_iter()
+                .map(|x| x as f32 / 32768.0)
+                .collect(),
+        ),
+        DType::F64 => Cow::Owned(t.to_vec::<f64>()?.into_iter().map(|x| x as f32).collect()),
         other => {
             return Err(bad(format!(
                 "is {other}; need float32, float64 or int16 samples"
@@ -348,6 +358,12 @@ pub fn spectrogram_fn(feature: &str, out: &str, stft: Stft) -> MapFn {
     })
 }
 
+thread_local! {
+    /// The power spectrum behind a mel spectrogram, reused from clip to clip on each thread (as
+    /// the STFT's padded signal is: `features::PADDED`).
+    static SPEC: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
 /// A map function writing the mel spectrogram of feature `feature` (`[..., time]`) to feature
 /// `out` as `[..., n_mels, frames]` float32; with `db = Some(top_db)` in decibels
 /// ([`power_to_db`]).
@@ -362,9 +378,13 @@ pub fn mel_spectrogram_fn(
     let n_freqs = stft.n_freqs();
     per_row_fn(feature, out, bank.n_mels(), stft, move |row, dst| {
         let frames = dst.len() / bank.n_mels();
-        let mut spec = vec![0.0f32; n_freqs * frames];
-        s.power_into(row, &mut spec)?;
-        bank.apply(&spec, frames, dst);
+        SPEC.with_borrow_mut(|spec| {
+            // Every value is written by `power_into`: only a longer clip grows the buffer.
+            spec.resize(n_freqs * frames, 0.0);
+            s.power_into(row, spec)?;
+            bank.apply(spec, frames, dst);
+            Ok::<_, Error>(())
+        })?;
         if let Some(top_db) = db {
             power_to_db(dst, top_db);
         }
