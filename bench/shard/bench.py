@@ -149,6 +149,15 @@ def throughput_rows(exe, tmp, n, runs):
              ("stokehold", "global shuffle epoch", "sequential epoch", ", batch 256, 2 threads"),
              ("stokehold", "global shuffle epoch", "sequential epoch", ", map, batch 256"),
              ("memory probe (C)", "shuffled", "sequential", "")]
+    # Item 5's goal: batches made by two workers of a pipeline vs two threads calling get_batch.
+    for epoch in ("sequential epoch", "global shuffle epoch"):
+        pipe = by.get(f"{epoch}, batch 256, 2 threads")
+        direct = by.get("random get_batch(256), 2 threads")
+        if pipe and direct:
+            out.append(rows.row(READ, "stokehold",
+                                f"{epoch}, batch 256, 2 workers / 2 threads' get_batch",
+                                "ratio", float(np.median(pipe) / np.median(direct)), "x",
+                                better="higher"))
     for system, shuf_case, seq_case, suffix in pairs:
         src = probe if system.startswith("memory") else by
         seq, shuf = src.get(seq_case + suffix), src.get(shuf_case + suffix)
