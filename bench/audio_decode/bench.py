@@ -158,7 +158,10 @@ def tf_run(d, par):
 
 
 def main():
-    args = rows.workload_args(__doc__.splitlines()[0]).parse_args()
+    parser = rows.workload_args(__doc__.splitlines()[0])
+    parser.add_argument("--stokehold-only", action="store_true",
+                        help="time stokehold alone (an A/B of two builds), no peers")
+    args = parser.parse_args()
     n, lo, hi = (16, 5, 30) if args.quick else (48, 5, 180)
     par = 2
     d, secs = make_clips(rows.tmp_root(), n, lo, hi)
@@ -170,6 +173,8 @@ def main():
         ours = epochs(stokehold_run(d, ext, par), 3)
         log(f"stokehold {ext}: {ours}")
         out.append(rows.median_row(WL, "stokehold", cfg, "throughput", ours, "clips/s", params=p))
+        if args.stokehold_only:
+            continue
         theirs = epochs(torch_run(d, ext, par), 3)
         log(f"torch {ext}: {theirs}")
         out.append(rows.median_row(WL, "torch/soundfile+torchaudio", cfg, "throughput", theirs,
