@@ -386,12 +386,17 @@ fn concat_rows(items: &[&Tensor], flat: bool) -> Result<Tensor> {
 /// `source`'s row (same dtype, shape and bytes in place, which a map that leaves the feature
 /// alone keeps) is `source`'s column again, with no copy; the others are stacked.
 pub fn restack(op: &str, source: &Example, rows: &[Example]) -> Result<Example> {
-    let Some(first) = rows.first() else {
-        return stack_examples(op, rows);
-    };
+    stack_reusing(op, Some(source), rows)
+}
+
+/// Stacks each feature of `rows`, reusing `source`'s column where [`rows_in_place`] says so.
+fn stack_reusing(op: &str, source: Option<&Example>, rows: &[Example]) -> Result<Example> {
+    let first = rows
+        .first()
+        .ok_or_else(|| Error::invalid(format!("{op}: empty batch")))?;
     let mut out = Example::new();
     for (name, _) in first.iter() {
-        if let Some(Value::Tensor(column)) = source.get(name) {
+        if let Some(Value::Tensor(column)) = source.and_then(|s| s.get(name)) {
             if rows_in_place(column, name, rows) {
                 out.insert(name, Value::Tensor(column.clone()));
                 continue;
@@ -436,18 +441,7 @@ fn missing(op: &str, name: &str, e: &Example) -> Error {
 
 /// Stacks each feature of `elements` (which must share feature names) into one batch example.
 pub fn stack_examples(op: &str, elements: &[Example]) -> Result<Example> {
-    let first = elements
-        .first()
-        .ok_or_else(|| Error::invalid(format!("{op}: empty batch")))?;
-    let mut out = Example::new();
-    for (name, _) in first.iter() {
-        let items = elements
-            .iter()
-            .map(|e| e.tensor(op, name).map_err(|_| missing(op, name, e)))
-            .collect::<Result<Vec<_>>>()?;
-        out.insert(name, stack(op, name, &items)?);
-    }
-    Ok(out)
+    stack_reusing(op, None, elements)
 }
 
 #[cfg(test)]
