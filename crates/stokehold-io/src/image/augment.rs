@@ -104,19 +104,17 @@ pub fn normalize(src: &[u8], pixels: usize, mean: &[f32], std: &[f32], chw: bool
     let c = mean.len();
     let a: Vec<f32> = std.iter().map(|s| 1.0 / (255.0 * s)).collect();
     let b: Vec<f32> = mean.iter().zip(std).map(|(m, s)| -m / s).collect();
-    let mut out = vec![0f32; pixels * c];
+    // Written once by `extend` (no zero-fill first, no bounds check per sample): channels first
+    // is one pass per channel plane, each reading every `c`-th byte.
+    let mut out = Vec::with_capacity(pixels * c);
+    let src = src.get(..pixels * c).unwrap_or(src);
     if chw {
-        for (i, p) in src.chunks_exact(c).enumerate() {
-            for k in 0..c {
-                out[k * pixels + i] = f32::from(p[k]) * a[k] + b[k];
-            }
+        for k in 0..c {
+            out.extend(src.chunks_exact(c).map(|p| f32::from(p[k]) * a[k] + b[k]));
         }
     } else {
-        for (o, p) in out.chunks_exact_mut(c).zip(src.chunks_exact(c)) {
-            for k in 0..c {
-                o[k] = f32::from(p[k]) * a[k] + b[k];
-            }
-        }
+        let ab = a.iter().zip(&b).cycle();
+        out.extend(src.iter().zip(ab).map(|(&x, (a, b))| f32::from(x) * a + b));
     }
     out
 }
