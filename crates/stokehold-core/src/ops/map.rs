@@ -64,7 +64,8 @@ impl MapDataset for MapMap {
             .enumerate()
             .map(|(k, &index)| self.apply(batch.row(k)?, index))
             .collect::<Result<Vec<_>>>()?;
-        restack(&self.label, &batch, &rows).map(Some)
+        // A failure to stack is the batch's, as on the element path ("batch: feature ...").
+        restack("batch", &batch, &rows).map(Some)
     }
 
     fn prefetch_useful(&self) -> bool {

@@ -166,3 +166,18 @@ fn an_error_in_the_function_names_its_element() {
     let err = ds.batch(4, false).unwrap().get(0).unwrap_err().to_string();
     assert!(err.contains("element 3 refused"), "{err}");
 }
+
+#[test]
+fn mapped_elements_that_do_not_stack_are_the_batchs_error() {
+    let ds = Dataset::from_columns(columns()).unwrap().map(
+        "square",
+        map_fn(|mut e, c| {
+            let n = 1 + c.index as usize % 2;
+            e.insert("grid", Tensor::from_vec(vec![n, n], vec![0f32; n * n])?);
+            Ok(e)
+        }),
+    );
+    let err = ds.batch(4, false).unwrap().get(0).unwrap_err().to_string();
+    assert!(err.contains("batch") && err.contains("\"grid\""), "{err}");
+    assert!(err.contains("use padded_batch"), "{err}");
+}
