@@ -305,7 +305,8 @@ def test_unpicklable_function_fails_before_any_worker_starts():
         sh.Dataset.range(3).map(holds_a_lock, num_parallel_calls=2, processes=True)
     msg = str(info.value)
     assert "holds_a_lock" in msg and "pickle" in msg and "cloudpickle" in msg, msg
-    assert _children() == before
+    # No worker started; an idle worker of an earlier test's pool may have exited meanwhile.
+    assert set(_children()) <= set(before)
 
 
 def test_fork_start_method_needs_no_pickling():
