@@ -136,7 +136,9 @@ impl Stft {
         }
         PADDED.with_borrow_mut(|padded| {
             self.pad_into(signal, padded);
-            self.frames_into(padded, out)
+            let r = self.frames_into(padded, out);
+            release_if_large(padded);
+            r
         })
     }
 
@@ -201,6 +203,18 @@ thread_local! {
     /// fresh buffer of a few hundred KiB per clip went back to the OS and was faulted in again
     /// on the next (a tenth of a log-mel pipeline's time went to page faults).
     static PADDED: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// The most floats a thread keeps in a reused scratch buffer (16 MiB): a longer clip (about 20
+/// minutes of 16 kHz audio padded, or a spectrum of about 80 s) gets a buffer of its own, so a
+/// pipeline thread never holds on to the largest clip it has seen.
+pub(crate) const SCRATCH_KEEP: usize = 4 << 20;
+
+/// Frees `v` when it grew past [`SCRATCH_KEEP`].
+pub(crate) fn release_if_large(v: &mut Vec<f32>) {
+    if v.capacity() > SCRATCH_KEEP {
+        *v = Vec::new();
+    }
 }
 
 /// The mel scale of the filter bank.
@@ -387,6 +401,26 @@ mod tests {
             .max_by(|a, b| out[a * frames + t].total_cmp(&out[b * frames + t]))
             .unwrap();
         assert_eq!(peak, 32); // 1000 Hz * 512 / 16000
+    }
+
+    #[test]
+    fn a_long_clip_leaves_no_large_scratch_behind() {
+        let s = Stft::new(StftOptions {
+            hop_length: 4096,
+            ..StftOptions::new(512)
+        })
+        .unwrap();
+        let run = |n: usize| {
+            let sig = vec![0.5f32; n];
+            let mut out = vec![0.0; s.n_freqs() * s.frames(n)];
+            s.power_into(&sig, &mut out).unwrap();
+            PADDED.with_borrow(|p| p.capacity())
+        };
+        assert!(
+            run(4000) >= 4000,
+            "a short clip's padded buffer is kept for the next"
+        );
+        assert_eq!(run(SCRATCH_KEEP + 1000), 0, "a long clip's is freed");
     }
 
     #[test]

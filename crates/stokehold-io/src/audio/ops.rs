@@ -12,7 +12,7 @@ use stokehold_core::rng::Rng;
 use stokehold_core::{Ctx, DType, Error, Example, MapFn, Result, Tensor};
 
 use super::decode::{open_bytes, open_file, Audio, Opened};
-use super::features::{power_to_db, MelBank, Stft};
+use super::features::{power_to_db, release_if_large, MelBank, Stft};
 use super::resample::{mix_to_mono, resample};
 
 /// The sample type of decoded audio.
@@ -360,7 +360,7 @@ pub fn spectrogram_fn(feature: &str, out: &str, stft: Stft) -> MapFn {
 
 thread_local! {
     /// The power spectrum behind a mel spectrogram, reused from clip to clip on each thread (as
-    /// the STFT's padded signal is: `features::PADDED`).
+    /// the STFT's padded signal is: `features::PADDED`), up to `features::SCRATCH_KEEP`.
     static SPEC: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
@@ -381,9 +381,12 @@ pub fn mel_spectrogram_fn(
         SPEC.with_borrow_mut(|spec| {
             // Every value is written by `power_into`: only a longer clip grows the buffer.
             spec.resize(n_freqs * frames, 0.0);
-            s.power_into(row, spec)?;
-            bank.apply(spec, frames, dst);
-            Ok::<_, Error>(())
+            let r = s.power_into(row, spec);
+            if r.is_ok() {
+                bank.apply(spec, frames, dst);
+            }
+            release_if_large(spec);
+            r
         })?;
         if let Some(top_db) = db {
             power_to_db(dst, top_db);
