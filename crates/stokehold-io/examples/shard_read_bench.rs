@@ -9,8 +9,8 @@
 //! 256 MiB shards) into DIR unless DIR already holds them, reads everything once to fill the page
 //! cache, then times RUNS passes of: sequential `get(i)`, random `get(i)` and random
 //! `get_batch` of 256 indices (uniform indices, with repetition; one and two threads), and a sequential and a global-shuffle epoch through the
-//! iterator API: element by element, in batches of 256 (also after a `map`, which batches element
-//! by element), and in batches of 256 made by two workers. An optional fifth argument runs only
+//! iterator API: element by element, in batches of 256 (also after an identity `map`, which takes
+//! the reader's batch path and cuts it into rows), and in batches of 256 made by two workers. An optional fifth argument runs only
 //! the cases whose label contains it (for a profiler).
 
 use std::time::Instant;
