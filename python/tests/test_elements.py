@@ -148,7 +148,7 @@ def test_from_list_and_bytes_features():
     ]
     ds = sh.from_list(rows)
     e = ds[0]
-    assert e["name"].dtype == object and e["name"].item() == b"a"
+    assert e["name"].dtype == object and e["name"].shape == () and e["name"].item() == b"a"
     assert e["text"].item() == "héllo".encode()
     b = next(iter(ds.batch(2)))
     assert b["name"].tolist() == [b"a", b"bcd"]

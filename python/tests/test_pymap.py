@@ -1,7 +1,7 @@
 """A Python map's element conversion and its claims of several elements at once (issue 17 item 6).
 
-The conversion of a map function's result takes one attribute read for a plain C-contiguous
-array and the general path for everything else; these tests send every dtype and layout through
+The conversion of a map function's result reads numpy's `__array_struct__` capsule for a plain
+C-contiguous, aligned array and takes the general path for everything else; these tests send every dtype and layout through
 a map and compare with numpy. The parallel map hands cheap elements over in runs; order, values,
 errors and checkpoints must be those of the sequential map whatever the run length.
 """
@@ -22,6 +22,7 @@ def _arrays():
     out.append(base.astype(np.float32)[:, ::2])  # strided
     out.append(base.astype(np.float32).T)  # Fortran order
     out.append(base.astype(">f4"))  # byte-swapped
+    out.append(np.frombuffer(b"\0" + base.astype(np.float32).tobytes(), np.float32, 24, 1))  # unaligned
     out.append(np.zeros((0, 3), np.int32))  # empty
     out.append(np.float64(2.5) * np.ones(()))  # 0-d
     out.append(np.array([b"ab", b"c"]))  # bytes
