@@ -6,6 +6,8 @@ a map and compare with numpy. The parallel map hands cheap elements over in runs
 errors and checkpoints must be those of the sequential map whatever the run length.
 """
 
+import threading
+
 import numpy as np
 import pytest
 
@@ -100,3 +102,22 @@ def test_parallel_python_map_checkpoint_mid_run(det):
     # In order: the same sequence; as completed: the same elements (arrival order may differ).
     assert (rest2 if det else sorted(rest2)) == (rest if det else sorted(rest))
     assert sorted(head + rest) == list(range(1500))
+
+
+def test_thread_local_state_lasts_across_elements_of_a_parallel_map():
+    # A pipeline thread keeps its Python thread state between calls, so `threading.local` data
+    # (a per-thread decoder, file handle or generator) is made once per thread, not per element.
+    local = threading.local()
+    made = []
+
+    def f(e):
+        if not hasattr(local, "calls"):
+            local.calls = 0
+            made.append(threading.get_ident())
+        local.calls += 1
+        return {"x": e["x"]}
+
+    ds = sh.from_arrays({"x": np.arange(2000)}).map(f, num_parallel_calls=2)
+    assert [int(e["x"]) for e in ds] == list(range(2000))
+    assert len(made) == len(set(made))  # once per thread
+    assert len(made) <= 4, f"thread-local state made {len(made)} times"

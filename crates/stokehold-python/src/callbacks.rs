@@ -11,6 +11,7 @@
 //! Python and waits (at most [`SHUTDOWN_WAIT`]) for the calls in flight to leave; pipelines
 //! still running then end with `CancelledError`.
 
+use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -37,6 +38,20 @@ pub const SHUTDOWN_WAIT: Duration = Duration::from_secs(5);
 pub(crate) fn with_python<T>(
     f: impl for<'py> FnOnce(Python<'py>) -> stokehold_core::Result<T>,
 ) -> stokehold_core::Result<T> {
+    // SAFETY: reads this thread's slot of the GIL-state key; needs no GIL.
+    let foreign = unsafe { pyo3::ffi::PyGILState_GetThisThreadState().is_null() };
+    attach(|py| {
+        if foreign {
+            KEPT.with(KeptState::keep);
+        }
+        f(py)
+    })
+}
+
+/// [`with_python`] without keeping the thread state (what [`KeptState`]'s drop uses).
+fn attach<T>(
+    f: impl for<'py> FnOnce(Python<'py>) -> stokehold_core::Result<T>,
+) -> stokehold_core::Result<T> {
     struct Leave;
     impl Drop for Leave {
         fn drop(&mut self) {
@@ -52,6 +67,48 @@ pub(crate) fn with_python<T>(
         return Err(exiting());
     }
     Python::try_attach(f).unwrap_or_else(|| Err(exiting()))
+}
+
+thread_local!(static KEPT: KeptState = const { KeptState(Cell::new(false)) });
+
+/// A pipeline thread's Python thread state, kept from its first call into Python to its exit.
+///
+/// On a thread Python did not start (a pipeline worker), taking the GIL creates a thread state
+/// and letting go of it destroys it again: about 12 us per call, more than a small map function
+/// costs, paid for every element, and `threading.local` data made by one call was gone by the
+/// next. One extra `PyGILState_Ensure` keeps the state alive, so later calls only take and drop
+/// the GIL; the thread gives it back when it exits (unless the interpreter is exiting, which
+/// frees every state itself). Threads Python started keep their own state and are left alone.
+struct KeptState(Cell<bool>);
+
+impl KeptState {
+    /// Called with the GIL held, on a foreign thread.
+    fn keep(&self) {
+        if !self.0.replace(true) {
+            // SAFETY: the GIL is held (inside `Python::try_attach`); this raises the thread
+            // state's use count by one, lowered again in `drop`.
+            unsafe {
+                pyo3::ffi::PyGILState_Ensure();
+            }
+        }
+    }
+}
+
+impl Drop for KeptState {
+    fn drop(&mut self) {
+        if self.0.get() {
+            // Inside `attach` the count is 2 and the GIL held: lowering it to 1 here (as the
+            // holder of the GIL, LOCKED) lets attach's own release take it to 0, which clears
+            // and deletes the thread state.
+            let _ = attach(|_| {
+                // SAFETY: the GIL is held and this thread's count is above one (see above).
+                unsafe {
+                    pyo3::ffi::PyGILState_Release(pyo3::ffi::PyGILState_STATE::PyGILState_LOCKED)
+                };
+                Ok(())
+            });
+        }
+    }
 }
 
 /// The `atexit` hook: refuses new Python callbacks and waits for those in flight. Returns true
