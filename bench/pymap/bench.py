@@ -13,6 +13,10 @@ function, ``np.load(path)``, over the same N paths, padded into batches of 64:
   DataLoader with worker processes is bench/udf's subject);
 * tf.data: ``from_tensor_slices(paths).map(numpy_function(np.load), AUTOTUNE).padded_batch(64)``.
 
+A second workload isolates the cost per element of calling Python: the function returns a
+constant 100-float array (no work of its own), so the figures are elements/s of pure overhead
+(conversion, GIL hand-offs, batching), stokehold's map against torch's ``num_workers=0`` loop.
+
 Each figure is the median of 3 timed epochs after one warm-up epoch (page cache warm for all).
 """
 
@@ -25,6 +29,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from common import rows  # noqa: E402
 
 WL = "Python map (np.load) -> padded_batch(64)"
+WL_OVERHEAD = "Python map (constant result) -> padded_batch(64)"
+OVERHEAD_N = 50_000
 
 
 def log(*a):
@@ -56,12 +62,16 @@ def timed(make_iter, epochs, count):
     return figs
 
 
-def stokehold_run(paths, par, epochs):
+def stokehold_run(paths, par, epochs, overhead=False):
     import numpy as np
 
     import stokehold as sh
 
+    const = np.zeros(100, np.float32)
+
     def load(e):
+        if overhead:
+            return {"x": const}
         return {"x": np.load(e["path"].item().decode())}
 
     ds = sh.from_arrays({"path": np.array([p.encode() for p in paths], dtype=object)})
@@ -78,16 +88,18 @@ def pad(items):
     return out
 
 
-def torch_run(paths, epochs):
+def torch_run(paths, epochs, overhead=False):
     import numpy as np
     import torch.utils.data as tud
+
+    const = np.zeros(100, np.float32)
 
     class Files(tud.Dataset):
         def __len__(self):
             return len(paths)
 
         def __getitem__(self, i):
-            return np.load(paths[i])
+            return const if overhead else np.load(paths[i])
 
     dl = tud.DataLoader(Files(), batch_size=64, num_workers=0, collate_fn=pad)
     return timed(lambda: iter(dl), epochs, len)
@@ -110,17 +122,22 @@ def main():
     paths = make_files(rows.tmp_root(), n)
     cfg = f"{n} .npy files, 2k-20k float32"
     out = []
-    figs = torch_run(paths, epochs)
-    log(f"torch num_workers=0: {figs}")
-    out.append(rows.median_row(WL, "torch/num_workers=0", cfg, "throughput", figs, "files/s",
-                               params={"parallelism": 1}, note="the plain Python loop"))
-    for label, par in [("sequential", None), ("1", 1), ("2", 2), ("autotune", -1)]:
-        figs = stokehold_run(paths, par, epochs)
-        log(f"stokehold P={label}: {figs}")
-        system = "stokehold" if label == "autotune" else f"stokehold/P={label}"
-        p = {"parallelism": 1 if label == "sequential" else
-             (int(label) if label.isdigit() else "autotune")}
-        out.append(rows.median_row(WL, system, cfg, "throughput", figs, "files/s", params=p))
+    names = [f"/none/{i}" for i in range(OVERHEAD_N)]
+    for wl, files, c, unit, overhead in [
+        (WL, paths, cfg, "files/s", False),
+        (WL_OVERHEAD, names, f"{OVERHEAD_N} elements", "elements/s", True),
+    ]:
+        figs = torch_run(files, epochs, overhead)
+        log(f"{wl}: torch num_workers=0: {figs}")
+        out.append(rows.median_row(wl, "torch/num_workers=0", c, "throughput", figs, unit,
+                                   params={"parallelism": 1}, note="the plain Python loop"))
+        for label, par in [("sequential", None), ("1", 1), ("2", 2), ("autotune", -1)]:
+            figs = stokehold_run(files, par, epochs, overhead)
+            log(f"{wl}: stokehold P={label}: {figs}")
+            system = "stokehold" if label == "autotune" else f"stokehold/P={label}"
+            p = {"parallelism": 1 if label == "sequential" else
+                 (int(label) if label.isdigit() else "autotune")}
+            out.append(rows.median_row(wl, system, c, "throughput", figs, unit, params=p))
     try:
         figs = tf_run(paths, epochs)
         log(f"tf.data: {figs}")
@@ -131,7 +148,7 @@ def main():
     rows.write_json(args.json, out)
     print(f"machine: {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f} (shared, noisy)")
     for r in out:
-        print(f"{r['system']:24} {r['value'] or 0:10.0f} {r['unit']}")
+        print(f"{r['workload'][:28]:28} {r['system']:24} {r['value'] or 0:10.0f} {r['unit']}")
 
 
 if __name__ == "__main__":

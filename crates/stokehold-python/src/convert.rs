@@ -46,6 +46,18 @@ fn asarray(py: Python<'_>) -> PyResult<&Bound<'_, PyAny>> {
         .map(|m| m.bind(py))
 }
 
+/// `numpy.array` and the object dtype, looked up once (they make every bytes feature's array).
+fn array_and_object(py: Python<'_>) -> PyResult<(&Bound<'_, PyAny>, &Bound<'_, PyAny>)> {
+    static ARRAY: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+    static OBJECT: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+    let array =
+        ARRAY.get_or_try_init(py, || Ok::<_, PyErr>(numpy(py)?.getattr("array")?.unbind()))?;
+    let object = OBJECT.get_or_try_init(py, || {
+        Ok::<_, PyErr>(numpy(py)?.getattr("object_")?.unbind())
+    })?;
+    Ok((array.bind(py), object.bind(py)))
+}
+
 /// The Python `stokehold.Ragged` class (imported lazily: the package imports this module).
 fn ragged_class(py: Python<'_>) -> PyResult<&Bound<'_, PyAny>> {
     RAGGED
@@ -354,12 +366,10 @@ impl TensorBuf {
 /// A tensor as a numpy array: zero-copy for numeric dtypes, an object array of `bytes` for
 /// [`DType::Bytes`].
 pub fn tensor_to_py(py: Python<'_>, t: Tensor) -> PyResult<Bound<'_, PyAny>> {
-    let np = numpy(py)?;
     let dtype = t.dtype();
     let shape = t.shape().to_vec();
     if dtype == DType::Bytes {
-        let array = np.getattr(intern!(py, "array"))?;
-        let object = np.getattr(intern!(py, "object_"))?;
+        let (array, object) = array_and_object(py)?;
         if shape.is_empty() {
             // A scalar (a path, an encoded record) in one call: no list, no reshape.
             let b = PyBytes::new(py, t.string(0).unwrap_or(b""));
