@@ -96,10 +96,10 @@ def write_docs(root, result):
     busy = [t for t in result.get("timings", []) if max(t["load_before"], t["load_after"]) > nproc]
     noise = (
         f"Load average above {nproc} (the core count) during {len(busy)} of "
-        f"{len(result.get('timings', []))} workloads: other engineers were compiling and running "
-        "their own benchmarks on this shared machine, so absolute figures are noisy (throughputs "
-        "moved by 2-3x between runs); the systems of one workload ran back to back, so quote the "
-        "medians and the ratios, not single figures.\n"
+        f"{len(result.get('timings', []))} workloads. The load counts the suite's own processes (worker processes, the competing "
+        "CPU load some workloads start, Ray, the S3 server) as well as anything else on this "
+        "shared machine, so absolute figures are noisy; the systems of one workload ran back to "
+        "back, so quote the medians and the ratios, not single figures.\n"
         if busy else "The load average stayed at or below the core count during the run.\n"
     )
     parts = [

@@ -1,5 +1,6 @@
-//! `map(f)` under `batch`: the input's batch path, cut into row views, mapped and stacked again
-//! (`MapMap::get_batch`); a feature the function leaves alone keeps the input's column.
+//! `map(f)` under `batch`: over an input on storage, the input's batch path, cut into row views,
+//! mapped and stacked again (`MapMap::get_batch`); a feature the function leaves alone keeps the
+//! input's column. Over an in-memory input, the element path (zero-copy rows, one stack).
 
 use std::sync::Arc;
 
@@ -32,6 +33,39 @@ fn columns() -> Example {
         )
 }
 
+/// An in-memory dataset that answers as one on storage would (`prefetch_useful`), so that map
+/// takes its batch path.
+struct Stored(Arc<dyn MapDataset>);
+
+impl MapDataset for Stored {
+    fn len(&self) -> u64 {
+        self.0.len()
+    }
+
+    fn get(&self, index: u64) -> Result<Example> {
+        self.0.get(index)
+    }
+
+    fn get_batch(&self, indices: &[u64]) -> Result<Option<Example>> {
+        self.0.get_batch(indices)
+    }
+
+    fn prefetch_useful(&self) -> bool {
+        true
+    }
+
+    fn name(&self) -> String {
+        "stored".into()
+    }
+}
+
+fn stored(d: &Dataset) -> Dataset {
+    let Dataset::Map(m) = d else {
+        panic!("random access")
+    };
+    Dataset::Map(Arc::new(Stored(m.clone())))
+}
+
 /// Doubles `row`, adds `idx` (the element's global index) and `epoch`; leaves the other
 /// features alone.
 fn mapped(d: &Dataset) -> Dataset {
@@ -50,7 +84,7 @@ fn mapped(d: &Dataset) -> Dataset {
 
 #[test]
 fn a_mapped_batch_equals_the_stacked_mapped_elements() {
-    let ds = mapped(&Dataset::from_columns(columns()).unwrap().shuffle(5));
+    let ds = mapped(&stored(&Dataset::from_columns(columns()).unwrap()).shuffle(5));
     let Dataset::Map(m) = &ds else {
         panic!("map over a random-access input is random access")
     };
@@ -99,6 +133,10 @@ impl MapDataset for OneBatch {
     fn get_batch(&self, indices: &[u64]) -> Result<Option<Example>> {
         let whole: Vec<u64> = (0..self.rows).collect();
         Ok((indices == whole.as_slice()).then(|| self.batch.clone()))
+    }
+
+    fn prefetch_useful(&self) -> bool {
+        true
     }
 
     fn name(&self) -> String {
@@ -150,6 +188,35 @@ fn a_feature_the_function_leaves_alone_is_not_copied() {
     );
     let got = flat.get_batch(&[0, 1, 2, 3]).unwrap();
     assert_eq!(got.tensor("t", "row").unwrap().shape(), &[4, 1, 2]);
+}
+
+#[test]
+fn over_memory_map_takes_the_element_path_and_copies_no_row_it_replaces() {
+    // shuffle -> crop -> batch over an in-memory ragged arena: the batch is made from the
+    // mapped elements (each a zero-copy view of its clip), never from a batch of whole clips.
+    let ds = Dataset::from_columns(columns()).unwrap().shuffle(5).map(
+        "first",
+        map_fn(|mut e, _| {
+            let first = e.tensor("t", "clip")?.to_vec::<f32>()?[0];
+            e.insert("clip", Tensor::from_vec(vec![1], vec![first])?);
+            Ok(e)
+        }),
+    );
+    let Dataset::Map(m) = &ds else {
+        panic!("random access")
+    };
+    assert!(m.get_batch(&[0, 1, 2]).unwrap().is_none(), "element path");
+    let batches = ds.batch(4, false).unwrap();
+    let mut seen = 0;
+    for b in 0..batches.len().unwrap() {
+        let got = batches.get(b).unwrap();
+        let n = got.tensor("t", "x").unwrap().shape()[0] as u64;
+        let elements: Vec<Example> = (b * 4..b * 4 + n).map(|i| ds.get(i).unwrap()).collect();
+        assert_eq!(got, stack_examples("batch", &elements).unwrap());
+        assert_eq!(got.tensor("t", "clip").unwrap().shape(), &[n as usize, 1]);
+        seen += n;
+    }
+    assert_eq!(seen, 10);
 }
 
 #[test]
