@@ -42,7 +42,9 @@ pub(crate) fn with_python<T>(
     let foreign = unsafe { pyo3::ffi::PyGILState_GetThisThreadState().is_null() };
     attach(|py| {
         if foreign {
-            KEPT.with(KeptState::keep);
+            // `try_with`: a call made while this thread's locals are being destroyed (at its
+            // exit) keeps nothing.
+            let _ = KEPT.try_with(KeptState::keep);
         }
         f(py)
     })
