@@ -1,9 +1,10 @@
 """A Python map's element conversion and its claims of several elements at once (issue 17 item 6).
 
 The conversion of a map function's result reads numpy's `__array_struct__` capsule for a plain
-C-contiguous, aligned array and takes the general path for everything else; these tests send every dtype and layout through
-a map and compare with numpy. The parallel map hands cheap elements over in runs; order, values,
-errors and checkpoints must be those of the sequential map whatever the run length.
+C-contiguous, aligned array and takes the general path for everything else; these tests send
+every dtype and layout through a map and compare with numpy. The parallel map hands cheap
+elements over in runs; order, values, errors and checkpoints must be those of the sequential
+map whatever the run length.
 """
 
 import threading
