@@ -6,7 +6,9 @@
 //! more worker. After a period to settle, it measures one full period: the step stays if
 //! throughput rose by at least 10%, or if the consumer's waiting fell by a third without a loss
 //! of throughput (the signal that survives a machine shared with other work, see `keeps`);
-//! otherwise it is reverted (slot returned) and the tuner waits 20 periods before trying again.
+//! otherwise it is reverted (slot returned) and no iterator of the op tries a step up again for 20
+//! periods' time (2 s; the op's stats remember it, so the next epoch's iterator does not repeat
+//! a losing trial).
 //! Every 30 periods at more than one worker, while the consumer is not waiting, it also tries one
 //! worker fewer and keeps that if throughput stays within 5% and the consumer still does not wait
 //! (on a busy machine more threads can be slower). Workers never exceed the executor's cores, summed over every autotuned op of the
@@ -30,6 +32,9 @@ const GAIN_UP: f64 = 1.10;
 const KEEP_DOWN: f64 = 0.95;
 const COOLDOWN: u32 = 20;
 const DOWN_EVERY: u32 = 30;
+/// How long after a reverted step up no iterator of the op tries one again (the cooldown in
+/// periods, as time, so that it outlives the iterator that reverted).
+const UP_COOLDOWN: Duration = Duration::from_millis(100 * COOLDOWN as u64);
 
 enum Phase {
     Steady,
@@ -183,6 +188,9 @@ impl Tuner {
             return None;
         }
         self.cooldown = COOLDOWN;
+        if to > from {
+            stats.mark_reverted_up();
+        }
         if from > to {
             // Going back up: take the slot again (it may have been taken meanwhile).
             let got = exec.take_slots(from - to);
@@ -224,6 +232,13 @@ impl Tuner {
                     wait_frac * 100.0
                 ));
             }
+            return None;
+        }
+        // A step up that an earlier iterator of this op (the previous epoch) just reverted is not
+        // tried again before the cooldown has passed: over short epochs a fresh tuner per
+        // epoch otherwise re-ran the losing trial every epoch (a Python map holding the GIL ran
+        // at 0.57x its P=1 throughput under AUTOTUNE, always "on trial at 2").
+        if stats.since_reverted_up().is_some_and(|d| d < UP_COOLDOWN) {
             return None;
         }
         if p >= self.max {
@@ -274,6 +289,33 @@ mod tests {
         assert!(!keeps(1, 2, s(100.0, 0.4), s(95.0, 0.1)));
         // A consumer that hardly waited cannot show less waiting: throughput decides.
         assert!(!keeps(1, 2, s(100.0, 0.03), s(101.0, 0.0)));
+    }
+
+    #[test]
+    fn a_step_up_reverted_by_one_iterator_is_not_retried_by_the_next() {
+        let exec = Executor::new(crate::ExecOptions {
+            cores: 4,
+            ..Default::default()
+        });
+        let stats = OpStats::new("op".into());
+        let waiting = s(100.0, 0.5);
+        // A fresh tuner whose consumer waits tries one more worker.
+        let mut first = Tuner::new(&exec);
+        assert_eq!(first.steady(&exec, &stats, 1, waiting), Some(2));
+        // The trial loses: reverted, and recorded in the op's stats.
+        first.phase = Phase::Steady;
+        assert_eq!(
+            first.judge(&exec, &stats, 1, 2, waiting, s(80.0, 0.5)),
+            Some(1)
+        );
+        first.release(&exec);
+        // The next epoch's tuner starts fresh but does not repeat it within the cooldown.
+        let mut next = Tuner::new(&exec);
+        assert_eq!(next.steady(&exec, &stats, 1, waiting), None);
+        assert!(stats.since_reverted_up().unwrap() < UP_COOLDOWN);
+        // An op with no reverted trial steps up as before.
+        let other = OpStats::new("other".into());
+        assert_eq!(next.steady(&exec, &other, 1, waiting), Some(2));
     }
 
     #[test]

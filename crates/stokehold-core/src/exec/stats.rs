@@ -33,6 +33,9 @@ pub struct OpStats {
     parallelism: AtomicUsize,
     /// The parallelism AUTOTUNE settled on last (0: none yet); a new iterator starts there.
     pub(crate) tuned: AtomicUsize,
+    /// When AUTOTUNE last reverted a step up, in ns after `created` (0: never): a new iterator
+    /// of the op (the next epoch) waits out the cooldown instead of repeating the trial.
+    reverted_up_ns: AtomicU64,
     note: Mutex<String>,
 }
 
@@ -52,6 +55,7 @@ impl OpStats {
             capacity: AtomicUsize::new(0),
             parallelism: AtomicUsize::new(0),
             tuned: AtomicUsize::new(0),
+            reverted_up_ns: AtomicU64::new(0),
             note: Mutex::new(String::new()),
         }
     }
@@ -96,6 +100,24 @@ impl OpStats {
     /// Elements produced so far.
     pub fn elements(&self) -> u64 {
         self.elements.load(Ordering::Relaxed)
+    }
+
+    /// Records that AUTOTUNE just reverted a step up.
+    pub(crate) fn mark_reverted_up(&self) {
+        let ns = self.created.elapsed().as_nanos().max(1) as u64;
+        self.reverted_up_ns.store(ns, Ordering::Relaxed);
+    }
+
+    /// How long ago AUTOTUNE last reverted a step up (by any iterator of this op).
+    pub(crate) fn since_reverted_up(&self) -> Option<std::time::Duration> {
+        match self.reverted_up_ns.load(Ordering::Relaxed) {
+            0 => None,
+            ns => Some(
+                self.created
+                    .elapsed()
+                    .saturating_sub(std::time::Duration::from_nanos(ns)),
+            ),
+        }
     }
 
     /// Consumer wait so far, in nanoseconds.
