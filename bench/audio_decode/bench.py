@@ -1,6 +1,7 @@
 """bench/audio_decode: audio clips of 5-180 s (FLAC and WAV) -> random 3 s crop -> log-mel -> batch.
 
-Run from the repository root (stokehold, torch, soundfile, torchaudio, tensorflow importable):
+Run from the repository root (stokehold, torch, soundfile, torchaudio, tensorflow, grain, spdl
+importable; dataloader-rs in bench/.venv313):
     /work/venvs/bench/bin/python bench/audio_decode/bench.py [--quick] --json OUT
 
 Every system does the same work per clip: decode a random 3 s window of a 16 kHz mono file, a
@@ -14,6 +15,17 @@ log-mel spectrogram (n_fft 400, hop 160, 64 mels, HTK scale, 10*log10), then bat
 * tf.data (WAV only: TensorFlow has no FLAC decoder, and tensorflow-io is not installed for TF
   2.21): read_file -> tf.audio.decode_wav (the whole file) -> crop -> tf.signal.stft -> mel
   matrix -> log, num_parallel_calls=P, batch(16), prefetch.
+* the nearest thread-based peers (bench/peers/, each in its own process): torch's per-clip op
+  (peers.ops.LogMelOp: soundfile window read + torchaudio MelSpectrogram + AmplitudeToDB, the
+  op torch's Dataset calls), batches of 16 by np.stack, one torch thread per process:
+  - grain: MapDataset.source(files).shuffle().repeat().map(op)
+    .to_iter_dataset(ReadOptions(num_threads=P)), one iterator for all epochs (as torch's
+    persistent workers), each epoch's elements cut into batches of 16
+    (peers.epochs_of_stream); grain/mp_prefetch: then .mp_prefetch(num_workers=cores);
+  - spdl: one pipeline for all epochs, PipelineBuilder().add_source(repeat_source(files))
+    .pipe(op, concurrency=P).add_sink(3).build(num_threads=P), batches cut the same way;
+  - dataloader-rs: PyDataloader(Dataset(op), batch_size=16, shuffle, num_workers=P,
+    collate_fn=np.stack) under CPython 3.13 (bench/.venv313).
 P = 2 (the machine's cores). Clips per second, the median of 3 epochs after one warm-up epoch
 (page cache warm for all).
 """
@@ -26,10 +38,14 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import peers  # noqa: E402  (Grain, SPDL, dataloader-rs: bench/peers/)
 from common import rows  # noqa: E402
+from peers import ops  # noqa: E402
 
 WL = "audio clips -> random 3 s crop -> log-mel -> batch(16)"
-RATE, CROP, N_FFT, HOP, N_MELS, BATCH = 16000, 3.0, 400, 160, 64, 16
+RATE, CROP, N_FFT, HOP, N_MELS = (ops.AUDIO_RATE, ops.AUDIO_CROP, ops.AUDIO_N_FFT, ops.AUDIO_HOP,
+                                  ops.AUDIO_N_MELS)
+BATCH = 16
 
 
 def log(*a):
@@ -85,34 +101,17 @@ def stokehold_run(d, ext, par):
 
 
 class _TorchClips:
-    def __init__(self, files):
-        import torch
-        import torchaudio
+    """A map-style Dataset: clip i -> the log-mel of a random window (peers.ops.LogMelOp, the
+    op the peers' maps run too)."""
 
-        self.files = files
-        self.mel = torchaudio.transforms.MelSpectrogram(
-            sample_rate=RATE, n_fft=N_FFT, hop_length=HOP, n_mels=N_MELS)
-        self.db = torchaudio.transforms.AmplitudeToDB(stype="power")
-        self.torch = torch
+    def __init__(self, files):
+        self.files, self.op = files, ops.LogMelOp()
 
     def __len__(self):
         return len(self.files)
 
     def __getitem__(self, i):
-        import random
-
-        import soundfile as sf
-
-        size = int(CROP * RATE)
-        with sf.SoundFile(self.files[i]) as f:
-            n = f.frames
-            start = random.randrange(max(1, n - size + 1))  # torch seeds each worker
-            f.seek(start)
-            x = f.read(size, dtype="float32", always_2d=True)
-        x = self.torch.from_numpy(x.mean(axis=1))
-        if len(x) < size:
-            x = self.torch.nn.functional.pad(x, (0, size - len(x)))
-        return self.db(self.mel(x)).unsqueeze(0)
+        return self.op(self.files[i])
 
 
 def _worker_init(_):
@@ -180,6 +179,9 @@ def main():
         out.append(rows.median_row(WL, "torch/soundfile+torchaudio", cfg, "throughput", theirs,
                                    "clips/s", params=p,
                                    note="DataLoader workers; soundfile seeks to the window"))
+        out += peers.throughput_rows(WL, cfg, "throughput", "clips/s", "map", {
+            "dir": str(d / ext), "pattern": f"*.{ext}", "op": "logmel", "batch": BATCH,
+            "par": par, "epochs": 3}, params=p, systems=peers.WITH_PROCESSES)
         if ext == "wav":
             tfr = epochs(tf_run(d, par), 3)
             log(f"tf.data wav: {tfr}")

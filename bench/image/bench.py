@@ -1,5 +1,5 @@
 """bench/image: JPEG decode + random_resized_crop(224) + flip + normalise + batch(64), images/s;
-stokehold vs torch DataLoader vs tf.data, in one run.
+stokehold vs torch DataLoader vs tf.data vs Grain, SPDL, dataloader-rs, in one run.
 
 Run from the repository root with the bench venv's python:
     python bench/image/bench.py [--quick] --json OUT
@@ -18,6 +18,20 @@ median. Pipelines:
   decode_and_crop_jpeg, resize 224 bilinear, random_flip_left_right, normalise,
   num_parallel_calls=AUTOTUNE) -> batch(64) -> prefetch(AUTOTUNE): TF's own ResNet recipe, which
   decodes only the crop (an advantage noted in the row).
+* the nearest thread-based peers (bench/peers/, each in its own process after the others), each
+  mapping torch/PIL's per-file op (peers.ops.ImageOp: PIL decode + the same v2 transforms, the
+  tensor's array) and stacking batches of 64 with np.stack, one torch thread per process (as
+  each DataLoader worker has), threads kept across epochs as torch's persistent workers:
+  - grain: MapDataset.source(files).shuffle().repeat().map(op)
+    .to_iter_dataset(ReadOptions()) (Grain's defaults: 16 threads), one iterator for all
+    epochs, each epoch's elements cut into batches of 64 (peers.epochs_of_stream);
+  - grain/mp_prefetch: the same with .mp_prefetch(num_workers=cores) (worker processes);
+  - spdl: one pipeline for all epochs, PipelineBuilder().add_source(repeat_source(files))
+    .pipe(op, concurrency=cores).add_sink(3).build(num_threads=cores), batches cut the same
+    way; it decodes with spdl.io.load_image (FFmpeg) where that runs, else PIL (the note says
+    which and why);
+  - dataloader-rs: PyDataloader(Dataset(op), batch_size=64, shuffle, num_workers=cores,
+    collate_fn=np.stack) under CPython 3.13 (bench/.venv313, with torch/torchvision).
 """
 
 import json
@@ -29,10 +43,12 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import peers  # noqa: E402  (Grain, SPDL, dataloader-rs: bench/peers/)
 from common import rows  # noqa: E402
+from peers import ops  # noqa: E402
 
 WL = "JPEG decode + random_resized_crop 224 + flip + normalise"
-MEAN, STD = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
+MEAN, STD = ops.IMAGE_MEAN, ops.IMAGE_STD
 BATCH = 64
 
 
@@ -82,9 +98,7 @@ def child_stokehold(d, n_epochs):
 
 def child_torch(d, n_epochs, decoder):
     import torch
-    from torchvision.transforms import v2
-    tf = v2.Compose([v2.RandomResizedCrop(224, antialias=True), v2.RandomHorizontalFlip(),
-                     v2.ToImage(), v2.ToDtype(torch.float32, scale=True), v2.Normalize(MEAN, STD)])
+    op = ops.ImageOp(decoder)  # decode + v2 transforms: the peers' map runs the same op
     files = sorted(str(p) for p in d.glob("*.jpg"))
 
     class Files(torch.utils.data.Dataset):
@@ -92,12 +106,7 @@ def child_torch(d, n_epochs, decoder):
             return len(files)
 
         def __getitem__(self, i):
-            if decoder == "pil":
-                from PIL import Image
-                with Image.open(files[i]) as im:
-                    return tf(im.convert("RGB"))
-            import torchvision.io as tio
-            return tf(tio.decode_jpeg(tio.read_file(files[i])))
+            return op(files[i])
 
     loader = torch.utils.data.DataLoader(Files(), batch_size=BATCH, shuffle=True,
                                          num_workers=os.cpu_count(), persistent_workers=True)
@@ -176,6 +185,9 @@ def main():
         log(f"{system}: {[round(f) for f in figs]} images/s")
         out.append(rows.median_row(WL, system, config, "throughput", figs, "images/s",
                                    note=NOTES.get(system), params={"parallelism": "autotune"}))
+    out += peers.throughput_rows(WL, config, "throughput", "images/s", "map", {
+        "dir": str(d), "pattern": "*.jpg", "op": "image", "batch": BATCH, "par": "auto",
+        "epochs": epochs}, params={"parallelism": "autotune"}, systems=peers.WITH_PROCESSES)
     rows.print_ratios(out, "a", 1.5)
     rows.write_json(args.json, out)
 

@@ -18,6 +18,10 @@ from common import rows
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 SYSTEMS = ("grain", "spdl", "dataloader-rs")
+# For Python-function maps: Grain's worker processes too (its docs' advice for CPU-heavy maps).
+WITH_PROCESSES = ("grain", "grain/mp_prefetch", "spdl", "dataloader-rs")
+MODULES = {"grain": "peers.grain_impl", "spdl": "peers.spdl_impl",
+           "dataloader-rs": "peers.dataloader_rs_impl"}
 VERSIONS = {"grain": "0.2.18", "spdl": "0.8.0", "dataloader-rs": "0.2.0"}
 # dataloader-rs's README: "tune the allocator NumPy uses" for array samples on glibc.
 DLRS_ENV = {"GLIBC_TUNABLES": "glibc.malloc.trim_threshold=67108864:"
@@ -77,7 +81,8 @@ def run_child(system, task, args, timeout):
 
 def throughput_rows(workload, config, metric, unit, task, args, params=None, systems=SYSTEMS,
                     extra_note=None, timeout=300):
-    """One row per peer (a median of its runs, or null with the reason) for this config."""
+    """One row per peer (a median of its runs, or null with the reason) for this config; and a
+    "time to first element" row where the task times it."""
     out = []
     for system in systems:
         print(f"peers: {system} {task} {config}", file=sys.stderr, flush=True)
@@ -85,10 +90,13 @@ def throughput_rows(workload, config, metric, unit, task, args, params=None, sys
         if "error" in r:
             out.append(rows.unavailable(workload, system, config, r["error"]))
             continue
-        note = NOTES[system] + (f"; {extra_note[system]}" if extra_note and system in extra_note
-                                else "")
+        note = "; ".join([NOTES[system]] + [n for n in (r.get("note"), (extra_note or {})
+                                                        .get(system)) if n])
         out.append(rows.median_row(workload, system, config, metric, r["runs"], unit,
                                    params=params, note=note))
+        if "first" in r:
+            out.append(rows.median_row(workload, system, config, "time to first element",
+                                       r["first"], "s", better="lower"))
     return out
 
 
@@ -104,9 +112,36 @@ def gather_runs(path, n_captions, n_images, per_run, runs, batch, seed, timeout=
     return out
 
 
+def impl(system):
+    """The module of ``system`` ("grain/mp_prefetch" -> grain_impl), imported here."""
+    import importlib
+    return importlib.import_module(MODULES[system.partition("/")[0]])
+
+
+def epochs_of_stream(start, n, batch, collate):
+    """make_epoch over one element stream, ``start()``-ed on first use and kept across epochs
+    (a loader's persistent threads or workers): each epoch takes the next ``n`` elements and
+    cuts them into batches of ``batch`` with ``collate`` in the consumer's thread, the last one
+    short when ``n`` is not a multiple, so every epoch is exactly the data set once."""
+    import itertools
+    state = {}
+
+    def epoch():
+        if "it" not in state:
+            state["it"] = start()
+        it = state["it"]
+        return (collate(list(itertools.islice(it, min(batch, n - s)))) for s in range(0, n, batch))
+    return epoch
+
+
 def epoch_loader(variant, arr, batch, seed):
     """make_epoch for the epoch-restart child: a new loader iterator per epoch, as users write."""
-    import importlib
-    mod = {"grain": "peers.grain_impl", "spdl": "peers.spdl_impl",
-           "dataloader-rs": "peers.dataloader_rs_impl"}[variant]
-    return importlib.import_module(mod).epochs(arr, batch, seed)
+    return impl(variant).epochs(arr, batch, seed)
+
+
+def mapped_loader(system, items, f, par, batch, collate):
+    """make_epoch for a child that runs a peer in its own process (the audio cache): items ->
+    f -> batches, the loader's threads kept across epochs where the peer can (Grain's
+    repeat(), dataloader-rs's one loader), as torch's persistent workers there."""
+    return impl(system).mapped(items, f, par, batch, collate, system.partition("/")[2],
+                               persistent=True)

@@ -26,16 +26,18 @@ def _workers(par):
     return os.cpu_count() if par == "auto" else int(par)
 
 
-class _Files(PyDataset):
-    def __init__(self, paths):
+class _Mapped(PyDataset):
+    """items[i] -> f: the per-element work in __getitem__, as a torch Dataset does it."""
+
+    def __init__(self, items, f):
         super().__init__()
-        self.paths = paths
+        self.items, self.f = items, f
 
     def __len__(self):
-        return len(self.paths)
+        return len(self.items)
 
     def __getitem__(self, i):
-        return ops.load_npy(self.paths[i])
+        return self.f(self.items[i])
 
 
 class _Fn(PyDataset):
@@ -67,10 +69,22 @@ class _Rows(PyDataset):
         return list(self.table[indices])
 
 
-def files(paths, par, variant=""):
-    loader = PyDataloader(_Files(paths), batch_size=64, shuffle=True, seed=1,
-                          num_workers=_workers(par), collate_fn=ops.pad_batch)
+def mapped(items, f, par, batch, collate, variant="", persistent=False):
+    """One loader (shuffle, seed 1) over items -> f, batches of ``batch`` collated; the same
+    loader iterated each epoch (``persistent`` changes nothing: it is already one loader)."""
+    loader = PyDataloader(_Mapped(items, f), batch_size=batch, shuffle=True, seed=1,
+                          num_workers=_workers(par), collate_fn=collate)
     return lambda: loader
+
+
+def unbatched(items, f, par, variant=""):
+    """items in order -> f, batch_size=1 (its smallest batch: a loader always yields lists;
+    torch's row has batch_size=None); a new loader per epoch, as torch's row builds one."""
+    return lambda: PyDataloader(_Mapped(items, f), batch_size=1, num_workers=_workers(par))
+
+
+def files(paths, par, variant=""):
+    return mapped(paths, ops.load_npy, par, 64, ops.pad_batch)
 
 
 def cpu(n, par, work):

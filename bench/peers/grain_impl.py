@@ -11,6 +11,7 @@ import os
 
 import grain
 
+import peers
 from peers import ops
 
 
@@ -25,15 +26,40 @@ def read_options(par, buffer=None):
     return grain.ReadOptions(**opts)
 
 
-def files(paths, par, variant=""):
-    """list of .npy paths -> map(np.load) -> padded batch of 64; a new iterator per epoch."""
-    ds = (grain.MapDataset.source(paths).shuffle(seed=1).map(ops.load_npy)
-          .to_iter_dataset(read_options(par))
-          .batch(64, batch_fn=ops.pad_batch))
+def mapped(items, f, par, batch, batch_fn, variant="", persistent=False):
+    """items -> shuffle -> map(f) -> batch; a new iterator per epoch. ``variant`` "mp_prefetch"
+    adds worker processes (one per core, each with its own threads), as the docs suggest for
+    CPU-heavy Python maps. ``persistent``: the docs' multi-epoch form instead, ``repeat()``
+    (reshuffled each epoch) and one iterator whose threads and workers live across epochs, as
+    a DataLoader's persistent_workers; its elements are cut into each epoch's batches in the
+    consumer's thread (peers.epochs_of_stream, what IterDataset.batch does, but ending at the
+    epoch's end; batching in the workers would make a worker's batch span two epochs)."""
+    ds = grain.MapDataset.source(items).shuffle(seed=1)
+    if persistent:
+        ds = ds.repeat()
+    ds = ds.map(f).to_iter_dataset(read_options(par))
+    if not persistent:
+        ds = ds.batch(batch, batch_fn=batch_fn)
     if variant == "mp_prefetch":
-        # Worker processes, each with its own threads, as the docs suggest for CPU-heavy maps.
         ds = ds.mp_prefetch(grain.MultiprocessingOptions(num_workers=os.cpu_count()))
+    if persistent:
+        return peers.epochs_of_stream(lambda: iter(ds), len(items), batch, batch_fn)
     return lambda: iter(ds)
+
+
+def unbatched(items, f, par, variant=""):
+    """items in order -> map(f), element by element; a new iterator (threads, and with
+    "mp_prefetch" P worker processes) per epoch, as torch's non-persistent workers."""
+    ds = grain.MapDataset.source(items).map(f).to_iter_dataset(read_options(par))
+    if variant == "mp_prefetch":
+        ds = ds.mp_prefetch(grain.MultiprocessingOptions(
+            num_workers=os.cpu_count() if par == "auto" else int(par)))
+    return lambda: iter(ds)
+
+
+def files(paths, par, variant=""):
+    """list of .npy paths -> map(np.load) -> padded batch of 64."""
+    return mapped(paths, ops.load_npy, par, 64, ops.pad_batch, variant)
 
 
 def cpu(n, par, work):

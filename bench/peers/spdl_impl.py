@@ -7,11 +7,14 @@ to ``concurrency=P`` and ``num_threads=P``; "autotune" (SPDL has no autotuner) t
 Each epoch builds the pipeline again and runs it under ``auto_stop()``, as the docs show.
 """
 
+import atexit
 import os
 
 import numpy as np
 from spdl.pipeline import PipelineBuilder
+from spdl.source.utils import repeat_source
 
+import peers
 from peers import ops
 
 
@@ -26,16 +29,56 @@ def _run(builder, threads):
         yield from pipeline.get_iterator()
 
 
-def files(paths, par, variant=""):
-    """.npy paths -> pipe(np.load, concurrency=P) -> aggregate(64) -> pipe(pad)."""
+def mapped(items, f, par, batch, collate, variant="", persistent=False):
+    """items (shuffled once) -> pipe(f, concurrency=P) -> aggregate(batch) -> pipe(collate), a
+    pipeline per epoch. ``persistent``: one pipeline for all epochs instead, as torch's
+    persistent workers, over ``repeat_source`` (spdl.source.utils: reshuffled each epoch); its
+    elements are cut into each epoch's batches in the consumer (peers.epochs_of_stream: an
+    aggregate over the repeated source would let a batch span two epochs)."""
     p = _par(par)
-    paths = [paths[i] for i in np.random.default_rng(1).permutation(len(paths))]
+    if persistent:
+        def stream():
+            pipeline = (PipelineBuilder().add_source(repeat_source(_Shuffled(items)))
+                        .pipe(f, concurrency=p).add_sink(3).build(num_threads=p))
+            pipeline.start()
+            atexit.register(pipeline.stop)
+            return pipeline.get_iterator()
+        return peers.epochs_of_stream(stream, len(items), batch, collate)
+    items = [items[i] for i in np.random.default_rng(1).permutation(len(items))]
 
     def epoch():
-        b = (PipelineBuilder().add_source(paths).pipe(ops.load_npy, concurrency=p)
-             .aggregate(64).pipe(ops.pad_batch).add_sink(3))
+        b = (PipelineBuilder().add_source(items).pipe(f, concurrency=p)
+             .aggregate(batch).pipe(collate).add_sink(3))
         return _run(b, p)
     return epoch
+
+
+class _Shuffled:
+    """A source with SPDL's ``shuffle(seed)`` protocol, for repeat_source."""
+
+    def __init__(self, items):
+        self.items, self.order = items, np.arange(len(items))
+
+    def shuffle(self, seed):
+        self.order = np.random.default_rng(seed).permutation(len(self.items))
+
+    def __iter__(self):
+        return (self.items[i] for i in self.order)
+
+
+def unbatched(items, f, par, variant=""):
+    """items -> pipe(f, concurrency=P), element by element (in completion order, the default)."""
+    p = _par(par)
+
+    def epoch():
+        b = (PipelineBuilder().add_source(items).pipe(f, concurrency=p).add_sink(3))
+        return _run(b, p)
+    return epoch
+
+
+def files(paths, par, variant=""):
+    """.npy paths -> pipe(np.load, concurrency=P) -> aggregate(64) -> pipe(pad)."""
+    return mapped(paths, ops.load_npy, par, 64, ops.pad_batch)
 
 
 def cpu(n, par, work):
