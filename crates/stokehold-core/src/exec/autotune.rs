@@ -95,13 +95,18 @@ pub(crate) struct Tuner {
 }
 
 impl Tuner {
-    pub(crate) fn new(exec: &Executor) -> Self {
+    /// A tuner for the op whose counters are `stats`. They are the op's own, kept across its
+    /// iterators (epochs), so the first period is measured from their values now: counted from
+    /// zero, a new epoch's first sample held every earlier epoch's elements and waiting (a
+    /// consumer "waiting 792%" of the period, a rate of thousands of batches a second), and the
+    /// trial it started could only be reverted.
+    pub(crate) fn new(exec: &Executor, stats: &OpStats) -> Self {
         Tuner {
             max: exec.options().cores.max(1),
             held: 0,
             last: Instant::now(),
-            last_elems: 0,
-            last_wait_ns: 0,
+            last_elems: stats.elements(),
+            last_wait_ns: stats.consumer_wait_ns(),
             phase: Phase::Steady,
             cooldown: 0,
             since_down: 0,
@@ -300,7 +305,7 @@ mod tests {
         let stats = OpStats::new("op".into());
         let waiting = s(100.0, 0.5);
         // A fresh tuner whose consumer waits tries one more worker.
-        let mut first = Tuner::new(&exec);
+        let mut first = Tuner::new(&exec, &stats);
         assert_eq!(first.steady(&exec, &stats, 1, waiting), Some(2));
         // The trial loses: reverted, and recorded in the op's stats.
         first.phase = Phase::Steady;
@@ -310,12 +315,36 @@ mod tests {
         );
         first.release(&exec);
         // The next epoch's tuner starts fresh but does not repeat it within the cooldown.
-        let mut next = Tuner::new(&exec);
+        let mut next = Tuner::new(&exec, &stats);
         assert_eq!(next.steady(&exec, &stats, 1, waiting), None);
         assert!(stats.since_reverted_up().unwrap() < UP_COOLDOWN);
         // An op with no reverted trial steps up as before.
         let other = OpStats::new("other".into());
         assert_eq!(next.steady(&exec, &other, 1, waiting), Some(2));
+    }
+
+    #[test]
+    fn a_new_iterators_first_period_counts_only_its_own_elements_and_waiting() {
+        let exec = Executor::new(crate::ExecOptions {
+            cores: 4,
+            ..Default::default()
+        });
+        let stats = OpStats::new("op".into());
+        // An earlier epoch: many elements, and a consumer that waited for seconds in all.
+        for _ in 0..1000 {
+            stats.produced(1, 0);
+        }
+        stats.add_consumer_wait(Instant::now() - Duration::from_secs(5));
+        // This epoch: a period in which the pipeline keeps up (the consumer never waits).
+        let mut t = Tuner::new(&exec, &stats);
+        std::thread::sleep(MIN_PERIOD + Duration::from_millis(10));
+        for _ in 0..MIN_ELEMENTS {
+            stats.produced(1, 0);
+        }
+        // Nothing to tune: no trial started on the earlier epoch's waiting.
+        assert_eq!(t.tick(&exec, &stats, 1), None);
+        assert!(matches!(t.phase, Phase::Steady));
+        t.release(&exec);
     }
 
     #[test]

@@ -220,7 +220,7 @@ impl ParallelIter {
         let exec = Executor::current_or_default();
         let stats = exec.op_stats(&stats_row(&spec, &parent, f.is_some()));
         let mut tuner = match spec.par {
-            Parallelism::Autotune => Some(Tuner::new(&exec)),
+            Parallelism::Autotune => Some(Tuner::new(&exec, &stats)),
             Parallelism::Fixed(_) => None,
         };
         let shared = build(
