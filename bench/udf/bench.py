@@ -13,6 +13,16 @@ Systems, at 1 and 2 workers:
   torch              DataLoader(map-style dataset over a list of the same elements, batch_size=None,
                      num_workers=N), fork workers (torch's default on Linux), not persistent, so
                      each epoch starts its workers as stokehold's does
+  grain              MapDataset.source(elements).map(fn).to_iter_dataset(ReadOptions(
+                     num_threads=N)), a new iterator per epoch (threads, one GIL)
+  grain/mp_prefetch  the same, then .mp_prefetch(MultiprocessingOptions(num_workers=N)):
+                     N worker processes started per epoch, each with its threads
+  spdl               PipelineBuilder().add_source(elements).pipe(fn, concurrency=N)
+                     .add_sink(3).build(num_threads=N), one per epoch (threads)
+  dataloader-rs      PyDataloader(Dataset(elements -> fn), batch_size=1 (a loader yields lists),
+                     num_workers=N threads), a new one per epoch; CPython 3.13 (GIL)
+The peers (bench/peers/) run each in its own process after the others, the same function on
+the same seeded elements (made in their process by this module's py_elements/wav_elements).
 Each timed run is one epoch: "throughput" counts the elements after the first (steady state),
 "time to first element" is the wait for the first (worker start-up included). Runs are
 interleaved across systems; figures are medians of 3.
@@ -20,7 +30,8 @@ interleaved across systems; figures are medians of 3.
 Memory: a 1 GiB in-memory dataset (4096 float32 rows of 256 KiB; 256 MiB with --quick) mapped by
 a light Python function (the row's mean), one epoch with N = 1, 2 workers, each system in a fresh
 process; the peak total PSS of the process tree (main + workers) while iterating, and its growth
-per added worker (PSS splits shared pages between the processes that map them, so the tree's sum
+per added worker; the peers the same (their process tree: Grain's mp_prefetch workers
+receive the dataset pickled) (PSS splits shared pages between the processes that map them, so the tree's sum
 is the real footprint).
 """
 
@@ -35,6 +46,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np  # noqa: E402
+import peers  # noqa: E402  (Grain, SPDL, dataloader-rs: bench/peers/)
 from common import proc, rows  # noqa: E402
 
 W_PY = "python UDF: pure Python"
@@ -87,6 +99,32 @@ def wav_bytes(n, seconds=1.0, rate=16_000):
             w.writeframes(pcm.tobytes())
         out.append(buf.getvalue())
     return out
+
+
+def py_elements(n):
+    return [{"x": np.int64(i)} for i in range(n)]
+
+
+def wav_elements(n):
+    return [{"wav": b} for b in wav_bytes(n)]
+
+
+def mem_data(mib):
+    """(rows, 65536) float32, seeded: 256 KiB rows."""
+    return np.random.default_rng(0).random((mib * 4, 65536), dtype=np.float32)
+
+
+def mem_elements(mib):
+    data = mem_data(mib)
+    return [{"x": data[i]} for i in range(len(data))]
+
+
+# The peers (bench/peers/, each in its own process) call these by name: "udf.bench:NAME".
+PEER_ELEMENTS = {pure_python: "py_elements", wav_fft: "wav_elements", row_mean: "mem_elements"}
+
+
+def peer_args(fn, **kw):
+    return dict(kw, fn=f"udf.bench:{fn.__name__}", elements=f"udf.bench:{PEER_ELEMENTS[fn]}")
 
 
 # ---- systems ------------------------------------------------------------------------------------
@@ -160,9 +198,16 @@ def throughput_rows(workload, columns, elements, fn, n, unit, quick):
             speed[(name, workers)] = sorted(rates)[len(rates) // 2]
         if not have_torch:
             out.append(rows.unavailable(workload, "torch", config, "torch is not installed"))
-    for name in systems:
-        out.append(rows.row(workload, name, f"{n} elements", "speed-up 2 workers / 1",
-                            speed[(name, 2)] / speed[(name, 1)], "x", better="higher"))
+        out += peers.throughput_rows(workload, config, "throughput", unit, "udf", peer_args(
+            fn, n=n, par=workers, runs=RUNS), params={"parallelism": workers},
+            systems=peers.WITH_PROCESSES)
+    for r in out:
+        if r["metric"] == "throughput" and r["value"] and r["system"] not in systems:
+            speed[(r["system"], r["params"]["parallelism"])] = r["value"]
+    for name in dict.fromkeys(s for s, _ in speed):
+        if (name, 1) in speed and (name, 2) in speed:
+            out.append(rows.row(workload, name, f"{n} elements", "speed-up 2 workers / 1",
+                                speed[(name, 2)] / speed[(name, 1)], "x", better="higher"))
     return out
 
 
@@ -171,11 +216,10 @@ def throughput_rows(workload, columns, elements, fn, n, unit, quick):
 
 def mem_child(system, workers, mib):
     rows_n = mib * 4  # 256 KiB rows
-    data = np.random.default_rng(0).random((rows_n, 65536), dtype=np.float32)
     if system == "torch":
         import torch.utils.data
 
-        elements = [{"x": data[i]} for i in range(rows_n)]
+        elements = mem_elements(mib)
 
         class Elements(torch.utils.data.Dataset):
             def __len__(self):
@@ -188,7 +232,7 @@ def mem_child(system, workers, mib):
     else:
         import stokehold as sh
 
-        ds = sh.from_arrays({"x": data}).map(row_mean, num_parallel_calls=workers,
+        ds = sh.from_arrays({"x": mem_data(mib)}).map(row_mean, num_parallel_calls=workers,
                                               processes=system == "stokehold")
         it = iter(ds)
     peak = 0
@@ -209,19 +253,30 @@ def memory_rows(quick):
     except ImportError:
         pass
     out = []
-    for name in systems:
+    for name in systems + list(peers.WITH_PROCESSES):
         pss = {}
         for workers in (1, 2):
-            cmd = [sys.executable, __file__, "--json", "-", "--mem-child", name, str(workers), str(mib)]
-            res = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-            if res.returncode != 0:
-                print(res.stderr, file=sys.stderr)
-                out.append(rows.unavailable(W_MEM, name, f"{mib} MiB", f"failed: {res.stderr[-200:]}"))
-                break
-            pss[workers] = json.loads(res.stdout.strip().splitlines()[-1])["pss"] / proc.MiB
+            if name in systems:
+                cmd = [sys.executable, __file__, "--json", "-", "--mem-child", name, str(workers),
+                       str(mib)]
+                res = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+                if res.returncode != 0:
+                    print(res.stderr, file=sys.stderr)
+                    out.append(rows.unavailable(W_MEM, name, f"{mib} MiB",
+                                                f"failed: {res.stderr[-200:]}"))
+                    break
+                got = json.loads(res.stdout.strip().splitlines()[-1])
+            else:  # a peer, in its own process through bench/peers/child.py
+                got = peers.run_child(name, "udf_mem", peer_args(row_mean, mib=mib, par=workers),
+                                      timeout=600)
+                if "error" in got:
+                    out.append(rows.unavailable(W_MEM, name, f"{mib} MiB", got["error"]))
+                    break
+            pss[workers] = got["pss"] / proc.MiB
             print(f"{W_MEM} {name} {workers} workers: total PSS {pss[workers]:.0f} MiB", file=sys.stderr)
             out.append(rows.row(W_MEM, name, f"{mib} MiB dataset, {workers} workers", "total PSS",
-                                pss[workers], "MiB", params={"dataset_bytes": mib * proc.MiB}))
+                                pss[workers], "MiB", params={"dataset_bytes": mib * proc.MiB},
+                                note=peers.NOTES.get(name)))
         if len(pss) == 2:
             out.append(rows.row(W_MEM, name, f"{mib} MiB dataset", "PSS per added worker",
                                 pss[2] - pss[1], "MiB", better="lower"))
@@ -241,13 +296,13 @@ def main():
     n_py, n_wav = (150, 200) if args.quick else (2400, 3000)
     out = []
     ids = np.arange(n_py, dtype=np.int64)
-    out += throughput_rows(W_PY, {"x": ids}, [{"x": np.int64(i)} for i in ids], pure_python, n_py,
+    out += throughput_rows(W_PY, {"x": ids}, py_elements(n_py), pure_python, n_py,
                            "elements/s", args.quick)
-    wavs = wav_bytes(n_wav)
+    elements = wav_elements(n_wav)
     col = np.empty(n_wav, dtype=object)
-    col[:] = wavs
-    out += throughput_rows(W_WAV, {"wav": col}, [{"wav": b} for b in wavs], wav_fft, n_wav,
-                           "elements/s", args.quick)
+    col[:] = [e["wav"] for e in elements]
+    out += throughput_rows(W_WAV, {"wav": col}, elements, wav_fft, n_wav, "elements/s",
+                           args.quick)
     out += memory_rows(args.quick)
     rows.write_json(args.json, out)
 
