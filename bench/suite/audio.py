@@ -1,8 +1,15 @@
-"""Ragged audio cache + epochs (issue 2's users), stokehold vs tf.data vs torch.
+"""Ragged audio cache + epochs (issue 2's users), stokehold vs tf.data vs torch vs the peers.
 
 Clips of 5-180 s at 16 kHz int16 cached in memory; shuffle -> random 3 s crop ->
 batch 32 -> prefetch. Memory (RSS growth of the cache against raw bytes, worker
 RSS, PSS), throughput, epoch-boundary stall; each system in its own process.
+The nearest thread-based peers (bench/peers/, audio_systems.peer_loader) hold the caller's
+list and map torch's crop (peers.ops.random_crop), each epoch's crops stacked into batches of
+32 (peers.epochs_of_stream), their threads kept across epochs as torch's persistent workers:
+grain (shuffle().repeat().map(crop).to_iter_dataset(ReadOptions()): Grain's defaults, 16
+threads), spdl (one pipeline over repeat_source(list), pipe(crop, concurrency=cores)),
+dataloader-rs (PyDataloader(shuffle, num_workers=cores), CPython 3.13). They run once in
+full runs too (throughput from that run's 3 passes), and the sweeps leave them out.
 """
 
 import json
@@ -17,14 +24,15 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
 import numpy as np  # noqa: E402
-
+import peers  # noqa: E402  (Grain, SPDL, dataloader-rs: bench/peers/)
 from common import rows, stats  # noqa: E402
 
 W = "audio cache + epochs"
 MiB = 2**20
 RATE = 16000
-SYSTEMS = ["stokehold", "stokehold/cache()", "tf.data/ragged", "tf.data/padded", "tf.data/generator", "torch"]
-QUICK_SYSTEMS = ["stokehold", "stokehold/cache()", "tf.data/ragged", "torch"]
+SYSTEMS = ["stokehold", "stokehold/cache()", "tf.data/ragged", "tf.data/padded", "tf.data/generator", "torch",
+           *peers.SYSTEMS]
+QUICK_SYSTEMS = ["stokehold", "stokehold/cache()", "tf.data/ragged", "torch", *peers.SYSTEMS]
 
 
 def make_clips(folder, n, seed=7):
@@ -39,13 +47,17 @@ def make_clips(folder, n, seed=7):
 
 
 def child(system, folder, n, timeout, **kw):
-    """Run audio_child.py; its JSON dict, or {"error": ...}."""
-    cmd = [sys.executable, str(HERE / "audio_child.py"), system, folder, str(n)]
+    """Run audio_child.py (a peer under its own interpreter); its JSON dict, or {"error": ...}."""
+    py, why = peers.python_for(system)
+    if py is None:
+        return {"error": why}
+    cmd = [py, str(HERE / "audio_child.py"), system, folder, str(n)]
     for k, v in kw.items():
         if v is not None:
             cmd += [f"--{k}", str(v)]
     try:
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
+                           env=peers.env_for(system) if system in peers.SYSTEMS else None)
     except subprocess.TimeoutExpired:
         return {"error": f"timed out after {timeout} s"}
     lines = p.stdout.strip().splitlines()
@@ -124,7 +136,7 @@ def main():
         # The memory-heavy tf.data variants run once (their throughput and stall figures still
         # come from >= 3 passes and boundaries inside that run).
         for system in (QUICK_SYSTEMS if args.quick else SYSTEMS):
-            times = repeats if system in QUICK_SYSTEMS else 1
+            times = repeats if system in QUICK_SYSTEMS and system not in peers.SYSTEMS else 1
             results = [child(system, folder, n, timeout, epochs=4)
                        for _ in range(times)]
             out += system_rows(system, results, cfg, raw)

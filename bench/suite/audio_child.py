@@ -20,9 +20,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import numpy as np  # noqa: E402
-
-from common import proc, stats  # noqa: E402
+import peers  # noqa: E402
 from audio_systems import SYSTEMS  # noqa: E402
+from common import proc, stats  # noqa: E402
 
 
 def load_clips(folder, n):
@@ -56,6 +56,8 @@ def main():
         import tensorflow  # noqa: F401
     elif a.system == "torch":
         import torch  # noqa: F401
+    elif a.system.partition("/")[0] in peers.MODULES:
+        peers.impl(a.system)
     else:
         import stokehold  # noqa: F401
     gc.collect()

@@ -6,9 +6,12 @@ is still needed (it is the cache for torch and tf.data's from_generator).
 Builders import their framework lazily: each system runs in its own process.
 """
 
+import functools
 import os
 
 import numpy as np
+import peers
+from peers import ops
 
 CROP = 48000  # 3 s at 16 kHz
 BATCH = 32
@@ -160,11 +163,9 @@ def torch_loader(clips, parallelism=None):
             return len(self.clips)
 
         def __getitem__(self, i):
-            clip = self.clips[i]
             # Per-(worker, call) randomness as users write it; not reproducible across
-            # worker counts, which stokehold's keyed crop is.
-            start = np.random.randint(0, max(len(clip) - CROP, 0) + 1)
-            return torch.from_numpy(clip[start:start + CROP])
+            # worker counts, which stokehold's keyed crop is. The peers' maps run this crop.
+            return torch.from_numpy(ops.random_crop(self.clips[i], CROP))
 
     workers = os.cpu_count() if parallelism is None else parallelism
     loader = DataLoader(Clips(clips), batch_size=BATCH, shuffle=True, num_workers=workers,
@@ -174,6 +175,20 @@ def torch_loader(clips, parallelism=None):
                     note=f"num_workers={workers}, persistent_workers, pin_memory=False")
 
 
+# ---------------------------------------------------------------- Grain, SPDL, dataloader-rs
+def peer_loader(system):
+    """The list -> the peer's map of torch's crop (ops.random_crop) -> batch 32 (np.stack), its
+    threads kept across epochs where it can (bench/peers/); parallelism None = its default."""
+    def build(clips, parallelism=None):
+        par = "auto" if parallelism is None else parallelism
+        make = peers.mapped_loader(system, clips, functools.partial(ops.random_crop, crop=CROP),
+                                   par, BATCH, np.stack)
+        return Pipeline(make, keeps_list=True, note=peers.NOTES[system] + (
+            f"; P={par}" if par != "auto" else "; P=Grain's defaults (16 threads)"
+            if system == "grain" else "; P=one per core"))
+    return build
+
+
 SYSTEMS = {
     "stokehold": stokehold_pipeline,
     "stokehold/cache()": stokehold_cache,
@@ -181,4 +196,5 @@ SYSTEMS = {
     "tf.data/padded": tf_padded,
     "tf.data/generator": tf_generator,
     "torch": torch_loader,
+    **{system: peer_loader(system) for system in peers.SYSTEMS},
 }
