@@ -4,10 +4,11 @@ Run from the repository root (the contract in bench/README.md):
     python bench/peers/bench.py [--quick] --json OUT
 
 The peers' figures come from the workload scripts themselves (a hook calls bench/peers/ beside
-tf.data and torch, in the same run): the lazy .npy file map, the CPU-bound map, the table gather
-and the epoch restart. This script writes one null row per (other workload, peer) whose note
-says why that peer has no figure there, so that a missing peer is a stated reason in the table,
-not a silence. It also records which peer versions this run imported.
+tf.data and torch, in the same run): the lazy .npy file map, the CPU-bound map, the table gather,
+the epoch restart, the audio cache + epochs, the Python UDFs (pure Python, wav + fft, memory),
+the audio decode -> log-mel and the JPEG decode + augment. This script writes one null row per
+(other workload, peer) whose note says why that peer has no figure there, so that a missing
+peer is a stated reason in the table, not a silence. It also records which peer versions this run imported.
 """
 
 import importlib.metadata
@@ -25,7 +26,6 @@ import peers  # noqa: E402
 FORMAT = "reads stokehold's own {what}; {peer} has no reader for it (Grain reads ArrayRecord/" \
          "Parquet, SPDL and dataloader-rs read what a Python function returns), and a Python " \
          "reader written for the bench would measure that reader, not the peer"
-LATER = "expressible ({how}) but not yet written: the peers' helper of issue 17 ran out of time"
 # (workload as the scripts name it, reason for every peer, or {peer: reason})
 COVERAGE = [
     ("tfrecord scan+parse", FORMAT.format(what="TFRecord scan + Example parse", peer="{peer}")),
@@ -42,17 +42,6 @@ COVERAGE = [
      "0.2.18, SPDL 0.8.0 and dataloader-rs 0.2.0 have no bucket_by_sequence_length equivalent"),
     ("packing: best-fit vs first-fit", {"grain": None, "spdl": "no packing op in SPDL 0.8.0",
                                         "dataloader-rs": "no packing op in dataloader-rs 0.2.0"}),
-    ("python UDF: pure Python", LATER.format(how="the same Python function in each peer's map; "
-                                                   "Grain mp_prefetch gives it processes")),
-    ("python UDF: wav + fft", LATER.format(how="the same function in each peer's map")),
-    ("python UDF: memory over a cached dataset", LATER.format(how="PSS of each peer's workers")),
-    ("audio cache + epochs", LATER.format(how="a list of arrays, a random 3 s crop per clip, "
-                                                "batch 32")),
-    ("audio clips -> random 3 s crop -> log-mel -> batch(16)",
-     LATER.format(how="soundfile decode + numpy log-mel in each peer's map")),
-    ("JPEG decode + random_resized_crop 224 + flip + normalise",
-     LATER.format(how="PIL / spdl.io decode in each peer's map; datago 2026.10.1 decodes "
-                      "folders of JPEGs natively")),
 ]
 
 
