@@ -111,6 +111,25 @@ def test_zero_copy_output_batch_is_writable_and_not_copied():
     np.testing.assert_array_equal(ds[1]["x"][0], [32, 33, 34, 35])
 
 
+def test_a_large_batch_is_reused_only_once_numpy_lets_it_go():
+    # 4 MiB batches (the reuse pool's threshold, stokehold_core::alloc): a batch numpy frees goes
+    # back to the pool, and the next batch may be written into it; one still held never is.
+    rows = np.arange(8 * 32 * 4096, dtype=np.float32).reshape(8 * 32, 4096)
+    ds = sh.from_arrays({"x": rows}).batch(32)
+    held = []
+    for i, b in enumerate(ds.iter(0)):
+        x = b["x"]
+        np.testing.assert_array_equal(x, rows[32 * i:32 * (i + 1)])
+        if i < 3:
+            held.append(x)  # kept: their memory must not be handed out again
+        del b, x
+    for i, x in enumerate(held):
+        np.testing.assert_array_equal(x, rows[32 * i:32 * (i + 1)])
+    # What a held batch's memory holds is the caller's: writes are neither shared nor lost.
+    held[0][:] = -1
+    assert ds[0]["x"][0, 0] == 0 and held[0][0, 0] == -1
+
+
 def test_ragged_storage_and_batches():
     data = clips(9, seed=1)
     ds = sh.from_arrays({"audio": data})

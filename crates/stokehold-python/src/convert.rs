@@ -318,7 +318,18 @@ enum Keep {
     /// Memory shared with other tensors (a dataset's arena, an input array): read-only.
     Shared(#[allow(dead_code)] Bytes),
     /// Memory only this buffer refers to (a fresh batch): writable.
-    Owned(#[allow(dead_code)] BytesMut),
+    Owned(BytesMut),
+}
+
+impl Drop for Keep {
+    /// A batch that numpy owned alone goes back to the pool of large buffers when numpy frees
+    /// it (`stokehold_core::alloc::reuse`), so the next batch of its size is written into
+    /// pages already faulted in instead of fresh ones the kernel must zero.
+    fn drop(&mut self) {
+        if let Keep::Owned(m) = self {
+            stokehold_core::alloc::reuse(Vec::from(std::mem::take(m)));
+        }
+    }
 }
 
 /// Tensor memory exported to numpy through `__array_interface__` (zero-copy).
