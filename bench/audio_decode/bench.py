@@ -89,13 +89,16 @@ def epochs(make_iter, n_epochs):
 def stokehold_run(d, ext, par):
     import stokehold
 
+    # One pipeline for all epochs (as torch's DataLoader is one loader): a new iterator per
+    # epoch, its op counters kept.
+    ds = (stokehold.list_files(str(d / ext / f"*.{ext}"), seed=1)
+          .load_audio(mono=True, random_window=CROP, seed=2)
+          .mel_spectrogram(sample_rate=RATE, n_fft=N_FFT, hop_length=HOP, n_mels=N_MELS,
+                           log=True)
+          .batch(BATCH)
+          .parallelize(par))
+
     def make(e):
-        ds = (stokehold.list_files(str(d / ext / f"*.{ext}"), seed=1)
-              .load_audio(mono=True, random_window=CROP, seed=2)
-              .mel_spectrogram(sample_rate=RATE, n_fft=N_FFT, hop_length=HOP, n_mels=N_MELS,
-                               log=True)
-              .batch(BATCH)
-              .parallelize(par))
         return (len(b["mel"]) for b in ds.iter(epoch=e))
     return make
 

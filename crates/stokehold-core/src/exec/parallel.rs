@@ -367,6 +367,10 @@ fn build(
         Parallelism::Autotune => 1,
     };
     stats.set_shape(p, window_for(p));
+    // An earlier iterator of the op (the previous epoch) measured its elements: start from
+    // that, so that a new epoch does not compute its first element alone (with three batches
+    // to an epoch and two workers, that first one ran alone every epoch).
+    let (est_bytes, est_ns) = stats.means().unwrap_or((0, 0));
     let st = St {
         next_claim: low,
         skip: ahead.clone(),
@@ -380,8 +384,8 @@ fn build(
         spawned: 0,
         live: 0,
         window: window_for(p),
-        est_bytes: 0,
-        est_ns: 0,
+        est_bytes,
+        est_ns,
         stop: false,
     };
     Ok(Arc::new(Shared {

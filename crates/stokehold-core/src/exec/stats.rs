@@ -102,6 +102,17 @@ impl OpStats {
         self.elements.load(Ordering::Relaxed)
     }
 
+    /// The mean bytes and worker nanoseconds of the elements produced so far (by every
+    /// iterator of the op), or `None` before the first: a new iterator's first estimates.
+    pub(crate) fn means(&self) -> Option<(usize, u64)> {
+        let n = self.elements();
+        (n > 0).then(|| {
+            let bytes = self.bytes.load(Ordering::Relaxed) / n;
+            let ns = self.busy_ns.load(Ordering::Relaxed) / n;
+            (bytes.max(1) as usize, ns)
+        })
+    }
+
     /// Records that AUTOTUNE just reverted a step up.
     pub(crate) fn mark_reverted_up(&self) {
         let ns = self.created.elapsed().as_nanos().max(1) as u64;

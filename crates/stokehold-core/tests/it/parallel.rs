@@ -1,6 +1,7 @@
 //! Parallel map / parallelize: determinism across thread counts, order modes, state, faults.
 
 use stokehold_core::exec::Parallelism::{self, Autotune, Fixed};
+use stokehold_core::exec::{ExecOptions, Executor};
 use stokehold_core::{map_fn, Dataset, DatasetIter, Error, Example, MapFn, Tensor};
 
 use crate::common::*;
@@ -258,4 +259,56 @@ fn a_host_check_interrupts_a_waiting_consumer_and_nothing_is_lost() {
         );
         assert_eq!(xs(&it.collect_all().unwrap()), [0, 1, 2, 3]);
     }
+}
+
+#[test]
+fn a_later_epoch_starts_every_worker_at_once() {
+    use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
+    use std::sync::Arc;
+    use std::time::{Duration, Instant};
+    // Until an element of the op has been measured, its workers start one at a time (its size
+    // is unknown to the memory budget). A later epoch's iterator knows it from the earlier one:
+    // element 0 waits for element 1 to start, which happens only if a second worker starts
+    // while the first is still busy.
+    let (armed, second_started, overlapped) = (
+        Arc::new(AtomicBool::new(false)),
+        Arc::new(AtomicBool::new(false)),
+        Arc::new(AtomicBool::new(false)),
+    );
+    let (a, s, o) = (armed.clone(), second_started.clone(), overlapped.clone());
+    let f = map_fn(move |e: Example, _| {
+        let x = e.tensor("wait", "x")?.to_vec::<i64>()?[0] % 3;
+        // Slow enough to be claimed one at a time (not as one run of cheap elements).
+        std::thread::sleep(Duration::from_millis(5));
+        if x == 1 {
+            s.store(true, SeqCst);
+        }
+        if x == 0 && a.load(SeqCst) {
+            let t = Instant::now();
+            while !s.load(SeqCst) && t.elapsed() < Duration::from_secs(2) {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            o.store(s.load(SeqCst), SeqCst);
+        }
+        Ok(e)
+    });
+    let ds = Dataset::range(3).map_parallel("wait", f, Fixed(2), true);
+    // One executor for both epochs (as a Python dataset has): its op counters last.
+    let exec = Executor::new(ExecOptions::default());
+    assert_eq!(
+        xs(&exec.iter(&ds, 0).unwrap().collect_all().unwrap()),
+        vec![0, 1, 2]
+    );
+    armed.store(true, SeqCst);
+    second_started.store(false, SeqCst);
+    let mut it = exec.iter(&ds, 1).unwrap();
+    let mut n = 0;
+    while it.next().unwrap().is_some() {
+        n += 1;
+    }
+    assert_eq!(n, 3);
+    assert!(
+        overlapped.load(SeqCst),
+        "epoch 1 computed its first element alone"
+    );
 }
