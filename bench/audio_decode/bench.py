@@ -7,7 +7,8 @@ importable; dataloader-rs in bench/.venv313):
 Every system does the same work per clip: decode a random 3 s window of a 16 kHz mono file, a
 log-mel spectrogram (n_fft 400, hop 160, 64 mels, HTK scale, 10*log10), then batches of 16.
 * stokehold: list_files -> load_audio(random_window=3.0) -> mel_spectrogram(log=True) -> batch
-  -> parallelize(P): all native, decode seeks to the window.
+  -> parallelize(P) -> prefetch(2) (the guide's form; its thread runs on into the next epoch):
+  all native, decode seeks to the window.
 * torch: a map-style Dataset whose __getitem__ reads the window with soundfile (sf.read(start,
   frames): libsndfile seeks too, the strongest Python reader) and runs torchaudio's
   MelSpectrogram + AmplitudeToDB; one DataLoader(batch_size=16, num_workers=P,
@@ -96,7 +97,8 @@ def stokehold_run(d, ext, par):
           .mel_spectrogram(sample_rate=RATE, n_fft=N_FFT, hop_length=HOP, n_mels=N_MELS,
                            log=True)
           .batch(BATCH)
-          .parallelize(par))
+          .parallelize(par)
+          .prefetch(2))
 
     def make(e):
         return (len(b["mel"]) for b in ds.iter(epoch=e))
