@@ -64,8 +64,11 @@ class WorkerPanicError(StokeholdError): ...
 
 @final
 class TensorBuf:
-    """Tensor memory exported to numpy through ``__array_interface__`` (zero-copy)."""
+    """Tensor memory exported to numpy through ``__array_struct__`` (and
+    ``__array_interface__``), zero-copy."""
 
+    @property
+    def __array_struct__(self) -> Any: ...
     @property
     def __array_interface__(self) -> Dict[str, Any]: ...
     @property

@@ -99,11 +99,14 @@ def test_zero_copy_output_batch_is_writable_and_not_copied():
     ds = sh.from_arrays({"x": np.arange(64, dtype=np.float64).reshape(16, 4)}).batch(8)
     b = ds[1]["x"]
     assert b.shape == (8, 4)
-    # The array's memory is the engine's buffer: numpy's base chain ends at the native buffer and
-    # the data address is the one the engine exported.
+    # The array's memory is the engine's buffer: numpy's base chain ends at the native buffer
+    # (beside the `__array_struct__` capsule numpy keeps with it) and the data address is the one
+    # the engine exported.
     base = b
     while isinstance(base, np.ndarray) and base.base is not None:
         base = base.base
+    if isinstance(base, tuple):
+        base = base[0]
     assert type(base).__name__ == "TensorBuf"
     assert b.__array_interface__["data"][0] == base.address
     assert b.flags.writeable  # a fresh batch is owned by nobody else

@@ -175,6 +175,19 @@ struct ArrayStruct {
 const C_CONTIGUOUS: c_int = 0x1;
 const ALIGNED: c_int = 0x100;
 const NOTSWAPPED: c_int = 0x200;
+const WRITEABLE: c_int = 0x400;
+
+// SAFETY: the pointers point into `dims` (owned alongside) and into the TensorBuf's memory,
+// which numpy keeps alive as the new array's base; numpy only reads them, under the GIL.
+unsafe impl Send for Exported {}
+
+/// What a [`TensorBuf`]'s `__array_struct__` capsule holds: the interface numpy reads (first,
+/// so that the capsule's pointer is the `PyArrayInterface`), and the shape and strides it points to.
+#[repr(C)]
+struct Exported {
+    s: ArrayStruct,
+    dims: Box<[isize]>,
+}
 
 /// The common case of [`py_to_tensor`] in one attribute read: a C-contiguous, aligned,
 /// native-endian numeric array. `__array_struct__` is a capsule holding numpy's own description
@@ -332,7 +345,8 @@ impl Drop for Keep {
     }
 }
 
-/// Tensor memory exported to numpy through `__array_interface__` (zero-copy).
+/// Tensor memory exported to numpy through `__array_struct__` (and `__array_interface__`),
+/// zero-copy.
 ///
 /// Arrays that share memory with the dataset (elements of an in-memory dataset, arrays handed in)
 /// are read-only, so that writing to one cannot change the cache; memory that nothing else refers
@@ -365,6 +379,54 @@ impl TensorBuf {
         d.set_item("typestr", self.typestr)?;
         d.set_item("data", (self.ptr, self.readonly))?;
         Ok(d)
+    }
+
+    /// numpy's array interface as its C struct, in a capsule: what `numpy.asarray` reads first.
+    /// It builds the array straight from it, where `__array_interface__` is a dict numpy parses
+    /// (the type string, the shape tuple, the data tuple) for every array of every batch.
+    #[getter(__array_struct__)]
+    fn array_struct<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyCapsule>> {
+        let t = self.typestr.as_bytes();
+        let itemsize = (t[2] - b'0') as isize;
+        let nd = self.shape.len();
+        let mut dims = vec![0isize; 2 * nd].into_boxed_slice();
+        let mut stride = itemsize;
+        for k in (0..nd).rev() {
+            dims[k] = self.shape[k] as isize;
+            dims[nd + k] = stride;
+            stride *= self.shape[k] as isize;
+        }
+        // Tensor data is little-endian: native (not swapped) on a little-endian host.
+        let mut flags = C_CONTIGUOUS | ALIGNED;
+        if cfg!(target_endian = "little") || t[0] == b'|' {
+            flags |= NOTSWAPPED;
+        }
+        if !self.readonly {
+            flags |= WRITEABLE;
+        }
+        let (shape, strides) = if nd == 0 {
+            (std::ptr::null(), std::ptr::null())
+        } else {
+            (dims.as_ptr(), dims[nd..].as_ptr())
+        };
+        let e = Exported {
+            s: ArrayStruct {
+                two: 2,
+                nd: nd as c_int,
+                typekind: t[1] as c_char,
+                itemsize: itemsize as c_int,
+                flags,
+                shape,
+                strides,
+                data: self.ptr as *const c_void,
+                descr: std::ptr::null_mut(),
+            },
+            dims,
+        };
+        // numpy reads the capsule with `PyCapsule_GetPointer(capsule, NULL)`: it must be
+        // unnamed, which only the deprecated constructor still makes.
+        #[allow(deprecated)]
+        PyCapsule::new(py, e, None)
     }
 
     /// Address of the first byte (to check zero-copy in tests).
