@@ -296,13 +296,17 @@ mod tests {
         assert!(!keeps(1, 2, s(100.0, 0.03), s(101.0, 0.0)));
     }
 
-    #[test]
-    fn a_step_up_reverted_by_one_iterator_is_not_retried_by_the_next() {
+    fn four_cores_and_an_op() -> (Executor, OpStats) {
         let exec = Executor::new(crate::ExecOptions {
             cores: 4,
             ..Default::default()
         });
-        let stats = OpStats::new("op".into());
+        (exec, OpStats::new("op".into()))
+    }
+
+    #[test]
+    fn a_step_up_reverted_by_one_iterator_is_not_retried_by_the_next() {
+        let (exec, stats) = four_cores_and_an_op();
         let waiting = s(100.0, 0.5);
         // A fresh tuner whose consumer waits tries one more worker.
         let mut first = Tuner::new(&exec, &stats);
@@ -325,11 +329,7 @@ mod tests {
 
     #[test]
     fn a_new_iterators_first_period_counts_only_its_own_elements_and_waiting() {
-        let exec = Executor::new(crate::ExecOptions {
-            cores: 4,
-            ..Default::default()
-        });
-        let stats = OpStats::new("op".into());
+        let (exec, stats) = four_cores_and_an_op();
         // An earlier epoch: many elements, and a consumer that waited for seconds in all.
         for _ in 0..1000 {
             stats.produced(1, 0);
