@@ -96,8 +96,9 @@ def write_docs(root, result):
     busy = [t for t in result.get("timings", []) if max(t["load_before"], t["load_after"]) > nproc]
     noise = (
         f"Load average above {nproc} (the core count) during {len(busy)} of "
-        f"{len(result.get('timings', []))} workloads. The load counts the suite's own processes (worker processes, the competing "
-        "CPU load some workloads start, Ray, the S3 server) as well as anything else on this "
+        f"{len(result.get('timings', []))} workloads. The load counts the suite's own processes "
+        "(worker processes, the competing CPU load some workloads start, Ray, the S3 server) as "
+        "well as anything else on this "
         "shared machine, so absolute figures are noisy; the systems of one workload ran back to "
         "back, so quote the medians and the ratios, not single figures.\n"
         if busy else "The load average stayed at or below the core count during the run.\n"
@@ -109,9 +110,9 @@ def write_docs(root, result):
         f"{result.get('build_seconds')} s more). Do not edit by hand: "
         "rerun the command. Raw rows: `bench/results/`.\n",
         "## How to reproduce\n",
-        "```\nmake bench        # full suite; make bench-quick for the <= 3 min version\n```\n"
+        "```\nmake bench        # full suite; make bench-quick for a shorter smoke run\n```\n"
         "It creates `bench/.venv`, installs tensorflow-cpu, torch, numpy, maturin and matplotlib "
-        "from PyPI (a one-time install of several GB, not counted in the suite's <= 20 min), builds "
+        "from PyPI (a one-time install of several GB, not counted in the run time above), builds "
         "stokehold with `maturin develop --release`, generates the data in a temporary folder and "
         "runs every workload for every system. The contract for workload scripts is in "
         "`bench/README.md`.\n",
