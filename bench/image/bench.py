@@ -1,5 +1,5 @@
 """bench/image: JPEG decode + random_resized_crop(224) + flip + normalise + batch(64), images/s;
-stokehold vs torch DataLoader vs tf.data vs Grain, SPDL, dataloader-rs, in one run.
+stokehold vs torch DataLoader vs tf.data vs datago vs Grain, SPDL, dataloader-rs, in one run.
 
 Run from the repository root with the bench venv's python:
     python bench/image/bench.py [--quick] --json OUT
@@ -18,6 +18,16 @@ median. Pipelines:
   decode_and_crop_jpeg, resize 224 bilinear, random_flip_left_right, normalise,
   num_parallel_calls=AUTOTUNE) -> batch(64) -> prefetch(AUTOTUNE): TF's own ResNet recipe, which
   decodes only the crop (an advantage noted in the row).
+* datago (2026.10.1, Photoroom's Rust-core image loader): one DatagoClient over the folder
+  ("source_type": "file", random_sampling, limit = N, its README's filesystem-benchmark
+  buffers of 256), client.start() per epoch (reads end at None and do not restart). Native,
+  outside the GIL: file listing, read and JPEG decode (Rust `image` crate) on a tokio runtime of
+  one thread per core, DATAGO_MAX_TASKS (default: cores) decodes in flight. datago has no
+  random resized crop, flip or normalise (its only transform, image_config's crop_and_resize,
+  is a deterministic aspect-ratio-bucket centre crop + Lanczos resize), so the consumer thread
+  runs peers.ops.ImageOp's v2 transforms on each decoded image (get_sample() ->
+  ImagePayload.to_numpy_array() HWC uint8 -> CHW tensor, one torch thread) and np.stack's the
+  batches of 64: datago's documented model is one Python process calling get_sample().
 * the nearest thread-based peers (bench/peers/, each in its own process after the others), each
   mapping torch/PIL's per-file op (peers.ops.ImageOp: PIL decode + the same v2 transforms, the
   tensor's array) and stacking batches of 64 with np.stack, one torch thread per process (as
@@ -144,6 +154,42 @@ def child_tf(d, n_epochs):
     return epochs_of(run, n_epochs)
 
 
+def child_datago(d, n_epochs):
+    import warnings
+
+    import datago
+    import numpy as np
+    import torch
+    # to_numpy_array() is read-only (datago owns the buffer); the v2 transforms never write
+    # into their input, so torch's "not writable" warning does not apply
+    warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
+    n = len(list(d.glob("*.jpg")))
+    client = datago.DatagoClient(json.dumps({
+        "source_type": "file",
+        "source_config": {"root_path": str(d), "random_sampling": True, "rank": 0,
+                          "world_size": 1},
+        "prefetch_buffer_size": 256, "samples_buffer_size": 256, "limit": n}))
+    op = ops.ImageOp(as_numpy=True, one_thread=True)
+
+    def run(_e):
+        client.start()  # a new pass: datago's reads end at None and never restart by themselves
+        batch = []
+        while (s := client.get_sample()) is not None:
+            hwc = s.image.to_numpy_array()  # decoded natively, HWC uint8
+            batch.append(op.augment(torch.from_numpy(hwc).permute(2, 0, 1)))
+            if len(batch) == BATCH:
+                yield len(np.stack(batch))
+                batch = []
+        if batch:
+            yield len(np.stack(batch))
+    try:
+        figs = epochs_of(run, n_epochs)
+    finally:
+        client.stop()
+    assert len(figs) == n_epochs
+    return figs
+
+
 def child(system, d, n_epochs):
     if system == "stokehold":
         return child_stokehold(d, n_epochs)
@@ -151,6 +197,8 @@ def child(system, d, n_epochs):
         return child_torch(d, n_epochs, "pil")
     if system == "torch/tv.io":
         return child_torch(d, n_epochs, "tvio")
+    if system == "datago":
+        return child_datago(d, n_epochs)
     return child_tf(d, n_epochs)
 
 
@@ -158,6 +206,13 @@ NOTES = {
     "torch/PIL": "DataLoader(num_workers=os.cpu_count(), persistent_workers=True), torchvision v2 transforms",
     "torch/tv.io": "as torch/PIL with torchvision.io.decode_jpeg (libjpeg-turbo)",
     "tf.data": "decode_and_crop_jpeg: decodes only the crop window (TF's ResNet recipe), AUTOTUNE",
+    "datago": "datago 2026.10.1 file source, random_sampling, start() per epoch; native (Rust, "
+              "no GIL, tokio runtime of one thread per core, DATAGO_MAX_TASKS default = cores "
+              "in flight): file listing, read, JPEG decode (image crate). Not native (datago "
+              "has no random crop, flip or normalise; its crop_and_resize is a deterministic "
+              "aspect-ratio-bucket centre crop): RandomResizedCrop(224) + flip + ToDtype + "
+              "Normalize (torchvision v2, as torch's rows) on the consumer's thread (one torch "
+              "thread) over to_numpy_array() HWC uint8, np.stack batches of 64",
 }
 
 
@@ -167,14 +222,14 @@ def main():
         print(json.dumps(child(sys.argv[2], Path(sys.argv[3]), int(sys.argv[4]))))
         return
     args = rows.workload_args(__doc__.splitlines()[0]).parse_args()
-    # quick: 128 images (two batches), so that eight systems fit the quick run's 120 s per script
+    # quick: 128 images (two batches), so that the systems fit the quick run's 120 s per script
     n = 128 if args.quick else 1024
     epochs = 2 if args.quick else 3
     root = os.environ.get("BENCH_TMPDIR") or tempfile.mkdtemp()
     d = make_jpegs(root, n)
     config = f"{n} JPEGs 500x375, batch {BATCH}, {os.cpu_count()} cores"
     out = []
-    for system in ["stokehold", "torch/PIL", "torch/tv.io", "tf.data"]:
+    for system in ["stokehold", "torch/PIL", "torch/tv.io", "tf.data", "datago"]:
         log(f"{system} ...")
         p = subprocess.run([sys.executable, __file__, "--child", system, str(d), str(epochs)],
                            capture_output=True, text=True)
@@ -186,9 +241,18 @@ def main():
         log(f"{system}: {[round(f) for f in figs]} images/s")
         out.append(rows.median_row(WL, system, config, "throughput", figs, "images/s",
                                    note=NOTES.get(system), params={"parallelism": "autotune"}))
+    # quick only: grain/mp_prefetch is left out (a status row says so). Its worker processes'
+    # start-up took ~75 s of the quick run (the whole script ~150 s with datago, over the
+    # driver's 120 s) on the loaded 2-core machine; the full run times it.
+    systems = peers.WITH_PROCESSES
+    if args.quick:
+        systems = tuple(s for s in systems if s != "grain/mp_prefetch")
+        out.append(rows.unavailable(WL, "grain/mp_prefetch", config, "skipped in --quick (its "
+                                    "worker processes' start-up takes most of the quick run's "
+                                    "120 s on 2 cores); the full run times it"))
     out += peers.throughput_rows(WL, config, "throughput", "images/s", "map", {
         "dir": str(d), "pattern": "*.jpg", "op": "image", "batch": BATCH, "par": "auto",
-        "epochs": epochs}, params={"parallelism": "autotune"}, systems=peers.WITH_PROCESSES)
+        "epochs": epochs}, params={"parallelism": "autotune"}, systems=systems)
     rows.print_ratios(out, "a", 1.5)
     rows.write_json(args.json, out)
 

@@ -88,24 +88,28 @@ class ImageOp:
     def __getstate__(self):
         return dict(self.__dict__, _tf=None)
 
-    def __call__(self, path):
+    def augment(self, img):
+        """The transforms alone, on an image decoded elsewhere (a PIL image or a CHW uint8
+        tensor): what a loader that decodes natively (datago) leaves to Python."""
         if self._tf is None:
             if self.one_thread:
                 one_torch_thread()
             self._tf = self._transform()
+        out = self._tf(img)
+        return out.numpy() if self.as_numpy else out
+
+    def __call__(self, path):
         if self.decoder == "pil":
             from PIL import Image
             with Image.open(path) as im:
-                out = self._tf(im.convert("RGB"))
-        elif self.decoder == "tvio":
+                return self.augment(im.convert("RGB"))
+        if self.decoder == "tvio":
             import torchvision.io as tio
-            out = self._tf(tio.decode_jpeg(tio.read_file(path)))
-        else:
-            import spdl.io
-            import torch
-            hwc = spdl.io.to_numpy(spdl.io.load_image(path))  # HWC uint8 (rgb24)
-            out = self._tf(torch.from_numpy(hwc).permute(2, 0, 1))
-        return out.numpy() if self.as_numpy else out
+            return self.augment(tio.decode_jpeg(tio.read_file(path)))
+        import spdl.io
+        import torch
+        hwc = spdl.io.to_numpy(spdl.io.load_image(path))  # HWC uint8 (rgb24)
+        return self.augment(torch.from_numpy(hwc).permute(2, 0, 1))
 
 
 def spdl_io_decoder(probe):
