@@ -396,8 +396,13 @@ impl TensorBuf {
             dims[nd + k] = stride;
             stride *= self.shape[k] as isize;
         }
+        // numpy recomputes contiguity and alignment from the strides, but not for a 0-d array:
+        // aligned is said only when true (a row view of a packed buffer may not be).
+        let mut flags = C_CONTIGUOUS;
+        if self.ptr.is_multiple_of(itemsize as usize) {
+            flags |= ALIGNED;
+        }
         // Tensor data is little-endian: native (not swapped) on a little-endian host.
-        let mut flags = C_CONTIGUOUS | ALIGNED;
         if cfg!(target_endian = "little") || t[0] == b'|' {
             flags |= NOTSWAPPED;
         }
