@@ -114,7 +114,7 @@ def test_zero_copy_output_batch_is_writable_and_not_copied():
     np.testing.assert_array_equal(ds[1]["x"][0], [32, 33, 34, 35])
 
 
-def test_a_large_batch_is_reused_only_once_numpy_lets_it_go():
+def test_a_large_batch_numpy_still_holds_is_never_written_into():
     # 4 MiB batches (the reuse pool's threshold, stokehold_core::alloc): a batch numpy frees goes
     # back to the pool, and the next batch may be written into it; one still held never is.
     rows = np.arange(8 * 32 * 4096, dtype=np.float32).reshape(8 * 32, 4096)

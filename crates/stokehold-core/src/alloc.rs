@@ -12,7 +12,7 @@
 //! when numpy frees a batch it owned alone) waits in a small process-wide pool, and the next
 //! [`large_vec`] / [`zeroed_vec`] of about its size takes it back instead of asking the kernel
 //! for fresh pages. Fresh pages are zeroed by the kernel and faulted in one by one: for a
-//! 38 MB batch of 64 normalised 224x224 images that was 6% of the pipeline's CPU time
+//! 38 MB batch of 64 normalised 224x224 images that was 5.5% of the pipeline's CPU time
 //! (`clear_page_erms` under the batch copy). The pool holds at most [`POOL_BUFFERS`] buffers
 //! and [`POOL_BYTES`] bytes, and frees any buffer that waited longer than [`POOL_IDLE`], so a
 //! finished pipeline leaves at most that much behind, and only until the next large

@@ -339,8 +339,11 @@ impl Drop for Keep {
     /// it (`stokehold_core::alloc::reuse`), so the next batch of its size is written into
     /// pages already faulted in instead of fresh ones the kernel must zero.
     fn drop(&mut self) {
+        // Smaller ones are not pooled: let them go as they are, without taking the Vec back.
         if let Keep::Owned(m) = self {
-            stokehold_core::alloc::reuse(Vec::from(std::mem::take(m)));
+            if m.capacity() >= stokehold_core::alloc::HUGE_PAGE_MIN {
+                stokehold_core::alloc::reuse(Vec::from(std::mem::take(m)));
+            }
         }
     }
 }

@@ -34,7 +34,8 @@ const COOLDOWN: u32 = 20;
 const DOWN_EVERY: u32 = 30;
 /// How long after a reverted step up no iterator of the op tries one again (the cooldown in
 /// periods, as time, so that it outlives the iterator that reverted).
-const UP_COOLDOWN: Duration = Duration::from_millis(100 * COOLDOWN as u64);
+const UP_COOLDOWN: Duration =
+    Duration::from_millis(MIN_PERIOD.as_millis() as u64 * COOLDOWN as u64);
 
 enum Phase {
     Steady,
