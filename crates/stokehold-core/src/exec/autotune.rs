@@ -8,7 +8,10 @@
 //! of throughput (the signal that survives a machine shared with other work, see `keeps`);
 //! otherwise it is reverted (slot returned) and no iterator of the op tries a step up again for 20
 //! periods' time (2 s; the op's stats remember it, so the next epoch's iterator does not repeat
-//! a losing trial).
+//! a losing trial). A step up still on trial when its iterator ends (an epoch shorter than the
+//! two periods a trial takes) is handed to the op's next iterator, which starts at the trial's
+//! parallelism and judges it in its first period: otherwise every short epoch started over at the
+//! old setting and spent itself on a trial it never finished.
 //! Every 30 periods at more than one worker, while the consumer is not waiting, it also tries one
 //! worker fewer and keeps that if throughput stays within 5% and the consumer still does not wait
 //! (on a busy machine more threads can be slower). Workers never exceed the executor's cores, summed over every autotuned op of the
@@ -55,7 +58,7 @@ enum Phase {
 /// One period as the consumer saw it: elements per second, and the fraction of the period it
 /// spent waiting for this op.
 #[derive(Clone, Copy, Debug, PartialEq)]
-struct Sample {
+pub(crate) struct Sample {
     rate: f64,
     wait: f64,
 }
@@ -80,6 +83,14 @@ fn keeps(from: usize, to: usize, base: Sample, now: Sample) -> bool {
     } else {
         now.rate >= base.rate * KEEP_DOWN && now.wait < WAIT_TRIGGER
     }
+}
+
+/// A step up from `from` to `to` workers that an iterator left unjudged, measured against `base`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct Trial {
+    from: usize,
+    to: usize,
+    base: Sample,
 }
 
 /// The tuner of one op.
@@ -114,12 +125,34 @@ impl Tuner {
         }
     }
 
-    /// Starts where an earlier iterator of the same op settled (`want` workers), as far as free
-    /// core slots allow; returns the parallelism to start with.
-    pub(crate) fn resume(&mut self, exec: &Executor, want: usize) -> usize {
+    /// The parallelism a new iterator starts with: the step up an earlier iterator of the op left
+    /// on trial (judged in this iterator's first period), else where the last one settled, as
+    /// far as free core slots allow.
+    pub(crate) fn start(&mut self, exec: &Executor, stats: &OpStats) -> usize {
+        let trial = stats.take_trial();
+        let want = trial.map_or(stats.tuned.load(Ordering::Relaxed), |t| t.to);
         let extra = exec.take_slots(want.saturating_sub(1).min(self.max - 1));
         self.held += extra;
-        1 + extra
+        let p = 1 + extra;
+        if let Some(Trial { from, to, base }) = trial.filter(|t| t.to == p) {
+            stats.set_note(format!(
+                "parallelism {to}: on trial from {from} (carried over from the last iterator)"
+            ));
+            self.phase = Phase::Probing { from, to, base };
+        }
+        p
+    }
+
+    /// Hands a step up still on trial to the op's next iterator ([`Tuner::start`]), and returns
+    /// the core slots: called when the iterator is dropped.
+    pub(crate) fn finish(&mut self, exec: &Executor, stats: &OpStats) {
+        if let Phase::Settling { from, to, base } | Phase::Probing { from, to, base } = self.phase {
+            if to > from {
+                stats.put_trial(Trial { from, to, base });
+            }
+        }
+        self.phase = Phase::Steady;
+        self.release(exec);
     }
 
     /// Returns slots on drop of the op.
@@ -326,6 +359,36 @@ mod tests {
         // An op with no reverted trial steps up as before.
         let other = OpStats::new("other".into());
         assert_eq!(next.steady(&exec, &other, 1, waiting), Some(2));
+    }
+
+    #[test]
+    fn a_step_up_left_on_trial_is_judged_by_the_next_iterator() {
+        let (exec, stats) = four_cores_and_an_op();
+        let waiting = s(100.0, 0.5);
+        let mut first = Tuner::new(&exec, &stats);
+        assert_eq!(first.start(&exec, &stats), 1);
+        assert_eq!(first.steady(&exec, &stats, 1, waiting), Some(2));
+        // The epoch ends before the trial is judged.
+        first.finish(&exec, &stats);
+        assert_eq!(exec.take_slots(4), 3, "finish returns the trial's slot");
+        exec.give_slots(3);
+        // The next iterator starts at the trial's parallelism, already probing it.
+        let mut next = Tuner::new(&exec, &stats);
+        assert_eq!(next.start(&exec, &stats), 2);
+        assert!(matches!(next.phase, Phase::Probing { from: 1, to: 2, .. }));
+        // Its first period decides: a clear gain keeps 2 for the iterators after it.
+        std::thread::sleep(MIN_PERIOD + Duration::from_millis(10));
+        for _ in 0..1000 {
+            stats.produced(1, 0);
+        }
+        assert_eq!(next.tick(&exec, &stats, 2), None);
+        assert_eq!(stats.tuned.load(Ordering::Relaxed), 2);
+        next.finish(&exec, &stats);
+        assert_eq!(stats.take_trial(), None, "a judged trial is not handed on");
+        let mut third = Tuner::new(&exec, &stats);
+        assert_eq!(third.start(&exec, &stats), 2);
+        assert!(matches!(third.phase, Phase::Steady));
+        third.finish(&exec, &stats);
     }
 
     #[test]

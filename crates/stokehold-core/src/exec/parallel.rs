@@ -234,14 +234,15 @@ impl ParallelIter {
             BTreeSet::new(),
             None,
         )?;
-        // AUTOTUNE starts where an earlier iterator of this op settled (the previous epoch).
-        let learned = stats.tuned.load(std::sync::atomic::Ordering::Relaxed);
-        if let (Some(t), true) = (tuner.as_mut(), learned > 1) {
-            let p = t.resume(&exec, learned);
-            let mut st = shared.lock();
-            st.target = p;
-            st.window = window_for(p);
-            stats.set_shape(p, st.window);
+        // AUTOTUNE starts where an earlier iterator of this op settled, or on its unjudged trial.
+        if let Some(t) = tuner.as_mut() {
+            let p = t.start(&exec, &stats);
+            if p > 1 {
+                let mut st = shared.lock();
+                st.target = p;
+                st.window = window_for(p);
+                stats.set_shape(p, st.window);
+            }
         }
         Ok(ParallelIter {
             spec,
@@ -404,7 +405,7 @@ impl Drop for ParallelIter {
     fn drop(&mut self) {
         stop(&self.shared);
         if let Some(t) = self.tuner.as_mut() {
-            t.release(&self.exec);
+            t.finish(&self.exec, &self.stats);
         }
     }
 }

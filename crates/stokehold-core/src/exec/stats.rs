@@ -10,6 +10,7 @@
 //! ("bound in op X"); if that stage's workers mostly wait for their own input, the pipeline is
 //! *input-bound*.
 
+use super::autotune::Trial;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::Instant;
@@ -36,6 +37,8 @@ pub struct OpStats {
     /// When AUTOTUNE last reverted a step up, in ns after `created` (0: never): a new iterator
     /// of the op (the next epoch) waits out the cooldown instead of repeating the trial.
     reverted_up_ns: AtomicU64,
+    /// A step up an iterator left on trial when it ended, for the next iterator to judge.
+    trial: Mutex<Option<Trial>>,
     note: Mutex<String>,
 }
 
@@ -56,6 +59,7 @@ impl OpStats {
             parallelism: AtomicUsize::new(0),
             tuned: AtomicUsize::new(0),
             reverted_up_ns: AtomicU64::new(0),
+            trial: Mutex::new(None),
             note: Mutex::new(String::new()),
         }
     }
@@ -129,6 +133,16 @@ impl OpStats {
                     .saturating_sub(std::time::Duration::from_nanos(ns)),
             ),
         }
+    }
+
+    /// Leaves an unjudged AUTOTUNE trial for the op's next iterator.
+    pub(crate) fn put_trial(&self, trial: Trial) {
+        *self.trial.lock().unwrap_or_else(|e| e.into_inner()) = Some(trial);
+    }
+
+    /// Takes the trial an earlier iterator left, if any.
+    pub(crate) fn take_trial(&self) -> Option<Trial> {
+        self.trial.lock().unwrap_or_else(|e| e.into_inner()).take()
     }
 
     /// Consumer wait so far, in nanoseconds.
