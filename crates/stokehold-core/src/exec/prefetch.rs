@@ -367,7 +367,7 @@ impl PrefetchIter {
             .name("stokehold-prefetch".into())
             .spawn(move || {
                 let mut next_epoch = next_epoch;
-                let mut body = move || {
+                let body = move || {
                     while !stop2.load(Ordering::Relaxed) {
                         let r = catch_unwind(AssertUnwindSafe(|| inner.next()))
                             .unwrap_or_else(|p| Err(Error::from_panic(&op, p)));
@@ -397,6 +397,10 @@ impl PrefetchIter {
                                 break;
                             };
                             let Some(e) = epoch.checked_add(1) else { break };
+                            // The finished epoch's iterator goes first, so what it holds (a
+                            // parallel op's workers and core slots, an unjudged AUTOTUNE trial)
+                            // is free for the next epoch's when it starts.
+                            drop(inner);
                             let Ok(it) = parent.iter(e) else { break };
                             (inner, *epoch) = (it, e);
                             if tx.send(Msg::Epoch(inner.state())).is_err() {

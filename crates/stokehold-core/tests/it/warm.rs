@@ -125,3 +125,53 @@ fn a_stream_input_is_not_run_ahead() {
     all(&mut PipelineIter::new(ds, 0).unwrap());
     assert_eq!(settled(&calls), N);
 }
+
+#[test]
+fn a_warm_epoch_of_an_autotuned_op_starts_at_the_parallelism_the_last_one_settled_on() {
+    use std::sync::atomic::AtomicUsize;
+    use stokehold_core::exec::{ExecOptions, Executor, Parallelism};
+    use stokehold_core::DatasetIter;
+    // A map of 10 ms sleeps parallelized by AUTOTUNE on 2 cores: the consumer always waits, and a second
+    // worker doubles the rate, so epoch 0 settles on 2 workers. The thread that runs on into
+    // epoch 1 opened that epoch's iterator while epoch 0's still held the op's second core
+    // slot, so epoch 1 started on one worker (and its trial of two was cut short by the end of
+    // every later short epoch, so AUTOTUNE ran at half speed for good).
+    const LEN: u64 = 80;
+    let (running, most) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let (r, m) = (running.clone(), most.clone());
+    let f = map_fn(move |e, ctx| {
+        let now = r.fetch_add(1, Ordering::SeqCst) + 1;
+        // Epoch 1's first elements, before its tuner's first period (100 ms) could step up.
+        if (LEN..LEN + 5).contains(&ctx.index) {
+            m.fetch_max(now, Ordering::SeqCst);
+        }
+        std::thread::sleep(Duration::from_millis(10));
+        r.fetch_sub(1, Ordering::SeqCst);
+        Ok(e)
+    });
+    let ds = Dataset::range(LEN)
+        .map("sleep", f)
+        .parallelize(Parallelism::Autotune, true)
+        .prefetch(2)
+        .unwrap();
+    let exec = Executor::new(ExecOptions {
+        cores: 2,
+        ..ExecOptions::default()
+    });
+    let mut first = exec.iter(&ds, 0).unwrap();
+    assert_eq!(first.collect_all().unwrap().len(), LEN as usize);
+    let table = first.stats().table();
+    assert!(
+        table.contains("parallelism 2"),
+        "epoch 0 did not settle on 2:\n{table}"
+    );
+    drop(first);
+    let mut next = exec.iter(&ds, 1).unwrap();
+    assert_eq!(next.collect_all().unwrap().len(), LEN as usize);
+    assert_eq!(
+        most.load(Ordering::SeqCst),
+        2,
+        "epoch 1 started on one worker:\n{}",
+        next.stats().table()
+    );
+}
