@@ -610,9 +610,11 @@ fn worker(sh: Arc<Shared>, id: usize) {
             st.ready.insert(seq, Item { res, bytes });
             added = true;
         }
-        if added {
+        // In order, the consumer can take only the lowest element: a run finished ahead of it
+        // does not wake the consumer (on two cores, each wake-up took a core from a worker).
+        if added && (!sh.ordered || st.ready.contains_key(&st.low)) {
             sh.cv_out.notify_all();
-        } else {
+        } else if !added {
             sh.cv_in.notify_all();
         }
     }
