@@ -109,12 +109,18 @@ def test_augment_keyed_and_batched() -> None:
     names = ["baseline.jpg", "rgb8.png", "lossy.webp", "progressive.jpg"] * 4
     mean, std = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
 
-    def pipeline(threads: int) -> sh.Dataset:
+    def normalized() -> sh.Dataset:
         return (images(names).decode_image()
                 .random_resized_crop(24, seed=3).random_flip_left_right(seed=4)
-                .normalize(mean, std, layout="CHW").batch(8).parallelize(threads))
+                .normalize(mean, std, layout="CHW"))
+
+    def pipeline(threads: int) -> sh.Dataset:
+        return normalized().batch(8).parallelize(threads)
 
     a = [b["image"] for b in pipeline(1).iter(epoch=0)]
+    # The batch is normalised in one pass into its buffer; it equals the elements stacked.
+    one_by_one = [e["image"] for e in normalized().iter(epoch=0)]
+    np.testing.assert_array_equal(a[0], np.stack(one_by_one[:8]))
     b = [b["image"] for b in pipeline(4).iter(epoch=0)]
     c = [b["image"] for b in pipeline(4).iter(epoch=1)]
     assert a[0].shape == (8, 3, 24, 24) and a[0].dtype == np.float32

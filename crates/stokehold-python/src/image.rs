@@ -194,10 +194,11 @@ impl PyDataset {
         guard(|| {
             let chw = ok(py, Layout::parse(layout))? == Layout::Chw;
             let label = format!("normalize:{feature}:{mean:?}:{std:?}:{layout}");
-            Ok(PyDataset::from_dataset(
-                self.dataset()
-                    .map(&label, im::normalize_fn(feature, &mean, &std, chw)),
-            ))
+            Ok(PyDataset::from_dataset(self.dataset().map_batched(
+                &label,
+                im::normalize_fn(feature, &mean, &std, chw),
+                im::normalize_batch_fn(feature, &mean, &std, chw),
+            )))
         })
     }
 }

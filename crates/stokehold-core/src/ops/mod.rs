@@ -46,7 +46,7 @@ use crate::error::Result;
 use crate::exec::prefetch::Prefetch;
 use batch::{BatchOptions, IterBatch, MapBatch};
 use filter::{Filter, FilterFn};
-use map::{IterMap, MapFn, MapMap};
+use map::{BatchMapFn, IterMap, MapFn, MapMap};
 use remap::Remap;
 use repeat::{IterRepeat, MapRepeat};
 use shuffle::{BufferShuffle, GlobalShuffle};
@@ -67,6 +67,17 @@ impl Dataset {
     pub fn map(&self, label: &str, f: MapFn) -> Dataset {
         match self {
             Dataset::Map(m) => Dataset::from_map(MapMap::new(m.clone(), f, label)),
+            Dataset::Iter(_) => Dataset::from_iter(IterMap::new(self.clone(), f, label)),
+        }
+    }
+
+    /// [`Dataset::map`] with a batch form of `f` ([`BatchMapFn`]), which `batch` over a
+    /// random-access input uses: the same elements, the batch made in one pass.
+    pub fn map_batched(&self, label: &str, f: MapFn, batch_f: BatchMapFn) -> Dataset {
+        match self {
+            Dataset::Map(m) => {
+                Dataset::from_map(MapMap::new(m.clone(), f, label).with_batch_fn(batch_f))
+            }
             Dataset::Iter(_) => Dataset::from_iter(IterMap::new(self.clone(), f, label)),
         }
     }

@@ -1,7 +1,10 @@
 //! `map(f)` under `batch`: over an input on storage, the input's batch path, cut into row views,
 //! mapped and stacked again (`MapMap::get_batch`); a feature the function leaves alone keeps the
 //! input's column. Over an in-memory input, the element path (zero-copy rows, one stack).
+//! A function with a batch form (`map_batched`) maps the stacked input in one pass, over any
+//! input, and falls back to rows, or to elements, where it cannot.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use stokehold_core::{
@@ -247,4 +250,131 @@ fn mapped_elements_that_do_not_stack_are_the_batchs_error() {
     let err = ds.batch(4, false).unwrap().get(0).unwrap_err().to_string();
     assert!(err.contains("batch") && err.contains("\"grid\""), "{err}");
     assert!(err.contains("use padded_batch"), "{err}");
+}
+
+/// `row` doubled, element by element and as a batch form that counts its calls in `calls` and
+/// declines batches whose first index is in `decline`.
+fn doubled(d: &Dataset, calls: &Arc<AtomicUsize>, decline: &'static [u64]) -> Dataset {
+    let calls = calls.clone();
+    d.map_batched(
+        "double",
+        map_fn(|mut e, c| {
+            if c.index == 17 {
+                return Err(Error::invalid(format!("element {} refused", c.index)));
+            }
+            let row: Vec<f32> = e.tensor("t", "row")?.to_vec()?;
+            let n = row.len();
+            e.insert(
+                "row",
+                Tensor::from_vec(vec![n], row.iter().map(|v| v * 2.0).collect())?,
+            );
+            Ok(e)
+        }),
+        Arc::new(move |batch: &Example, c| {
+            calls.fetch_add(1, Ordering::SeqCst);
+            if decline.contains(&c.index) {
+                return Ok(None);
+            }
+            let Some(Value::Tensor(t)) = batch.get("row") else {
+                return Ok(None);
+            };
+            let v: Vec<f32> = t.to_vec::<f32>()?.iter().map(|v| v * 2.0).collect();
+            let mut out = batch.clone();
+            out.insert("row", Tensor::from_vec(t.shape().to_vec(), v)?);
+            Ok(Some(out))
+        }),
+    )
+}
+
+fn get_batch(d: &Dataset, indices: &[u64]) -> Result<Option<Example>> {
+    let Dataset::Map(m) = d else {
+        panic!("random access")
+    };
+    m.get_batch(indices)
+}
+
+fn stacked_elements(d: &Dataset, indices: &[u64]) -> Example {
+    let Dataset::Map(m) = d else {
+        panic!("random access")
+    };
+    let elements: Vec<Example> = indices.iter().map(|&i| m.get(i).unwrap()).collect();
+    stack_examples("batch", &elements).unwrap()
+}
+
+#[test]
+fn a_batch_form_maps_the_stacked_input_in_one_pass_and_equals_the_element_path() {
+    let calls = Arc::new(AtomicUsize::new(0));
+    // In memory (no batch path of the input's own), shuffled, across two epochs.
+    let ds = doubled(
+        &Dataset::from_columns(columns()).unwrap().shuffle(5),
+        &calls,
+        &[],
+    );
+    for indices in [vec![0u64, 1, 2, 3], vec![13, 2, 19, 2]] {
+        let batch = get_batch(&ds, &indices).unwrap().expect("a batch form");
+        assert_eq!(batch, stacked_elements(&ds, &indices), "{indices:?}");
+    }
+    assert_eq!(calls.load(Ordering::SeqCst), 2, "one call per batch");
+    // Through `batch`, the same batches as without the batch form.
+    let plain = Dataset::from_columns(columns()).unwrap().map(
+        "double",
+        map_fn(|mut e, _| {
+            let row: Vec<f32> = e.tensor("t", "row")?.to_vec()?;
+            e.insert(
+                "row",
+                Tensor::from_vec(vec![2], row.iter().map(|v| v * 2.0).collect())?,
+            );
+            Ok(e)
+        }),
+    );
+    let ds = doubled(&Dataset::from_columns(columns()).unwrap(), &calls, &[]);
+    let batches = |d: &Dataset| {
+        d.batch(4, false)
+            .unwrap()
+            .iter(0)
+            .unwrap()
+            .collect_all()
+            .unwrap()
+    };
+    assert_eq!(batches(&ds), batches(&plain));
+}
+
+#[test]
+fn a_declined_batch_is_mapped_row_by_row_and_an_error_names_its_element() {
+    let calls = Arc::new(AtomicUsize::new(0));
+    let ds = doubled(&Dataset::from_columns(columns()).unwrap(), &calls, &[4, 14]);
+    let indices = [4u64, 5, 6];
+    let batch = get_batch(&ds, &indices).unwrap().expect("rows, stacked");
+    assert_eq!(batch, stacked_elements(&ds, &indices));
+    // Declined, then element 17 (epoch 1, row 7) refuses: its own error, not the batch's.
+    let err = get_batch(&ds, &[14, 15, 16, 17]).unwrap_err().to_string();
+    assert!(err.contains("element 17 refused"), "{err}");
+}
+
+#[test]
+fn input_elements_that_do_not_stack_are_mapped_one_by_one() {
+    // `row` of 1 + i % 2 values and `img` of [2, 1 + i % 2]: `img` varies past axis 0, so the
+    // input does not stack; the function never sees a batch, and each element's output stacks
+    // as the batch op would stack it (here: a ragged `row`, and the error for `img`).
+    let calls = Arc::new(AtomicUsize::new(0));
+    let rows: Vec<Example> = (0..4)
+        .map(|i| {
+            let n = 1 + i % 2;
+            Example::new()
+                .with("row", Tensor::from_vec(vec![n], vec![i as f32; n]).unwrap())
+                .with(
+                    "img",
+                    Tensor::from_vec(vec![2, n], vec![0u8; 2 * n]).unwrap(),
+                )
+        })
+        .collect();
+    let gen_rows = rows.clone();
+    let src = Dataset::range(4).map(
+        "rows",
+        map_fn(move |e, _| Ok(gen_rows[e.tensor("t", "x")?.to_vec::<i64>()?[0] as usize].clone())),
+    );
+    let ds = doubled(&src, &calls, &[]);
+    let err = get_batch(&ds, &[0, 1]).unwrap_err().to_string();
+    assert!(err.contains("batch") && err.contains("img"), "{err}");
+    assert_eq!(calls.load(Ordering::SeqCst), 0);
 }

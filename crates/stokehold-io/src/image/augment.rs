@@ -98,25 +98,47 @@ pub fn flip_left_right(src: &[u8], (h, w, px): (usize, usize, usize)) -> Vec<u8>
     out
 }
 
-/// `(x / 255 - mean[c]) / std[c]` as float32, from HWC `uint8`, written HWC or (with `chw`)
-/// channels first. One pass, one multiply-add per sample: `x * a[c] + b[c]`.
-pub fn normalize(src: &[u8], pixels: usize, mean: &[f32], std: &[f32], chw: bool) -> Vec<f32> {
+/// `(x / 255 - mean[c]) / std[c]` as float32, from HWC `uint8`, appended to `out` as
+/// little-endian bytes, HWC or (with `chw`) channels first. One pass, one multiply-add per
+/// sample (`x * a[c] + b[c]`), through a small buffer: `out` may be a whole batch's buffer, so
+/// a batch of images is normalised straight into it.
+pub fn normalize_into(
+    src: &[u8],
+    pixels: usize,
+    mean: &[f32],
+    std: &[f32],
+    chw: bool,
+    out: &mut Vec<u8>,
+) {
+    /// Pixels per buffer-full (64 KiB of float32 at 4 channels).
+    const CHUNK: usize = 4096;
     let c = mean.len();
     let a: Vec<f32> = std.iter().map(|s| 1.0 / (255.0 * s)).collect();
     let b: Vec<f32> = mean.iter().zip(std).map(|(m, s)| -m / s).collect();
-    // Written once by `extend` (no zero-fill first, no bounds check per sample): channels first
-    // is one pass per channel plane, each reading every `c`-th byte.
-    let mut out = Vec::with_capacity(pixels * c);
     let src = src.get(..pixels * c).unwrap_or(src);
+    out.reserve(src.len() * 4);
+    let mut buf = vec![0f32; CHUNK * c];
     if chw {
+        // One pass per channel plane, each reading every `c`-th byte.
         for k in 0..c {
-            out.extend(src.chunks_exact(c).map(|p| f32::from(p[k]) * a[k] + b[k]));
+            for px in src.chunks(CHUNK * c) {
+                let m = px.len() / c;
+                for (o, p) in buf[..m].iter_mut().zip(px.chunks_exact(c)) {
+                    *o = f32::from(p[k]) * a[k] + b[k];
+                }
+                out.extend_from_slice(bytemuck::cast_slice(&buf[..m]));
+            }
         }
     } else {
-        let ab = a.iter().zip(&b).cycle();
-        out.extend(src.iter().zip(ab).map(|(&x, (a, b))| f32::from(x) * a + b));
+        // Each chunk starts on a pixel, so channel `i % c` is sample `i`'s.
+        for px in src.chunks(CHUNK * c) {
+            let ab = a.iter().zip(&b).cycle();
+            for ((o, &x), (a, b)) in buf.iter_mut().zip(px).zip(ab) {
+                *o = f32::from(x) * a + b;
+            }
+            out.extend_from_slice(bytemuck::cast_slice(&buf[..px.len()]));
+        }
     }
-    out
 }
 
 /// One colour adjustment of torchvision's `ColorJitter` (hue is not offered).
@@ -250,12 +272,18 @@ mod tests {
     fn flip_and_normalize() {
         let src = [1u8, 2, 3, 4, 5, 6];
         assert_eq!(flip_left_right(&src, (1, 2, 3)), vec![4, 5, 6, 1, 2, 3]);
-        let n = normalize(&[255, 0], 1, &[0.5, 0.5], &[0.5, 0.25], false);
+        let norm = |src: &[u8], px, mean: &[f32], std: &[f32], chw| {
+            let mut out = Vec::new();
+            normalize_into(src, px, mean, std, chw, &mut out);
+            let f = |b: &[u8]| f32::from_le_bytes(b.try_into().expect("4 bytes"));
+            out.chunks_exact(4).map(f).collect::<Vec<f32>>()
+        };
+        let n = norm(&[255, 0], 1, &[0.5, 0.5], &[0.5, 0.25], false);
         assert!(
             (n[0] - 1.0).abs() < 1e-6 && (n[1] + 2.0).abs() < 1e-6,
             "{n:?}"
         );
-        let chw = normalize(&[0, 255, 255, 0], 2, &[0.0, 0.0], &[1.0, 1.0], true);
+        let chw = norm(&[0, 255, 255, 0], 2, &[0.0, 0.0], &[1.0, 1.0], true);
         assert_eq!(chw, vec![0.0, 1.0, 1.0, 0.0]);
     }
 }

@@ -25,7 +25,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use stokehold_core::rng::Rng;
-use stokehold_core::{Ctx, DType, Error, Example, MapFn, Result, Tensor};
+use stokehold_core::{BatchMapFn, Ctx, DType, Error, Example, MapFn, Result, Tensor, Value};
 
 pub mod augment;
 pub mod decode;
@@ -285,25 +285,70 @@ pub fn normalize_fn(name: &str, mean: &[f32], std: &[f32], chw: bool) -> MapFn {
     let (name, mean, std) = (name.to_string(), mean.to_vec(), std.to_vec());
     Arc::new(move |mut e: Example, ctx: &Ctx| {
         let (t, (h, w, c)) = hwc(&e, ctx, &name, true)?;
-        let per = |v: &[f32]| -> Result<Vec<f32>> {
-            match v.len() {
-                1 => Ok(vec![v[0]; c]),
-                n if n == c => Ok(v.to_vec()),
-                n => Err(Error::schema(
-                    ctx.op,
-                    format!(
-                        "element {}: feature {name:?} has {c} channels, mean/std give {n}",
-                        ctx.index
-                    ),
-                )),
-            }
-        };
-        let (m, s) = (per(&mean)?, per(&std)?);
-        let v = augment::normalize(t.data(), h * w, &m, &s, chw);
+        let (m, s) = (
+            per_channel(&mean, c, ctx, &name)?,
+            per_channel(&std, c, ctx, &name)?,
+        );
+        let mut out = Vec::new();
+        augment::normalize_into(t.data(), h * w, &m, &s, chw, &mut out);
         let shape = if chw { vec![c, h, w] } else { vec![h, w, c] };
-        e.insert(&name, Tensor::from_vec(shape, v)?);
+        e.insert(&name, Tensor::new(DType::F32, shape, out.into())?);
         Ok(e)
     })
+}
+
+/// [`normalize_fn`]'s batch form ([`BatchMapFn`]): a batch of same-size `uint8` images
+/// `[n, height, width, channels]` normalised straight into one float32 batch buffer, where the
+/// element path allocates each image's float32 output and `batch` copies it again. Anything
+/// else (ragged sizes, another dtype, a channel count mean/std do not fit) is left to the
+/// element path, whose error names the element.
+pub fn normalize_batch_fn(name: &str, mean: &[f32], std: &[f32], chw: bool) -> BatchMapFn {
+    let (name, mean, std) = (name.to_string(), mean.to_vec(), std.to_vec());
+    Arc::new(move |batch: &Example, ctx: &Ctx| {
+        let Some(Value::Tensor(t)) = batch.get(&name) else {
+            return Ok(None);
+        };
+        let &[n, h, w, c] = t.shape() else {
+            return Ok(None);
+        };
+        let (Ok(m), Ok(s)) = (
+            per_channel(&mean, c, ctx, &name),
+            per_channel(&std, c, ctx, &name),
+        ) else {
+            return Ok(None);
+        };
+        if t.dtype() != DType::U8 || h == 0 || w == 0 || c == 0 {
+            return Ok(None);
+        }
+        let per = h * w * c;
+        let mut out = stokehold_core::alloc::large_vec(n * per * 4);
+        for img in t.data().chunks_exact(per) {
+            augment::normalize_into(img, h * w, &m, &s, chw, &mut out);
+        }
+        let shape = if chw {
+            vec![n, c, h, w]
+        } else {
+            vec![n, h, w, c]
+        };
+        let mut batch = batch.clone();
+        batch.insert(&name, Tensor::new(DType::F32, shape, out.into())?);
+        Ok(Some(batch))
+    })
+}
+
+/// Mean or std for `c` channels: one value per channel, or one for all.
+fn per_channel(v: &[f32], c: usize, ctx: &Ctx, name: &str) -> Result<Vec<f32>> {
+    match v.len() {
+        1 => Ok(vec![v[0]; c]),
+        n if n == c => Ok(v.to_vec()),
+        n => Err(Error::schema(
+            ctx.op,
+            format!(
+                "element {}: feature {name:?} has {c} channels, mean/std give {n}",
+                ctx.index
+            ),
+        )),
+    }
 }
 
 /// A map function doing torchvision's `ColorJitter(brightness, contrast, saturation)` (no hue)

@@ -338,16 +338,21 @@ fn augment_pipeline_conforms_and_batches() {
                 5,
             ),
         )
-        .map("flip", image::random_flip_fn("image", 0.5, 6))
-        .map(
-            "norm",
-            image::normalize_fn(
-                "image",
-                &[0.485, 0.456, 0.406],
-                &[0.229, 0.224, 0.225],
-                true,
-            ),
-        );
+        .map("flip", image::random_flip_fn("image", 0.5, 6));
+    let (mean, std) = ([0.485, 0.456, 0.406], [0.229, 0.224, 0.225]);
+    // The batch form (normalised straight into the batch buffer) in both layouts: the
+    // conformance suite checks its batches against the element path's stacked elements.
+    let hwc = ds.map_batched(
+        "norm",
+        image::normalize_fn("image", &mean, &std, false),
+        image::normalize_batch_fn("image", &mean, &std, false),
+    );
+    stokehold_core::testing::check("image augment, HWC", &hwc, 20);
+    let ds = ds.map_batched(
+        "norm",
+        image::normalize_fn("image", &mean, &std, true),
+        image::normalize_batch_fn("image", &mean, &std, true),
+    );
     stokehold_core::testing::check("image augment", &ds, 20);
     let b = ds.batch_with(BatchOptions::new(4, false)).unwrap();
     let first = b.iter(0).unwrap().collect_all().unwrap();
