@@ -9,9 +9,10 @@
 //! otherwise it is reverted (slot returned) and no iterator of the op tries a step up again for 20
 //! periods' time (2 s; the op's stats remember it, so the next epoch's iterator does not repeat
 //! a losing trial). A step up still on trial when its iterator ends (an epoch shorter than the
-//! two periods a trial takes) is handed to the op's next iterator, which starts at the trial's
-//! parallelism and judges it in its first period: otherwise every short epoch started over at the
-//! old setting and spent itself on a trial it never finished.
+//! two periods a trial takes) is judged on its last period if that is long enough, else handed
+//! to the op's next iterator, which starts at the trial's parallelism, settles and judges it:
+//! otherwise every short epoch started over at the old setting and spent itself on a trial it
+//! never finished.
 //! Every 30 periods at more than one worker, while the consumer is not waiting, it also tries one
 //! worker fewer and keeps that if throughput stays within 5% and the consumer still does not wait
 //! (on a busy machine more threads can be slower). Workers never exceed the executor's cores, summed over every autotuned op of the
@@ -85,12 +86,14 @@ fn keeps(from: usize, to: usize, base: Sample, now: Sample) -> bool {
     }
 }
 
-/// A step up from `from` to `to` workers that an iterator left unjudged, measured against `base`.
+/// A step up from `from` to `to` workers that an iterator left unjudged, measured against `base`;
+/// `settled` once a period at `to` has passed.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub(crate) struct Trial {
     from: usize,
     to: usize,
     base: Sample,
+    settled: bool,
 }
 
 /// The tuner of one op.
@@ -134,24 +137,57 @@ impl Tuner {
         let extra = exec.take_slots(want.saturating_sub(1).min(self.max - 1));
         self.held += extra;
         let p = 1 + extra;
-        if let Some(Trial { from, to, base }) = trial.filter(|t| t.to == p) {
+        if let Some(Trial {
+            from,
+            to,
+            base,
+            settled,
+        }) = trial.filter(|t| t.to == p)
+        {
             stats.set_note(format!(
                 "parallelism {to}: on trial from {from} (carried over from the last iterator)"
             ));
-            self.phase = Phase::Probing { from, to, base };
+            self.phase = if settled {
+                Phase::Probing { from, to, base }
+            } else {
+                Phase::Settling { from, to, base }
+            };
         }
         p
     }
 
-    /// Hands a step up still on trial to the op's next iterator ([`Tuner::start`]), and returns
-    /// the core slots: called when the iterator is dropped.
+    /// Called when the iterator is dropped. A period cut short by the end still counts when it
+    /// is long enough (half a period, [`MIN_ELEMENTS`] elements): a probing step up is judged on
+    /// it, a settling one is handed on as settled. Otherwise the trial is handed on as it
+    /// stands: the op's next iterator ([`Tuner::start`]) starts at its parallelism and goes on
+    /// with it, so epochs shorter than a period still finish a trial within two. Then the
+    /// core slots go back.
     pub(crate) fn finish(&mut self, exec: &Executor, stats: &OpStats) {
-        if let Phase::Settling { from, to, base } | Phase::Probing { from, to, base } = self.phase {
-            if to > from {
-                stats.put_trial(Trial { from, to, base });
+        let (n, dt) = self.period(stats);
+        let counts = n >= MIN_ELEMENTS && dt >= MIN_PERIOD / 2;
+        match std::mem::replace(&mut self.phase, Phase::Steady) {
+            Phase::Probing { from, to, base } if counts => {
+                let now = self.sample(stats, n, dt);
+                self.judge(exec, stats, from, to, base, now);
             }
+            Phase::Probing { from, to, base } if to > from => {
+                stats.put_trial(Trial {
+                    from,
+                    to,
+                    base,
+                    settled: true,
+                });
+            }
+            Phase::Settling { from, to, base } if to > from => {
+                stats.put_trial(Trial {
+                    from,
+                    to,
+                    base,
+                    settled: counts,
+                });
+            }
+            _ => {}
         }
-        self.phase = Phase::Steady;
         self.release(exec);
     }
 
@@ -170,23 +206,12 @@ impl Tuner {
 
     /// Called by the consumer after each element; returns a new parallelism when it changes.
     pub(crate) fn tick(&mut self, exec: &Executor, stats: &OpStats, p: usize) -> Option<usize> {
-        let elems = stats.elements();
-        let dt = self.last.elapsed();
-        let n = elems - self.last_elems;
+        let (n, dt) = self.period(stats);
         let due = (dt >= MIN_PERIOD && n >= MIN_ELEMENTS) || (dt >= LONG_PERIOD && n >= 2);
         if !due {
             return None;
         }
-        let wait = stats.consumer_wait_ns();
-        let rate = n as f64 / dt.as_secs_f64();
-        let wait_frac = (wait - self.last_wait_ns) as f64 / dt.as_nanos() as f64;
-        self.last = Instant::now();
-        self.last_elems = elems;
-        self.last_wait_ns = wait;
-        let now = Sample {
-            rate,
-            wait: wait_frac,
-        };
+        let now = self.sample(stats, n, dt);
         match std::mem::replace(&mut self.phase, Phase::Steady) {
             Phase::Settling { from, to, base } => {
                 self.phase = Phase::Probing { from, to, base };
@@ -195,6 +220,24 @@ impl Tuner {
             Phase::Probing { from, to, base } => self.judge(exec, stats, from, to, base, now),
             Phase::Steady => self.steady(exec, stats, p, now),
         }
+    }
+
+    /// Elements and time since the period began.
+    fn period(&self, stats: &OpStats) -> (u64, Duration) {
+        (stats.elements() - self.last_elems, self.last.elapsed())
+    }
+
+    /// Ends the period of `n` elements over `dt`: its sample; the next period starts now.
+    fn sample(&mut self, stats: &OpStats, n: u64, dt: Duration) -> Sample {
+        let wait = stats.consumer_wait_ns();
+        let now = Sample {
+            rate: n as f64 / dt.as_secs_f64(),
+            wait: (wait - self.last_wait_ns) as f64 / dt.as_nanos() as f64,
+        };
+        self.last = Instant::now();
+        self.last_elems += n;
+        self.last_wait_ns = wait;
+        now
     }
 
     fn judge(
@@ -372,16 +415,21 @@ mod tests {
         first.finish(&exec, &stats);
         assert_eq!(exec.take_slots(4), 3, "finish returns the trial's slot");
         exec.give_slots(3);
-        // The next iterator starts at the trial's parallelism, already probing it.
+        // The next iterator starts at the trial's parallelism, settles, then judges it.
         let mut next = Tuner::new(&exec, &stats);
         assert_eq!(next.start(&exec, &stats), 2);
+        assert!(matches!(next.phase, Phase::Settling { from: 1, to: 2, .. }));
+        let period = |t: &mut Tuner| {
+            std::thread::sleep(MIN_PERIOD + Duration::from_millis(10));
+            for _ in 0..1000 {
+                stats.produced(1, 0);
+            }
+            t.tick(&exec, &stats, 2)
+        };
+        assert_eq!(period(&mut next), None);
         assert!(matches!(next.phase, Phase::Probing { from: 1, to: 2, .. }));
-        // Its first period decides: a clear gain keeps 2 for the iterators after it.
-        std::thread::sleep(MIN_PERIOD + Duration::from_millis(10));
-        for _ in 0..1000 {
-            stats.produced(1, 0);
-        }
-        assert_eq!(next.tick(&exec, &stats, 2), None);
+        // A clear gain keeps 2 for the iterators after it.
+        assert_eq!(period(&mut next), None);
         assert_eq!(stats.tuned.load(Ordering::Relaxed), 2);
         next.finish(&exec, &stats);
         assert_eq!(stats.take_trial(), None, "a judged trial is not handed on");
@@ -389,6 +437,54 @@ mod tests {
         assert_eq!(third.start(&exec, &stats), 2);
         assert!(matches!(third.phase, Phase::Steady));
         third.finish(&exec, &stats);
+    }
+
+    #[test]
+    fn a_trial_whose_iterator_ends_after_a_long_enough_probe_is_judged_there() {
+        let (exec, stats) = four_cores_and_an_op();
+        let mut t = Tuner::new(&exec, &stats);
+        assert_eq!(t.start(&exec, &stats), 1);
+        assert_eq!(t.steady(&exec, &stats, 1, s(100.0, 0.5)), Some(2));
+        t.phase = Phase::Probing {
+            from: 1,
+            to: 2,
+            base: s(100.0, 0.5),
+        };
+        // Most of a period at a clear gain, then the epoch ends.
+        std::thread::sleep(MIN_PERIOD * 3 / 4);
+        for _ in 0..1000 {
+            stats.produced(1, 0);
+        }
+        t.finish(&exec, &stats);
+        assert_eq!(stats.tuned.load(Ordering::Relaxed), 2);
+        assert_eq!(stats.take_trial(), None);
+        assert_eq!(exec.take_slots(4), 3, "finish returns every slot");
+        exec.give_slots(3);
+    }
+
+    #[test]
+    fn epochs_shorter_than_a_period_still_finish_a_trial_within_two() {
+        let (exec, stats) = four_cores_and_an_op();
+        let most_of_a_period = || {
+            std::thread::sleep(MIN_PERIOD * 3 / 4);
+            for _ in 0..1000 {
+                stats.produced(1, 0);
+            }
+        };
+        let mut first = Tuner::new(&exec, &stats);
+        first.start(&exec, &stats);
+        assert_eq!(first.steady(&exec, &stats, 1, s(100.0, 0.5)), Some(2));
+        // Epoch 1 ends most of a period into the settling: handed on as settled.
+        most_of_a_period();
+        first.finish(&exec, &stats);
+        let mut second = Tuner::new(&exec, &stats);
+        assert_eq!(second.start(&exec, &stats), 2);
+        assert!(matches!(second.phase, Phase::Probing { .. }));
+        // Epoch 2 probes for most of a period and is judged when it ends.
+        most_of_a_period();
+        second.finish(&exec, &stats);
+        assert_eq!(stats.tuned.load(Ordering::Relaxed), 2);
+        assert_eq!(stats.take_trial(), None);
     }
 
     #[test]
