@@ -90,13 +90,7 @@ impl MapDataset for MapMap {
         let Some(batch) = self.parent.get_batch(indices)? else {
             return Ok(None);
         };
-        let rows = indices
-            .iter()
-            .enumerate()
-            .map(|(k, &index)| self.apply(batch.row(k)?, index))
-            .collect::<Result<Vec<_>>>()?;
-        // A failure to stack is the batch's, as on the element path ("batch: feature ...").
-        restack("batch", &batch, &rows).map(Some)
+        self.map_rows(&batch, indices).map(Some)
     }
 
     fn prefetch_useful(&self) -> bool {
@@ -161,15 +155,22 @@ impl MapMap {
                 }
             }
         };
-        if let Some(out) = batch_f(&input, &self.ctx(first))? {
-            return Ok(out);
+        match batch_f(&input, &self.ctx(first))? {
+            Some(out) => Ok(out),
+            None => self.map_rows(&input, indices),
         }
+    }
+
+    /// `batch` (the input's elements `indices`, stacked) mapped row by row (zero-copy row
+    /// views) and stacked again, reusing the columns the function leaves alone ([`restack`]).
+    fn map_rows(&self, batch: &Example, indices: &[u64]) -> Result<Example> {
         let rows = indices
             .iter()
             .enumerate()
-            .map(|(k, &index)| self.apply(input.row(k)?, index))
+            .map(|(k, &index)| self.apply(batch.row(k)?, index))
             .collect::<Result<Vec<_>>>()?;
-        restack("batch", &input, &rows)
+        // A failure to stack is the batch's, as on the element path ("batch: feature ...").
+        restack("batch", batch, &rows)
     }
 }
 
