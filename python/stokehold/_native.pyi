@@ -64,13 +64,8 @@ class WorkerPanicError(StokeholdError): ...
 
 @final
 class TensorBuf:
-    """Tensor memory exported to numpy through ``__array_struct__`` (and
-    ``__array_interface__``), zero-copy."""
+    """The base of an array stokehold hands out: it owns the memory the array views."""
 
-    @property
-    def __array_struct__(self) -> Any: ...
-    @property
-    def __array_interface__(self) -> Dict[str, Any]: ...
     @property
     def address(self) -> int: ...
 

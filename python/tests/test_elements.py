@@ -99,14 +99,9 @@ def test_zero_copy_output_batch_is_writable_and_not_copied():
     ds = sh.from_arrays({"x": np.arange(64, dtype=np.float64).reshape(16, 4)}).batch(8)
     b = ds[1]["x"]
     assert b.shape == (8, 4)
-    # The array's memory is the engine's buffer: numpy's base chain ends at the native buffer
-    # (beside the `__array_struct__` capsule numpy keeps with it) and the data address is the one
-    # the engine exported.
-    base = b
-    while isinstance(base, np.ndarray) and base.base is not None:
-        base = base.base
-    if isinstance(base, tuple):
-        base = base[0]
+    # The array's memory is the engine's buffer: the array's base is the native buffer that owns
+    # it, and the data address is the one the engine exported.
+    base = b.base
     assert type(base).__name__ == "TensorBuf"
     assert b.__array_interface__["data"][0] == base.address
     assert b.flags.writeable  # a fresh batch is owned by nobody else
@@ -174,6 +169,9 @@ def test_from_list_and_bytes_features():
     assert e["text"].item() == "héllo".encode()
     b = next(iter(ds.batch(2)))
     assert b["name"].tolist() == [b"a", b"bcd"]
+    grid = sh.from_arrays({"g": np.array([[b"a", b"b"], [b"", b"dd"]], dtype=object)}).batch(1)
+    g = next(iter(grid))["g"]
+    assert g.dtype == object and g.shape == (1, 2) and g.tolist() == [[b"a", b"b"]]
     assert b["v"].shape == (2, 2)
     s = sh.from_arrays({"s": np.array([b"x", b"yy"]), "o": np.array([b"p", "q"], dtype=object)})
     assert s[1]["s"].item() == b"yy" and s[1]["o"].item() == b"q"
@@ -184,9 +182,15 @@ def test_dtypes_round_trip():
                "float16", "float32", "float64"]:
         a = (np.arange(6) % 2).astype(dt).reshape(3, 2)
         ds = sh.from_arrays({"x": a})
-        np.testing.assert_array_equal(ds[1]["x"], a[1])
-        assert ds[1]["x"].dtype == np.dtype(dt)
-        assert next(iter(ds.batch(3)))["x"].dtype == np.dtype(dt)
+        e, b = ds[1]["x"], next(iter(ds.batch(3)))["x"]
+        np.testing.assert_array_equal(e, a[1])
+        np.testing.assert_array_equal(b, a)
+        # numpy's own type for the dtype (int64 is the platform's `long`, as numpy makes it)
+        assert e.dtype == np.dtype(dt) and e.dtype.num == np.dtype(dt).num
+        assert b.dtype == np.dtype(dt) and b.dtype.num == np.dtype(dt).num
+        # a view of the dataset's memory is read-only, a fresh batch writable; both C-contiguous
+        assert not e.flags.writeable and b.flags.writeable
+        assert e.flags.c_contiguous and b.flags.c_contiguous and b.flags.aligned
     big = np.arange(4, dtype=">i4")
     assert sh.from_arrays({"x": big})[3]["x"] == 3
 

@@ -2,15 +2,19 @@
 //!
 //! In: a C-contiguous, native-endian numpy array becomes a [`Tensor`] whose [`Bytes`] owns a
 //! reference to the array ([`ArrayOwner`]): no copy, and the array stays alive as long as any
-//! tensor, slice or dataset refers to it. Out: a tensor becomes a [`TensorBuf`] that exports its
-//! memory through numpy's `__array_interface__`, and `numpy.asarray` wraps it without a copy.
+//! tensor, slice or dataset refers to it. Out: a tensor becomes a numpy array made by numpy's C
+//! API (`PyArray_NewFromDescr`, through the `numpy` crate) over the tensor's memory, with a
+//! [`TensorBuf`] as its base that keeps the memory alive: one call per array, no copy.
 //!
-//! Why `__array_interface__` and not the buffer protocol: the wheel targets the stable ABI of
-//! Python 3.9 (abi3-py39), and `Py_buffer` (both `PyObject_GetBuffer` and `__getbuffer__`) is
-//! part of the stable ABI only from Python 3.11. numpy's array interface is zero-copy in both
-//! directions on every version.
+//! Why not the buffer protocol: the wheel targets the stable ABI of Python 3.9 (abi3-py39), and
+//! `Py_buffer` (both `PyObject_GetBuffer` and `__getbuffer__`) is part of the stable ABI only from
+//! Python 3.11. numpy's C API is numpy's own and works on every Python and numpy version.
 
 use bytes::{Bytes, BytesMut};
+use numpy::npyffi::{
+    self, npy_intp, NpyTypes, NPY_ARRAY_C_CONTIGUOUS, NPY_ARRAY_WRITEABLE, NPY_TYPES, PY_ARRAY_API,
+};
+use numpy::PyArrayDescr;
 use pyo3::exceptions::PyTypeError;
 use pyo3::intern;
 use pyo3::prelude::*;
@@ -44,18 +48,6 @@ fn asarray(py: Python<'_>) -> PyResult<&Bound<'_, PyAny>> {
     ASARRAY
         .get_or_try_init(py, || Ok(numpy(py)?.getattr("asarray")?.unbind()))
         .map(|m| m.bind(py))
-}
-
-/// `numpy.array` and the object dtype, looked up once (they make every bytes feature's array).
-fn array_and_object(py: Python<'_>) -> PyResult<(&Bound<'_, PyAny>, &Bound<'_, PyAny>)> {
-    static ARRAY: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
-    static OBJECT: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
-    let array =
-        ARRAY.get_or_try_init(py, || Ok::<_, PyErr>(numpy(py)?.getattr("array")?.unbind()))?;
-    let object = OBJECT.get_or_try_init(py, || {
-        Ok::<_, PyErr>(numpy(py)?.getattr("object_")?.unbind())
-    })?;
-    Ok((array.bind(py), object.bind(py)))
 }
 
 /// The Python `stokehold.Ragged` class (imported lazily: the package imports this module).
@@ -175,19 +167,6 @@ struct ArrayStruct {
 const C_CONTIGUOUS: c_int = 0x1;
 const ALIGNED: c_int = 0x100;
 const NOTSWAPPED: c_int = 0x200;
-const WRITEABLE: c_int = 0x400;
-
-// SAFETY: the pointers point into `dims` (owned alongside) and into the TensorBuf's memory,
-// which numpy keeps alive as the new array's base; numpy only reads them, under the GIL.
-unsafe impl Send for Exported {}
-
-/// What a [`TensorBuf`]'s `__array_struct__` capsule holds: the interface numpy reads (first,
-/// so that the capsule's pointer is the `PyArrayInterface`), and the shape and strides it points to.
-#[repr(C)]
-struct Exported {
-    s: ArrayStruct,
-    dims: Box<[isize]>,
-}
 
 /// The common case of [`py_to_tensor`] in one attribute read: a C-contiguous, aligned,
 /// native-endian numeric array. `__array_struct__` is a capsule holding numpy's own description
@@ -348,8 +327,7 @@ impl Drop for Keep {
     }
 }
 
-/// Tensor memory exported to numpy through `__array_struct__` (and `__array_interface__`),
-/// zero-copy.
+/// What keeps a tensor's memory alive under the numpy array made over it: the array's `base`.
 ///
 /// Arrays that share memory with the dataset (elements of an in-memory dataset, arrays handed in)
 /// are read-only, so that writing to one cannot change the cache; memory that nothing else refers
@@ -358,85 +336,10 @@ impl Drop for Keep {
 pub struct TensorBuf {
     _keep: Keep,
     ptr: usize,
-    readonly: bool,
-    shape: Vec<usize>,
-    typestr: &'static str,
-}
-
-fn typestr(d: DType) -> &'static str {
-    match d {
-        // numpy has no bfloat16: its bits travel as uint16, viewed as ml_dtypes.bfloat16 if present.
-        DType::BF16 => "<u2",
-        _ => d.numpy_typestr().unwrap_or("|V1"),
-    }
 }
 
 #[pymethods]
 impl TensorBuf {
-    /// numpy's array interface (version 3).
-    #[getter(__array_interface__)]
-    fn array_interface<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let d = PyDict::new(py);
-        d.set_item("version", 3)?;
-        d.set_item("shape", PyTuple::new(py, &self.shape)?)?;
-        d.set_item("typestr", self.typestr)?;
-        d.set_item("data", (self.ptr, self.readonly))?;
-        Ok(d)
-    }
-
-    /// numpy's array interface as its C struct, in a capsule: what `numpy.asarray` reads first.
-    /// It builds the array straight from it, where `__array_interface__` is a dict numpy parses
-    /// (the type string, the shape tuple, the data tuple) for every array of every batch.
-    #[getter(__array_struct__)]
-    fn array_struct<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyCapsule>> {
-        let t = self.typestr.as_bytes();
-        let itemsize = (t[2] - b'0') as isize;
-        let nd = self.shape.len();
-        let mut dims = vec![0isize; 2 * nd].into_boxed_slice();
-        let mut stride = itemsize;
-        for k in (0..nd).rev() {
-            dims[k] = self.shape[k] as isize;
-            dims[nd + k] = stride;
-            stride *= self.shape[k] as isize;
-        }
-        // numpy recomputes contiguity and alignment from the strides, but not for a 0-d array:
-        // aligned is said only when true (a row view of a packed buffer may not be).
-        let mut flags = C_CONTIGUOUS;
-        if self.ptr.is_multiple_of(itemsize as usize) {
-            flags |= ALIGNED;
-        }
-        // Tensor data is little-endian: native (not swapped) on a little-endian host.
-        if cfg!(target_endian = "little") || t[0] == b'|' {
-            flags |= NOTSWAPPED;
-        }
-        if !self.readonly {
-            flags |= WRITEABLE;
-        }
-        let (shape, strides) = if nd == 0 {
-            (std::ptr::null(), std::ptr::null())
-        } else {
-            (dims.as_ptr(), dims[nd..].as_ptr())
-        };
-        let e = Exported {
-            s: ArrayStruct {
-                two: 2,
-                nd: nd as c_int,
-                typekind: t[1] as c_char,
-                itemsize: itemsize as c_int,
-                flags,
-                shape,
-                strides,
-                data: self.ptr as *const c_void,
-                descr: std::ptr::null_mut(),
-            },
-            dims,
-        };
-        // numpy reads the capsule with `PyCapsule_GetPointer(capsule, NULL)`: it must be
-        // unnamed, which only the deprecated constructor still makes.
-        #[allow(deprecated)]
-        PyCapsule::new(py, e, None)
-    }
-
     /// Address of the first byte (to check zero-copy in tests).
     #[getter]
     fn address(&self) -> usize {
@@ -444,46 +347,116 @@ impl TensorBuf {
     }
 }
 
+/// numpy's dtype for `d` (bfloat16's bits as uint16; bytes as objects).
+fn descr(py: Python<'_>, d: DType) -> PyResult<Bound<'_, PyArrayDescr>> {
+    Ok(match d {
+        DType::Bool => PyArrayDescr::of::<bool>(py),
+        DType::U8 => PyArrayDescr::of::<u8>(py),
+        DType::I8 => PyArrayDescr::of::<i8>(py),
+        DType::U16 | DType::BF16 => PyArrayDescr::of::<u16>(py),
+        DType::I16 => PyArrayDescr::of::<i16>(py),
+        DType::U32 => PyArrayDescr::of::<u32>(py),
+        DType::I32 => PyArrayDescr::of::<i32>(py),
+        DType::U64 => PyArrayDescr::of::<u64>(py),
+        DType::I64 => PyArrayDescr::of::<i64>(py),
+        DType::F32 => PyArrayDescr::of::<f32>(py),
+        DType::F64 => PyArrayDescr::of::<f64>(py),
+        DType::Bytes => PyArrayDescr::object(py),
+        DType::F16 => {
+            // SAFETY: numpy's C API, under the GIL: a new reference to a dtype, or null with a
+            // Python error set, which `from_owned_ptr_or_err` takes.
+            unsafe {
+                let p = PY_ARRAY_API.PyArray_DescrFromType(py, NPY_TYPES::NPY_HALF as c_int);
+                Bound::from_owned_ptr_or_err(py, p.cast())?
+            }
+            .cast_into()?
+        }
+    })
+}
+
+/// A C-order numpy array of `shape` over `data`, or over memory numpy allocates when `data` is
+/// null (zeroed for the object dtype). Over `data`, the caller sets a base that keeps it alive.
+///
+/// # Safety
+/// `data`, when not null, points to `shape`'s elements of `descr`'s type, valid (and, when
+/// `writeable`, writable by numpy) for as long as the base set on the array lives.
+unsafe fn new_array<'py>(
+    py: Python<'py>,
+    descr: Bound<'py, PyArrayDescr>,
+    shape: &[usize],
+    data: *mut c_void,
+    writeable: bool,
+) -> PyResult<Bound<'py, PyAny>> {
+    let mut dims: Vec<npy_intp> = shape.iter().map(|&d| d as npy_intp).collect();
+    let flags = NPY_ARRAY_C_CONTIGUOUS | if writeable { NPY_ARRAY_WRITEABLE } else { 0 };
+    // SAFETY: numpy's C API under the GIL; `NewFromDescr` steals the reference to `descr` and
+    // computes the strides, contiguity and alignment flags itself.
+    unsafe {
+        let subtype = npyffi::get_type_object(py, NpyTypes::PyArray_Type);
+        let arr = PY_ARRAY_API.PyArray_NewFromDescr(
+            py,
+            subtype,
+            descr.into_ptr().cast(),
+            dims.len() as c_int,
+            dims.as_mut_ptr(),
+            std::ptr::null_mut(),
+            data,
+            flags,
+            std::ptr::null_mut(),
+        );
+        Bound::from_owned_ptr_or_err(py, arr)
+    }
+}
+
 /// A tensor as a numpy array: zero-copy for numeric dtypes, an object array of `bytes` for
 /// [`DType::Bytes`].
 pub fn tensor_to_py(py: Python<'_>, t: Tensor) -> PyResult<Bound<'_, PyAny>> {
     let dtype = t.dtype();
-    let shape = t.shape().to_vec();
     if dtype == DType::Bytes {
-        let (array, object) = array_and_object(py)?;
-        if shape.is_empty() {
-            // A scalar (a path, an encoded record) in one call: no list, no reshape.
-            let b = PyBytes::new(py, t.string(0).unwrap_or(b""));
-            return array.call1((b, object));
+        // SAFETY: null data: numpy allocates the array's memory itself (zeroed: object arrays
+        // need it), so no base is needed.
+        let arr =
+            unsafe { new_array(py, descr(py, dtype)?, t.shape(), std::ptr::null_mut(), true)? };
+        // SAFETY: `arr` is a C-order object array just made: its data is `n` object slots.
+        let slots = unsafe {
+            (*arr.as_ptr().cast::<npyffi::PyArrayObject>())
+                .fields
+                .data
+                .cast::<*mut pyo3::ffi::PyObject>()
+        };
+        let n: usize = t.shape().iter().product();
+        for i in 0..n {
+            let b = PyBytes::new(py, t.string(i).unwrap_or(b""));
+            // SAFETY: `i < n`; the slot was zeroed (it holds no reference to drop) and takes the
+            // new `bytes`'s one reference.
+            unsafe { *slots.add(i) = b.into_ptr() };
         }
-        let items = (0..t.len()).map(|i| PyBytes::new(py, t.string(i).unwrap_or(b"")));
-        let list = PyList::new(py, items)?;
-        let a = array.call1((list, object))?;
-        return a.call_method1(intern!(py, "reshape"), (PyTuple::new(py, &shape)?,));
+        return Ok(arr);
     }
+    let shape = t.shape().to_vec();
     let data = t.data().clone();
     drop(t);
-    let (keep, ptr, readonly) = match data.try_into_mut() {
+    let (keep, ptr, writeable) = match data.try_into_mut() {
         Ok(mut m) => {
             let p = m.as_mut_ptr() as usize;
-            (Keep::Owned(m), p, false)
+            (Keep::Owned(m), p, true)
         }
         Err(b) => {
             let p = b.as_ptr() as usize;
-            (Keep::Shared(b), p, true)
+            (Keep::Shared(b), p, false)
         }
     };
-    let buf = Bound::new(
-        py,
-        TensorBuf {
-            _keep: keep,
-            ptr,
-            readonly,
-            shape,
-            typestr: typestr(dtype),
-        },
-    )?;
-    let arr = asarray(py)?.call1((buf,))?;
+    let base = Bound::new(py, TensorBuf { _keep: keep, ptr })?;
+    // SAFETY: `ptr` is the tensor's memory, `shape`'s elements of `dtype`; `base` owns it and
+    // becomes the array's base (SetBaseObject steals that reference, also on failure), so the
+    // memory lives as long as the array. Memory shared with others is exported read-only.
+    let arr = unsafe {
+        let arr = new_array(py, descr(py, dtype)?, &shape, ptr as *mut c_void, writeable)?;
+        if PY_ARRAY_API.PyArray_SetBaseObject(py, arr.as_ptr().cast(), base.into_ptr()) < 0 {
+            return Err(PyErr::fetch(py));
+        }
+        arr
+    };
     if dtype == DType::BF16 {
         if let Some(bf) = bfloat16(py) {
             return arr.call_method1("view", (bf,));
