@@ -228,11 +228,13 @@ def main():
         for name, script in WORKLOADS:
             if args.only and not any(s.strip() in name for s in args.only.split(",")):
                 continue
+            waited, busy = machine.settle() if not args.quick else (0.0, 0.0)
             load0, t0 = machine.loadavg(), time.perf_counter()
-            log(f"{name}: {script}")
+            log(f"{name}: {script} (cores quiet after {waited:.0f} s: {busy:.0%} busy)")
             got = run_workload(py, name, script, args.quick, tmp, env)
             secs = time.perf_counter() - t0
             result["timings"].append({"workload": name, "seconds": round(secs, 1),
+                                      "settle_seconds": round(waited, 1),
                                       "load_before": round(load0, 2),
                                       "load_after": round(machine.loadavg(), 2)})
             log(f"{name}: {len(got)} rows in {secs:.0f} s (load {load0:.1f} -> {machine.loadavg():.1f})")

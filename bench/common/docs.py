@@ -79,9 +79,13 @@ def _machine_md(info):
 
 
 def _timings_md(result):
-    out = ["| workload | seconds | load avg before | after |", "|---|---|---|---|"]
+    out = ["Before each workload the suite waits (up to 90 s) until the cores are quiet (under 15 % "
+           "busy for two seconds running), so that one workload's leftovers (Ray's processes "
+           "winding down) are not measured in the next; `settle s` is that wait.\n",
+           "| workload | settle s | seconds | load avg before | after |", "|---|---|---|---|---|"]
     for t in result.get("timings", []):
-        out.append(f"| {t['workload']} | {t['seconds']} | {t['load_before']} | {t['load_after']} |")
+        out.append(f"| {t['workload']} | {t.get('settle_seconds', '—')} | {t['seconds']} | "
+                   f"{t['load_before']} | {t['load_after']} |")
     return "\n".join(out) + "\n"
 
 

@@ -3,6 +3,7 @@
 import os
 import platform
 import subprocess
+import time
 
 
 def _run(cmd):
@@ -35,6 +36,32 @@ def mem_total_gib():
 def loadavg():
     """The 1-minute load average: above nproc means other work competed for the cores."""
     return os.getloadavg()[0]
+
+
+def busy_fraction(seconds=1.0):
+    """Share of all cores' time spent busy (not idle or waiting on I/O) over ``seconds``."""
+    def sample():
+        with open("/proc/stat") as f:
+            v = [int(x) for x in f.readline().split()[1:]]
+        return sum(v), v[3] + v[4]  # total, idle + iowait
+    t0, i0 = sample()
+    time.sleep(seconds)
+    t1, i1 = sample()
+    return 1.0 - (i1 - i0) / max(t1 - t0, 1)
+
+
+def settle(quiet=0.15, limit=90.0):
+    """Waits until the cores are quiet (under ``quiet`` busy for two seconds running), at most
+    ``limit`` s; returns (seconds waited, last busy fraction). A workload that follows one which
+    leaves processes behind (Ray's) is then not measured while they wind down: the load average
+    cannot tell this, as it lags by a minute."""
+    t0, calm, busy = time.perf_counter(), 0, 1.0
+    while time.perf_counter() - t0 < limit:
+        busy = busy_fraction(1.0)
+        calm = calm + 1 if busy < quiet else 0
+        if calm >= 2:
+            break
+    return time.perf_counter() - t0, busy
 
 
 def describe(python):

@@ -6,8 +6,10 @@ Run from the repository root with the bench venv's python:
 
 Data: N synthetic JPEGs of ImageNet's typical size (500x375, quality 90, 4:2:0; ~60 KB each)
 written with Pillow under $BENCH_TMPDIR. Each system runs in its own process (TensorFlow's and
-torch's imports do not share one), one warm-up epoch then 3 timed epochs; the figure is the
-median. Pipelines:
+torch's imports do not share one), one warm-up epoch then 2 timed epochs, in two rounds (the
+second in reverse order: stokehold first, then last); the figure is the median of the 4 timed
+epochs. Grain, SPDL and dataloader-rs run after them (bench/peers), one warm-up and 2 timed
+epochs. Pipelines:
 * stokehold: list_files -> load_image -> random_resized_crop(224) -> random_flip_left_right ->
   normalize(CHW) -> batch(64) -> parallelize(AUTOTUNE) -> prefetch(2); all native, no GIL.
 * torch/PIL: DataLoader(num_workers=os.cpu_count(), persistent_workers) over a Dataset doing
@@ -224,22 +226,35 @@ def main():
     args = rows.workload_args(__doc__.splitlines()[0]).parse_args()
     # quick: 128 images (two batches), so that the systems fit the quick run's 120 s per script
     n = 128 if args.quick else 1024
-    epochs = 2 if args.quick else 3
+    epochs = 1 if args.quick else 2  # per round: 2 (quick) or 4 timed epochs per system
     root = os.environ.get("BENCH_TMPDIR") or tempfile.mkdtemp()
     d = make_jpegs(root, n)
     config = f"{n} JPEGs 500x375, batch {BATCH}, {os.cpu_count()} cores"
     out = []
-    for system in ["stokehold", "torch/PIL", "torch/tv.io", "tf.data", "datago"]:
-        log(f"{system} ...")
-        p = subprocess.run([sys.executable, __file__, "--child", system, str(d), str(epochs)],
-                           capture_output=True, text=True)
-        if p.returncode != 0:
-            log(p.stderr[-2000:])
-            out.append(rows.unavailable(WL, system, config, f"failed: {p.stderr.strip().splitlines()[-1:]}"))
+    # Two rounds, the second in reverse order, each system's figure the median of its epochs
+    # from both: a drift of the machine's speed during the run (another workload's leftovers,
+    # a neighbour's load) then falls on every system alike, not on whichever ran first.
+    systems = ["stokehold", "torch/PIL", "torch/tv.io", "tf.data", "datago"]
+    figs, failed = {s: [] for s in systems}, {}
+    for order in (systems, systems[::-1]):
+        for system in order:
+            if system in failed:
+                continue
+            log(f"{system} ...")
+            p = subprocess.run([sys.executable, __file__, "--child", system, str(d), str(epochs)],
+                               capture_output=True, text=True)
+            if p.returncode != 0:
+                log(p.stderr[-2000:])
+                failed[system] = f"failed: {p.stderr.strip().splitlines()[-1:]}"
+                continue
+            got = json.loads(p.stdout.strip().splitlines()[-1])
+            log(f"{system}: {[round(f) for f in got]} images/s")
+            figs[system] += got
+    for system in systems:
+        if system in failed:
+            out.append(rows.unavailable(WL, system, config, failed[system]))
             continue
-        figs = json.loads(p.stdout.strip().splitlines()[-1])
-        log(f"{system}: {[round(f) for f in figs]} images/s")
-        out.append(rows.median_row(WL, system, config, "throughput", figs, "images/s",
+        out.append(rows.median_row(WL, system, config, "throughput", figs[system], "images/s",
                                    note=NOTES.get(system), params={"parallelism": "autotune"}))
     # quick only: grain/mp_prefetch is left out (a status row says so). Its worker processes'
     # start-up took ~75 s of the quick run (the whole script ~150 s with datago, over the
