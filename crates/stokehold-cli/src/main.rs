@@ -11,6 +11,10 @@ mod cmd;
 
 use std::process::ExitCode;
 
+/// The allocator of stokehold's binaries (docs/ARCHITECTURE.md, "Memory").
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use clap::{Parser, Subcommand};
 
 /// stokehold: a fast, memory-lean input pipeline for ML training.

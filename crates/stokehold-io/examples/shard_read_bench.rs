@@ -19,6 +19,11 @@ use stokehold_core::rng::Rng;
 use stokehold_core::{map_fn, Dataset, Example, MapDataset, Parallelism, Result, Tensor};
 use stokehold_io::shard::{write_shards, ShardDataset, WriteOptions};
 
+/// The allocator stokehold's own binaries use (docs/ARCHITECTURE.md, "Memory"), so that a batch
+/// freed on the consumer's thread does not cost the worker that made it fresh pages.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn source(n: u64, bytes: usize) -> Dataset {
     Dataset::range(n).map(
         "payload",

@@ -39,6 +39,13 @@ pub use dataset::PyDataset;
 
 use pyo3::prelude::*;
 
+/// The extension's Rust allocations (tensors, batches, arenas) go through mimalloc, not glibc's
+/// malloc: pipeline threads free buffers other threads allocated (a batch made by a worker, let
+/// go by the consumer), which glibc's per-thread arenas answered by trimming and re-faulting
+/// pages (docs/ARCHITECTURE.md, "Memory"). Python's and numpy's own memory is not affected.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// The extension module.
 ///
 /// `gil_used = false` (PyO3's default since 0.28, stated here because it is a claim): on a
