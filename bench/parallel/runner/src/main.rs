@@ -45,6 +45,10 @@ fn cpu_pipeline(n: u64, p: Parallelism, work: usize) -> Dataset {
     Dataset::range(n).map_parallel("sin", f, p, true)
 }
 
+/// The allocator of stokehold's own binaries (docs/ARCHITECTURE.md, "Memory: the allocator").
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let (ds, epochs, unit_per_elem): (Dataset, u64, Box<dyn Fn(&Example) -> u64>) = match args[1].as_str() {
