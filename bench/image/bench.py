@@ -8,7 +8,7 @@ Data: N synthetic JPEGs of ImageNet's typical size (500x375, quality 90, 4:2:0; 
 written with Pillow under $BENCH_TMPDIR. Each system runs in its own process (TensorFlow's and
 torch's imports do not share one), one warm-up epoch then 2 timed epochs, in two rounds (the
 second in reverse order: stokehold first, then last); the figure is the median of the 4 timed
-epochs. Grain, SPDL and dataloader-rs run after them (bench/peers), one warm-up and 2 timed
+epochs. Grain, SPDL and dataloader-rs run after them (bench/peers), one warm-up and 3 timed
 epochs. Pipelines:
 * stokehold: list_files -> load_image -> random_resized_crop(224) -> random_flip_left_right ->
   normalize(CHW) -> batch(64) -> parallelize(AUTOTUNE) -> prefetch(2); all native, no GIL.
@@ -267,7 +267,7 @@ def main():
                                     "120 s on 2 cores); the full run times it"))
     out += peers.throughput_rows(WL, config, "throughput", "images/s", "map", {
         "dir": str(d), "pattern": "*.jpg", "op": "image", "batch": BATCH, "par": "auto",
-        "epochs": epochs}, params={"parallelism": "autotune"}, systems=systems)
+        "epochs": epochs + 1}, params={"parallelism": "autotune"}, systems=systems)
     rows.print_ratios(out, "a", 1.5)
     rows.write_json(args.json, out)
 
