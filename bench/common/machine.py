@@ -42,7 +42,8 @@ def busy_fraction(seconds=1.0):
     """Share of all cores' time spent busy (not idle or waiting on I/O) over ``seconds``."""
     def sample():
         with open("/proc/stat") as f:
-            v = [int(x) for x in f.readline().split()[1:]]
+            # user nice system idle iowait irq softirq steal (guest time is inside user / nice)
+            v = [int(x) for x in f.readline().split()[1:9]]
         return sum(v), v[3] + v[4]  # total, idle + iowait
     t0, i0 = sample()
     time.sleep(seconds)

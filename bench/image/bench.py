@@ -226,7 +226,7 @@ def main():
     args = rows.workload_args(__doc__.splitlines()[0]).parse_args()
     # quick: 128 images (two batches), so that the systems fit the quick run's 120 s per script
     n = 128 if args.quick else 1024
-    epochs = 1 if args.quick else 2  # per round: 2 (quick) or 4 timed epochs per system
+    epochs = 1 if args.quick else 2  # timed epochs per round: 2 (quick) or 4 per system in all
     root = os.environ.get("BENCH_TMPDIR") or tempfile.mkdtemp()
     d = make_jpegs(root, n)
     config = f"{n} JPEGs 500x375, batch {BATCH}, {os.cpu_count()} cores"
@@ -234,9 +234,10 @@ def main():
     # Two rounds, the second in reverse order, each system's figure the median of its epochs
     # from both: a drift of the machine's speed during the run (another workload's leftovers,
     # a neighbour's load) then falls on every system alike, not on whichever ran first.
-    systems = ["stokehold", "torch/PIL", "torch/tv.io", "tf.data", "datago"]
-    figs, failed = {s: [] for s in systems}, {}
-    for order in (systems, systems[::-1]):
+    # The systems this script runs itself, each in a child process (the peers come after).
+    children = ["stokehold", "torch/PIL", "torch/tv.io", "tf.data", "datago"]
+    figs, failed = {s: [] for s in children}, {}
+    for order in (children, children[::-1]):
         for system in order:
             if system in failed:
                 continue
@@ -250,7 +251,7 @@ def main():
             got = json.loads(p.stdout.strip().splitlines()[-1])
             log(f"{system}: {[round(f) for f in got]} images/s")
             figs[system] += got
-    for system in systems:
+    for system in children:
         if system in failed:
             out.append(rows.unavailable(WL, system, config, failed[system]))
             continue
