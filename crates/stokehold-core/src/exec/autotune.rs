@@ -15,15 +15,25 @@
 //! never finished.
 //! Every 30 periods at more than one worker, while the consumer is not waiting, it also tries one
 //! worker fewer and keeps that if throughput stays within 5% and the consumer still does not wait
-//! (on a busy machine more threads can be slower). Workers never exceed the executor's cores, summed over every autotuned op of the
+//! (on a busy machine more threads can be slower).
+//! **Inline** (parallelism 0, `INLINE`): no worker; the consumer computes the elements (a run
+//! of them) when it asks. It is tried when the consumer waits and no further worker can be
+//! tried (at once from one worker whose step up was just reverted; every 30 periods at the core
+//! limit), and kept on a gain of 5%: what wins for a Python function that holds the GIL, where a
+//! worker only adds GIL hand-offs between itself and the consumer (`bench/pymap`).
+//! Inline, the consumer's waiting is all of the op's time and says nothing, so one worker is
+//! tried again every 30 periods and kept if it holds the pace; a reverted inline trial is not
+//! repeated for 10 s. The first period of an op's first iterator only warms up (it holds the
+//! start, and a step measured against it read as a gain whatever it did).
+//! Workers never exceed the executor's cores, summed over every autotuned op of the
 //! pipeline, so AUTOTUNE does not oversubscribe. The buffer depth follows the parallelism (2p + 2:
 //! room for each worker to finish one element while the consumer takes another) and is capped by
 //! the memory budget. What it chose and why is the op's `autotune` note in the stats.
 
-use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use super::executor::Executor;
+use super::parallel::INLINE;
 use super::stats::OpStats;
 
 const MIN_PERIOD: Duration = Duration::from_millis(100);
@@ -33,6 +43,10 @@ const MIN_ELEMENTS: u64 = 8;
 const LONG_PERIOD: Duration = Duration::from_millis(300);
 const WAIT_TRIGGER: f64 = 0.05;
 const GAIN_UP: f64 = 1.10;
+/// What inline must gain over the workers it replaces (it gives up their overlap with the
+/// consumer, but a reverted inline trial waits [`INLINE_COOLDOWN`], so a real gain read low on a
+/// noisy machine is lost for long).
+const GAIN_INLINE: f64 = 1.05;
 const KEEP_DOWN: f64 = 0.95;
 const COOLDOWN: u32 = 20;
 const DOWN_EVERY: u32 = 30;
@@ -40,6 +54,22 @@ const DOWN_EVERY: u32 = 30;
 /// periods, as time, so that it outlives the iterator that reverted).
 const UP_COOLDOWN: Duration =
     Duration::from_millis(MIN_PERIOD.as_millis() as u64 * COOLDOWN as u64);
+/// How long after a reverted step to inline no iterator of the op tries inline again.
+const INLINE_COOLDOWN: Duration = Duration::from_secs(10);
+
+/// CPU slots a parallelism holds: every worker beyond the first (inline holds none).
+fn slots(p: usize) -> usize {
+    p.saturating_sub(1)
+}
+
+/// A parallelism as the notes show it.
+fn shown(p: usize) -> String {
+    if p == INLINE {
+        "inline".into()
+    } else {
+        p.to_string()
+    }
+}
 
 enum Phase {
     Steady,
@@ -76,6 +106,15 @@ pub(crate) struct Sample {
 /// noisy throughput compares; without that check a busy machine walked AUTOTUNE down to one
 /// worker, one accepted trial at a time.
 fn keeps(from: usize, to: usize, base: Sample, now: Sample) -> bool {
+    // Inline computes on the consumer, so its waiting is all of the op's time: throughput alone
+    // decides. Going inline gives up the overlap of a worker and needs a clear gain; leaving it
+    // needs only to keep the pace.
+    if to == INLINE {
+        return now.rate >= base.rate * GAIN_INLINE;
+    }
+    if from == INLINE {
+        return now.rate >= base.rate * KEEP_DOWN;
+    }
     if to > from {
         now.rate >= base.rate * GAIN_UP
             || (base.wait >= WAIT_TRIGGER
@@ -107,6 +146,10 @@ pub(crate) struct Tuner {
     phase: Phase,
     cooldown: u32,
     since_down: u32,
+    /// False for the first iterator of an op until its first period has passed: that period
+    /// holds the start (threads, caches, page faults), and a step measured against it looked
+    /// like a gain whatever it did.
+    warmed: bool,
 }
 
 impl Tuner {
@@ -125,6 +168,7 @@ impl Tuner {
             phase: Phase::Steady,
             cooldown: 0,
             since_down: 0,
+            warmed: stats.elements() > 0,
         }
     }
 
@@ -133,10 +177,15 @@ impl Tuner {
     /// far as free core slots allow.
     pub(crate) fn start(&mut self, exec: &Executor, stats: &OpStats) -> usize {
         let trial = stats.take_trial();
-        let want = trial.map_or(stats.tuned.load(Ordering::Relaxed), |t| t.to);
-        let extra = exec.take_slots(want.saturating_sub(1).min(self.max - 1));
-        self.held += extra;
-        let p = 1 + extra;
+        self.warmed |= trial.is_some() || stats.tuned().is_some();
+        let want = trial.map_or(stats.tuned().unwrap_or(1), |t| t.to);
+        let p = if want == INLINE {
+            INLINE
+        } else {
+            let extra = exec.take_slots(slots(want).min(self.max - 1));
+            self.held += extra;
+            1 + extra
+        };
         if let Some(Trial {
             from,
             to,
@@ -145,7 +194,9 @@ impl Tuner {
         }) = trial.filter(|t| t.to == p)
         {
             stats.set_note(format!(
-                "parallelism {to}: on trial from {from} (carried over from the last iterator)"
+                "parallelism {}: on trial from {} (carried over from the last iterator)",
+                shown(to),
+                shown(from)
             ));
             self.phase = if settled {
                 Phase::Probing { from, to, base }
@@ -170,7 +221,7 @@ impl Tuner {
                 let now = self.sample(stats, n, dt);
                 self.judge(exec, stats, from, to, base, now);
             }
-            Phase::Probing { from, to, base } if to > from => {
+            Phase::Probing { from, to, base } if to > from || to == INLINE => {
                 stats.put_trial(Trial {
                     from,
                     to,
@@ -178,7 +229,7 @@ impl Tuner {
                     settled: true,
                 });
             }
-            Phase::Settling { from, to, base } if to > from => {
+            Phase::Settling { from, to, base } if to > from || to == INLINE => {
                 stats.put_trial(Trial {
                     from,
                     to,
@@ -199,8 +250,9 @@ impl Tuner {
 
     fn set(&mut self, exec: &Executor, from: usize, to: usize) {
         if to < from {
-            exec.give_slots(from - to);
-            self.held -= from - to;
+            let n = slots(from) - slots(to);
+            exec.give_slots(n);
+            self.held -= n;
         }
     }
 
@@ -212,6 +264,9 @@ impl Tuner {
             return None;
         }
         let now = self.sample(stats, n, dt);
+        if !std::mem::replace(&mut self.warmed, true) {
+            return None;
+        }
         match std::mem::replace(&mut self.phase, Phase::Steady) {
             Phase::Settling { from, to, base } => {
                 self.phase = Phase::Probing { from, to, base };
@@ -255,11 +310,14 @@ impl Tuner {
         } else {
             (from, "reverted")
         };
-        stats.tuned.store(p_now, Ordering::Relaxed);
+        stats.set_tuned(p_now);
         stats.set_note(format!(
-            "parallelism {p_now} (max {}): tried {from} -> {to}: throughput {:.2}x ({:.1} -> \
+            "parallelism {} (max {}): tried {} -> {}: throughput {:.2}x ({:.1} -> \
              {:.1} elem/s), consumer waiting {:.0}% -> {:.0}%, {verb}",
+            shown(p_now),
             self.max,
+            shown(from),
+            shown(to),
             now.rate / base.rate,
             base.rate,
             now.rate,
@@ -270,17 +328,47 @@ impl Tuner {
             return None;
         }
         self.cooldown = COOLDOWN;
-        if to > from {
+        if to == INLINE {
+            stats.mark_reverted_inline();
+        } else if to > from {
             stats.mark_reverted_up();
         }
         if from > to {
-            // Going back up: take the slot again (it may have been taken meanwhile).
-            let got = exec.take_slots(from - to);
+            // Going back up: take the slots again (they may have been taken meanwhile).
+            let need = slots(from) - slots(to);
+            let got = exec.take_slots(need);
             self.held += got;
-            return Some(to + got);
+            return Some(from - (need - got));
         }
         self.set(exec, to, from);
+        if from == 1 && to > from && self.may_go_inline(stats) {
+            // A second worker did not help: the op may be one a worker cannot run in parallel
+            // with its consumer (a Python function holding the GIL); try none.
+            self.cooldown = 0;
+            return Some(self.go_inline(exec, stats, 1, base));
+        }
         Some(from)
+    }
+
+    /// Whether a step to inline may be tried: not within [`INLINE_COOLDOWN`] of one reverted.
+    fn may_go_inline(&self, stats: &OpStats) -> bool {
+        stats
+            .since_reverted_inline()
+            .is_none_or(|d| d >= INLINE_COOLDOWN)
+    }
+
+    /// Starts a trial of inline from `p` workers, measured against `base` (a period at `p`).
+    fn go_inline(&mut self, exec: &Executor, stats: &OpStats, p: usize, base: Sample) -> usize {
+        self.set(exec, p, INLINE);
+        stats.set_note(format!(
+            "parallelism {p}: on trial inline (the consumer computing each element itself)"
+        ));
+        self.phase = Phase::Settling {
+            from: p,
+            to: INLINE,
+            base,
+        };
+        INLINE
     }
 
     fn steady(&mut self, exec: &Executor, stats: &OpStats, p: usize, now: Sample) -> Option<usize> {
@@ -289,6 +377,21 @@ impl Tuner {
         if self.cooldown > 0 {
             self.cooldown -= 1;
             return None;
+        }
+        // Inline, the consumer computes every element, so its waiting says nothing: one worker is
+        // tried again every DOWN_EVERY periods (the load may have changed).
+        if p == INLINE {
+            if self.since_down < DOWN_EVERY {
+                return None;
+            }
+            self.since_down = 0;
+            stats.set_note("parallelism inline: on trial at 1 (does a worker help now?)".into());
+            self.phase = Phase::Settling {
+                from: INLINE,
+                to: 1,
+                base: now,
+            };
+            return Some(1);
         }
         // Fewer threads are tried only while the consumer is not waiting: when it waits, this op
         // is short of threads already.
@@ -320,6 +423,16 @@ impl Tuner {
         // tried again before the cooldown has passed: over short epochs a fresh tuner per
         // epoch otherwise re-ran the losing trial every epoch (a Python map holding the GIL ran
         // at 0.57x its P=1 throughput under AUTOTUNE, always "on trial at 2").
+        // No further worker to try (one reverted lately, or no core for it) and the consumer
+        // still waits: the hand-off itself may cost more than the workers gain (a Python
+        // function holding the GIL runs no faster on two workers than on one): try inline, at
+        // once from one worker, every DOWN_EVERY periods from more (workers that were kept
+        // for a gain are not disturbed at every period).
+        let no_more = p >= self.max || stats.since_reverted_up().is_some_and(|d| d < UP_COOLDOWN);
+        if no_more && self.may_go_inline(stats) && (p == 1 || self.since_down >= DOWN_EVERY) {
+            self.since_down = 0;
+            return Some(self.go_inline(exec, stats, p, now));
+        }
         if stats.since_reverted_up().is_some_and(|d| d < UP_COOLDOWN) {
             return None;
         }
@@ -388,16 +501,18 @@ mod tests {
         // A fresh tuner whose consumer waits tries one more worker.
         let mut first = Tuner::new(&exec, &stats);
         assert_eq!(first.steady(&exec, &stats, 1, waiting), Some(2));
-        // The trial loses: reverted, and recorded in the op's stats.
+        // The trial loses: reverted, and recorded in the op's stats (inline is tried next).
         first.phase = Phase::Steady;
         assert_eq!(
             first.judge(&exec, &stats, 1, 2, waiting, s(80.0, 0.5)),
-            Some(1)
+            Some(INLINE)
         );
+        first.phase = Phase::Steady;
         first.release(&exec);
-        // The next epoch's tuner starts fresh but does not repeat it within the cooldown.
+        // The next epoch's tuner starts fresh but does not repeat it within the cooldown (it
+        // tries inline, as the first would have: that trial was dropped above).
         let mut next = Tuner::new(&exec, &stats);
-        assert_eq!(next.steady(&exec, &stats, 1, waiting), None);
+        assert_eq!(next.steady(&exec, &stats, 1, waiting), Some(INLINE));
         assert!(stats.since_reverted_up().unwrap() < UP_COOLDOWN);
         // An op with no reverted trial steps up as before.
         let other = OpStats::new("other".into());
@@ -430,7 +545,7 @@ mod tests {
         assert!(matches!(next.phase, Phase::Probing { from: 1, to: 2, .. }));
         // A clear gain keeps 2 for the iterators after it.
         assert_eq!(period(&mut next), None);
-        assert_eq!(stats.tuned.load(Ordering::Relaxed), 2);
+        assert_eq!(stats.tuned(), Some(2));
         next.finish(&exec, &stats);
         assert_eq!(stats.take_trial(), None, "a judged trial is not handed on");
         let mut third = Tuner::new(&exec, &stats);
@@ -456,7 +571,7 @@ mod tests {
             stats.produced(1, 0);
         }
         t.finish(&exec, &stats);
-        assert_eq!(stats.tuned.load(Ordering::Relaxed), 2);
+        assert_eq!(stats.tuned(), Some(2));
         assert_eq!(stats.take_trial(), None);
         assert_eq!(exec.take_slots(4), 3, "finish returns every slot");
         exec.give_slots(3);
@@ -483,7 +598,7 @@ mod tests {
         // Epoch 2 probes for most of a period and is judged when it ends.
         most_of_a_period();
         second.finish(&exec, &stats);
-        assert_eq!(stats.tuned.load(Ordering::Relaxed), 2);
+        assert_eq!(stats.tuned(), Some(2));
         assert_eq!(stats.take_trial(), None);
     }
 
@@ -513,5 +628,140 @@ mod tests {
         // Throughput "held" (noise on a busy machine), but the consumer now waits: revert.
         assert!(!keeps(2, 1, s(100.0, 0.0), s(99.0, 0.2)));
         assert!(!keeps(2, 1, s(100.0, 0.0), s(90.0, 0.0)));
+    }
+
+    #[test]
+    fn inline_is_kept_on_a_clear_gain_and_left_when_a_worker_keeps_the_pace() {
+        // The consumer computing inline "waits" all the time: only throughput counts.
+        assert!(keeps(1, INLINE, s(100.0, 0.6), s(108.0, 1.0)));
+        assert!(!keeps(1, INLINE, s(100.0, 0.6), s(103.0, 1.0)));
+        assert!(keeps(INLINE, 1, s(100.0, 1.0), s(96.0, 0.6)));
+        assert!(!keeps(INLINE, 1, s(100.0, 1.0), s(90.0, 0.0)));
+    }
+
+    #[test]
+    fn a_second_worker_that_did_not_help_leads_to_a_trial_of_inline() {
+        let (exec, stats) = four_cores_and_an_op();
+        let waiting = s(100.0, 0.5);
+        let mut t = Tuner::new(&exec, &stats);
+        assert_eq!(t.start(&exec, &stats), 1);
+        assert_eq!(t.steady(&exec, &stats, 1, waiting), Some(2));
+        // Two workers lose (a function holding the GIL): reverted, and inline tried at once.
+        assert_eq!(
+            t.judge(&exec, &stats, 1, 2, waiting, s(60.0, 0.5)),
+            Some(INLINE)
+        );
+        assert!(matches!(
+            t.phase,
+            Phase::Settling {
+                from: 1,
+                to: INLINE,
+                ..
+            }
+        ));
+        assert_eq!(exec.take_slots(4), 3, "the second worker's slot went back");
+        exec.give_slots(3);
+        // Inline doubles the rate: kept, and the next iterator starts inline holding no slot.
+        t.phase = Phase::Steady;
+        assert_eq!(
+            t.judge(&exec, &stats, 1, INLINE, waiting, s(200.0, 1.0)),
+            None
+        );
+        assert_eq!(stats.tuned(), Some(INLINE));
+        t.finish(&exec, &stats);
+        let mut next = Tuner::new(&exec, &stats);
+        assert_eq!(next.start(&exec, &stats), INLINE);
+        assert_eq!(exec.take_slots(4), 3);
+        exec.give_slots(3);
+        // Inline, waiting is no signal; one worker is tried again every DOWN_EVERY periods.
+        for _ in 1..DOWN_EVERY {
+            assert_eq!(next.steady(&exec, &stats, INLINE, s(200.0, 1.0)), None);
+        }
+        assert_eq!(next.steady(&exec, &stats, INLINE, s(200.0, 1.0)), Some(1));
+        next.finish(&exec, &stats);
+    }
+
+    #[test]
+    fn a_reverted_inline_trial_is_not_retried_within_its_cooldown() {
+        let (exec, stats) = four_cores_and_an_op();
+        let waiting = s(100.0, 0.5);
+        let mut t = Tuner::new(&exec, &stats);
+        t.start(&exec, &stats);
+        assert_eq!(t.steady(&exec, &stats, 1, waiting), Some(2));
+        assert_eq!(
+            t.judge(&exec, &stats, 1, 2, waiting, s(90.0, 0.5)),
+            Some(INLINE)
+        );
+        // Inline is slower (a native map that overlapped with its consumer): back to one.
+        t.phase = Phase::Steady;
+        assert_eq!(
+            t.judge(&exec, &stats, 1, INLINE, waiting, s(70.0, 1.0)),
+            Some(1)
+        );
+        assert_eq!(stats.tuned(), Some(1));
+        t.finish(&exec, &stats);
+        // The next iterator, still waiting at one worker, tries neither two nor inline.
+        let mut next = Tuner::new(&exec, &stats);
+        assert_eq!(next.start(&exec, &stats), 1);
+        assert_eq!(next.steady(&exec, &stats, 1, waiting), None);
+        next.finish(&exec, &stats);
+        assert_eq!(exec.take_slots(4), 3, "no slot leaked");
+    }
+
+    #[test]
+    fn at_the_core_limit_a_waiting_consumer_leads_to_a_trial_of_inline_and_back() {
+        let exec = Executor::new(crate::ExecOptions {
+            cores: 2,
+            ..Default::default()
+        });
+        let stats = OpStats::new("op".into());
+        let mut t = Tuner::new(&exec, &stats);
+        t.start(&exec, &stats);
+        let waiting = s(100.0, 0.5);
+        assert_eq!(t.steady(&exec, &stats, 1, waiting), Some(2));
+        t.phase = Phase::Steady;
+        assert_eq!(t.judge(&exec, &stats, 1, 2, waiting, s(150.0, 0.3)), None);
+        // Two workers, the most there are, and the consumer still waits: after DOWN_EVERY
+        // periods inline is tried, and the second worker's slot goes back meanwhile.
+        t.since_down = 0;
+        for _ in 1..DOWN_EVERY {
+            assert_eq!(t.steady(&exec, &stats, 2, s(150.0, 0.3)), None);
+        }
+        assert_eq!(t.steady(&exec, &stats, 2, s(150.0, 0.3)), Some(INLINE));
+        assert_eq!(exec.free_slots(), 1);
+        // Slower inline: back to two workers, the slot taken again.
+        t.phase = Phase::Steady;
+        assert_eq!(
+            t.judge(&exec, &stats, 2, INLINE, s(150.0, 0.3), s(80.0, 1.0)),
+            Some(2)
+        );
+        assert_eq!(exec.free_slots(), 0);
+        // Not retried within its cooldown.
+        t.cooldown = 0;
+        t.since_down = DOWN_EVERY;
+        assert_eq!(t.steady(&exec, &stats, 2, s(150.0, 0.3)), None);
+        t.finish(&exec, &stats);
+        assert_eq!(exec.free_slots(), 1);
+    }
+
+    #[test]
+    fn the_first_period_of_a_new_op_only_warms_up() {
+        let (exec, stats) = four_cores_and_an_op();
+        let mut t = Tuner::new(&exec, &stats);
+        assert_eq!(t.start(&exec, &stats), 1);
+        let waiting_period = |t: &mut Tuner| {
+            std::thread::sleep(MIN_PERIOD + Duration::from_millis(10));
+            for _ in 0..100 {
+                stats.produced(1, 0);
+            }
+            stats.add_consumer_wait(Instant::now() - MIN_PERIOD);
+            t.tick(&exec, &stats, 1)
+        };
+        // The consumer waited all of the first period, which holds the start: no step on it.
+        assert_eq!(waiting_period(&mut t), None);
+        assert!(matches!(t.phase, Phase::Steady));
+        // Waiting as much in the next one: a second worker is tried.
+        assert_eq!(waiting_period(&mut t), Some(2));
+        t.finish(&exec, &stats);
     }
 }

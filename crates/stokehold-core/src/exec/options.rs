@@ -22,29 +22,41 @@ pub struct WithOptions {
     exec: Executor,
 }
 
-/// The default executor a thread-owning op's iterators last ran on, kept by the op so that the
-/// pipeline's stats can be found from the dataset after the loop ended. Cloning shares the slot:
-/// a stage re-applied by `repeat` / `epochs` (see [`crate::ops::plan`]) reports into the slot of
-/// the op it copies, so `ds.stats()` covers `ds.epochs()` too.
+/// The default executor of a thread-owning op: made by its first iterator and used by every later
+/// one (each epoch's `iter()`), so that the op's threads, its statistics and what AUTOTUNE learnt
+/// carry from one epoch to the next. Without it every epoch of a plain `for batch in ds` started
+/// on a fresh executor: new threads, AUTOTUNE starting over from one worker every epoch, and
+/// `ds.stats()` showing the last epoch alone. Cloning shares the slot: a stage re-applied by
+/// `repeat` / `epochs` (see [`crate::ops::plan`]) reports into the slot of the op it copies, so
+/// `ds.stats()` covers `ds.epochs()` too. A forked child makes its own (the parent's threads and
+/// the memory its buffers held are not the child's).
 ///
 /// A strong reference: stats stay readable after the loop. The executor's idle threads still exit
 /// on their own (see [`super::pool`]), so it holds memory, not threads.
 #[derive(Clone, Default)]
-pub struct DefaultExecutor(Arc<Mutex<Option<Executor>>>);
+pub struct DefaultExecutor(Arc<Mutex<Option<(Executor, u32)>>>);
 
 impl DefaultExecutor {
-    /// The executor installed on this thread, or else a new default one, remembered here.
+    /// The executor installed on this thread, or else this op's default one (made on first use).
     pub fn current_or_new(&self) -> Executor {
         Executor::current().unwrap_or_else(|| {
-            let exec = Executor::new(ExecOptions::default());
-            *self.0.lock().unwrap_or_else(|e| e.into_inner()) = Some(exec.clone());
-            exec
+            let mut slot = self.0.lock().unwrap_or_else(|e| e.into_inner());
+            let pid = std::process::id();
+            match &*slot {
+                Some((exec, p)) if *p == pid => exec.clone(),
+                _ => {
+                    let exec = Executor::new(ExecOptions::default());
+                    *slot = Some((exec.clone(), pid));
+                    exec
+                }
+            }
         })
     }
 
-    /// The default executor remembered last, if any.
+    /// The default executor of this op, if one was made.
     pub fn get(&self) -> Option<Executor> {
-        self.0.lock().unwrap_or_else(|e| e.into_inner()).clone()
+        let slot = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        slot.as_ref().map(|(exec, _)| exec.clone())
     }
 }
 

@@ -205,6 +205,11 @@ pub(crate) struct ParallelIter {
     pid: u32,
 }
 
+/// The parallelism at which a stage runs inline: no worker, the consumer computes each element
+/// when it asks for it (what AUTOTUNE picks for a function that holds the GIL, see
+/// [`super::autotune`]).
+pub(crate) const INLINE: usize = 0;
+
 fn window_for(p: usize) -> usize {
     2 * p + 2
 }
@@ -237,7 +242,7 @@ impl ParallelIter {
         // AUTOTUNE starts where an earlier iterator of this op settled, or on its unjudged trial.
         if let Some(t) = tuner.as_mut() {
             let p = t.start(&exec, &stats);
-            if p > 1 {
+            if p != 1 {
                 let mut st = shared.lock();
                 st.target = p;
                 st.window = window_for(p);
@@ -446,13 +451,29 @@ impl DatasetIter for ParallelIter {
             if st.end.is_some_and(|e| st.low >= e) {
                 break None;
             }
+            waited = true;
+            if st.target == INLINE && st.in_flight == 0 {
+                // Inline: the consumer computes the next element itself (no worker, no hand-off).
+                let Some(claimed) = claim(&sh, st) else {
+                    st = sh.lock();
+                    if st.end.is_some_and(|e| st.low >= e) {
+                        continue;
+                    }
+                    return Err(Error::Panic {
+                        op: self.spec.label.clone(),
+                        message: "inline: no element left to compute before the end".into(),
+                    });
+                };
+                run(&sh, claimed);
+                st = sh.lock();
+                continue;
+            }
             if st.live == 0 {
                 return Err(Error::Panic {
                     op: self.spec.label.clone(),
                     message: "every worker ended before the input did".into(),
                 });
             }
-            waited = true;
             st = super::interrupt::wait(&sh.cv_out, st, || sh.lock())?;
         };
         drop(st);
@@ -558,66 +579,77 @@ fn admit(sh: &Shared, id: usize) -> Option<MutexGuard<'_, St>> {
 fn worker(sh: Arc<Shared>, id: usize) {
     let _live = LiveGuard(sh.clone());
     loop {
-        let Some(mut st) = admit(&sh, id) else { return };
-        let claimed: Vec<(u64, Option<Result<Example>>)> = match &sh.source {
-            Source::Index { .. } => {
-                let seqs = claim_run(&sh, &mut st);
-                if seqs.is_empty() {
-                    return;
-                }
-                drop(st);
-                seqs.into_iter().map(|s| (s, None)).collect()
-            }
-            Source::Stream { .. } => {
-                st.in_flight += 1;
-                drop(st);
-                match pull(&sh) {
-                    Some(c) => vec![c],
-                    None => return,
-                }
-            }
+        let Some(st) = admit(&sh, id) else { return };
+        let Some(claimed) = claim(&sh, st) else {
+            return;
         };
-        let n = claimed.len();
-        let t = Instant::now();
-        let done: Vec<(u64, Option<Result<Example>>)> = claimed
-            .into_iter()
-            .map(|(seq, element)| (seq, compute(&sh, seq, element)))
-            .collect();
-        sh.stats.add_busy(t);
-        sh.exec.trace().span("element", &sh.label, t);
-        let per = (t.elapsed().as_nanos() as u64 / n as u64).max(1);
-        let mut st = sh.lock();
-        st.in_flight -= n;
-        st.est_ns = if st.est_ns == 0 {
-            per
-        } else {
-            (st.est_ns * 7 + per) / 8
-        };
-        let mut added = false;
-        for (seq, res) in done {
-            let Some(res) = res else { continue };
-            let bytes = res.as_ref().map_or(0, Example::nbytes);
-            let b = bytes.max(1); // an element of no bytes still marks the size as known
-            st.est_bytes = if st.est_bytes == 0 {
-                b
-            } else {
-                (st.est_bytes * 7 + b) / 8
-            };
-            if st.stop {
-                return;
-            }
-            sh.exec.budget().add(bytes);
-            st.ready.insert(seq, Item { res, bytes });
-            added = true;
-        }
-        // In order, the consumer can take only the lowest element: a run finished ahead of it
-        // does not wake the consumer (on two cores, each wake-up took a core from a worker).
-        if added && (!sh.ordered || st.ready.contains_key(&st.low)) {
-            sh.cv_out.notify_all();
-        } else if !added {
-            sh.cv_in.notify_all();
+        if !run(&sh, claimed) {
+            return;
         }
     }
+}
+
+/// Claims work with the state locked (`st`, let go before a stream's input is pulled): the next
+/// run of sequence numbers of a random-access input, or the next element of a stream. `None`
+/// when there is nothing left to claim.
+fn claim(sh: &Shared, mut st: MutexGuard<'_, St>) -> Option<Vec<(u64, Option<Result<Example>>)>> {
+    match &sh.source {
+        Source::Index { .. } => {
+            let seqs = claim_run(sh, &mut st);
+            (!seqs.is_empty()).then(|| seqs.into_iter().map(|s| (s, None)).collect())
+        }
+        Source::Stream { .. } => {
+            st.in_flight += 1;
+            drop(st);
+            pull(sh).map(|c| vec![c])
+        }
+    }
+}
+
+/// Computes the claimed elements and hands them to the buffer (on a worker, or on the consumer
+/// when the stage runs inline); false when the stage is stopping.
+fn run(sh: &Shared, claimed: Vec<(u64, Option<Result<Example>>)>) -> bool {
+    let n = claimed.len();
+    let t = Instant::now();
+    let done: Vec<(u64, Option<Result<Example>>)> = claimed
+        .into_iter()
+        .map(|(seq, element)| (seq, compute(sh, seq, element)))
+        .collect();
+    sh.stats.add_busy(t);
+    sh.exec.trace().span("element", &sh.label, t);
+    let per = (t.elapsed().as_nanos() as u64 / n as u64).max(1);
+    let mut st = sh.lock();
+    st.in_flight -= n;
+    st.est_ns = if st.est_ns == 0 {
+        per
+    } else {
+        (st.est_ns * 7 + per) / 8
+    };
+    let mut added = false;
+    for (seq, res) in done {
+        let Some(res) = res else { continue };
+        let bytes = res.as_ref().map_or(0, Example::nbytes);
+        let b = bytes.max(1); // an element of no bytes still marks the size as known
+        st.est_bytes = if st.est_bytes == 0 {
+            b
+        } else {
+            (st.est_bytes * 7 + b) / 8
+        };
+        if st.stop {
+            return false;
+        }
+        sh.exec.budget().add(bytes);
+        st.ready.insert(seq, Item { res, bytes });
+        added = true;
+    }
+    // In order, the consumer can take only the lowest element: a run finished ahead of it
+    // does not wake the consumer (on two cores, each wake-up took a core from a worker).
+    if added && (!sh.ordered || st.ready.contains_key(&st.low)) {
+        sh.cv_out.notify_all();
+    } else if !added {
+        sh.cv_in.notify_all();
+    }
+    true
 }
 
 /// Most elements one claim takes: a run of cheap elements (a Python function of a few to tens of
@@ -640,10 +672,11 @@ fn run_len(st: &St) -> usize {
     }
 }
 
-/// Claimed-but-not-taken elements allowed: the window, widened so that every worker can hold a
-/// whole run (unchanged for elements slow enough to be claimed one at a time).
+/// Claimed-but-not-taken elements allowed: the window, widened so that every worker (or the
+/// consumer, inline) can hold a whole run (unchanged for elements slow enough to be claimed one
+/// at a time).
 fn limit(st: &St) -> usize {
-    st.window + st.target * (run_len(st) - 1)
+    st.window + st.target.max(1) * (run_len(st) - 1)
 }
 
 /// Claims the next run of free sequence numbers (random-access input), within the widened
@@ -739,4 +772,116 @@ fn compute(sh: &Shared, seq: u64, element: Option<Result<Example>>) -> Option<Re
         (Source::Stream { .. }, None) => unreachable!("stream elements are pulled"),
     }));
     Some(r.unwrap_or_else(|p| Err(Error::from_panic(&sh.label, p))))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tensor::Tensor;
+    use crate::{filter_fn, map_fn};
+
+    fn x(e: &Example) -> i64 {
+        e.tensor("test", "x").unwrap().to_vec::<i64>().unwrap()[0]
+    }
+
+    fn square() -> MapFn {
+        map_fn(|e: Example, _| Ok(Example::new().with("x", Tensor::scalar(x(&e) * x(&e)))))
+    }
+
+    fn inputs() -> Vec<Dataset> {
+        let odd = filter_fn(|e, _| Ok(x(e) % 2 == 1));
+        vec![
+            Dataset::range(40).shuffle(3),
+            Dataset::range(80).filter("odd", odd),
+        ]
+    }
+
+    fn stage(parent: &Dataset, ordered: bool) -> ParallelIter {
+        let spec = StageSpec {
+            label: "map[sq](parallel)".into(),
+            par: Parallelism::Fixed(1),
+            ordered,
+        };
+        ParallelIter::new(spec, parent.clone(), Some(square()), 0).unwrap()
+    }
+
+    fn set_target(it: &mut ParallelIter, p: usize) {
+        let mut st = it.shared.lock();
+        st.target = p;
+        st.window = window_for(p);
+        it.shared.cv_in.notify_all();
+        it.start(&mut st).unwrap();
+    }
+
+    fn take(it: &mut ParallelIter, n: usize) -> Vec<i64> {
+        (0..n)
+            .map_while(|_| it.next().unwrap())
+            .map(|e| x(&e))
+            .collect()
+    }
+
+    #[test]
+    fn inline_computes_on_the_consumer_with_the_same_output_and_state() {
+        for parent in inputs() {
+            let mut all = stage(&parent, true);
+            let want = take(&mut all, usize::MAX);
+            // Inline from the start: no worker thread is ever started.
+            let mut it = stage(&parent, true);
+            set_target(&mut it, INLINE);
+            let mut got = take(&mut it, 7);
+            assert_eq!(it.shared.lock().spawned, 0, "a worker ran");
+            let saved = it.state();
+            // To one worker and back to inline mid-epoch, as AUTOTUNE switches.
+            set_target(&mut it, 1);
+            got.extend(take(&mut it, 9));
+            set_target(&mut it, INLINE);
+            got.extend(take(&mut it, usize::MAX));
+            assert_eq!(got, want, "{}", parent.describe());
+            // A checkpoint taken inline restores (inline or not) to the same continuation.
+            for p in [INLINE, 2] {
+                let mut again = stage(&parent, true);
+                set_target(&mut again, p);
+                again.set_state(&saved).unwrap();
+                assert_eq!(take(&mut again, usize::MAX), want[7..], "restored at {p}");
+            }
+        }
+    }
+
+    #[test]
+    fn inline_as_completed_yields_every_element_once() {
+        for parent in inputs() {
+            let mut want = take(&mut stage(&parent, true), usize::MAX);
+            let mut it = stage(&parent, false);
+            let mut got = take(&mut it, 5);
+            set_target(&mut it, INLINE);
+            got.extend(take(&mut it, usize::MAX));
+            got.sort();
+            want.sort();
+            assert_eq!(got, want);
+        }
+    }
+
+    #[test]
+    fn an_error_inline_names_its_element_and_the_stage_goes_on() {
+        let f = map_fn(|e: Example, ctx| {
+            if ctx.index == 3 {
+                return Err(Error::invalid(format!("bad element {}", ctx.index)));
+            }
+            Ok(e)
+        });
+        let spec = StageSpec {
+            label: "map[f](parallel)".into(),
+            par: Parallelism::Fixed(1),
+            ordered: true,
+        };
+        let mut it = ParallelIter::new(spec, Dataset::range(6), Some(f), 0).unwrap();
+        set_target(&mut it, INLINE);
+        let got: Vec<_> = (0..6)
+            .map(|_| it.next().map(|e| e.map(|e| x(&e))))
+            .collect();
+        assert!(matches!(&got[3], Err(e) if e.to_string().contains("bad element 3")));
+        let ok: Vec<i64> = got.into_iter().filter_map(|r| r.ok().flatten()).collect();
+        assert_eq!(ok, [0, 1, 2, 4, 5]);
+        assert!(it.next().unwrap().is_none());
+    }
 }

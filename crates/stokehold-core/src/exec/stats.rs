@@ -32,11 +32,14 @@ pub struct OpStats {
     fill_samples: AtomicU64,
     capacity: AtomicUsize,
     parallelism: AtomicUsize,
-    /// The parallelism AUTOTUNE settled on last (0: none yet); a new iterator starts there.
-    pub(crate) tuned: AtomicUsize,
+    /// One more than the parallelism AUTOTUNE settled on last (0: none yet, as 0 is the inline
+    /// setting); a new iterator starts there.
+    tuned: AtomicUsize,
     /// When AUTOTUNE last reverted a step up, in ns after `created` (0: never): a new iterator
     /// of the op (the next epoch) waits out the cooldown instead of repeating the trial.
     reverted_up_ns: AtomicU64,
+    /// When AUTOTUNE last reverted a step to inline, as `reverted_up_ns`.
+    reverted_inline_ns: AtomicU64,
     /// A step up an iterator left on trial when it ended, for the next iterator to judge.
     trial: Mutex<Option<Trial>>,
     note: Mutex<String>,
@@ -59,6 +62,7 @@ impl OpStats {
             parallelism: AtomicUsize::new(0),
             tuned: AtomicUsize::new(0),
             reverted_up_ns: AtomicU64::new(0),
+            reverted_inline_ns: AtomicU64::new(0),
             trial: Mutex::new(None),
             note: Mutex::new(String::new()),
         }
@@ -117,15 +121,43 @@ impl OpStats {
         })
     }
 
+    /// The parallelism AUTOTUNE settled on last, if it has.
+    pub(crate) fn tuned(&self) -> Option<usize> {
+        self.tuned.load(Ordering::Relaxed).checked_sub(1)
+    }
+
+    /// Records the parallelism AUTOTUNE settled on.
+    pub(crate) fn set_tuned(&self, p: usize) {
+        self.tuned.store(p + 1, Ordering::Relaxed);
+    }
+
     /// Records that AUTOTUNE just reverted a step up.
     pub(crate) fn mark_reverted_up(&self) {
-        let ns = self.created.elapsed().as_nanos().max(1) as u64;
-        self.reverted_up_ns.store(ns, Ordering::Relaxed);
+        self.mark(&self.reverted_up_ns);
     }
 
     /// How long ago AUTOTUNE last reverted a step up (by any iterator of this op).
     pub(crate) fn since_reverted_up(&self) -> Option<std::time::Duration> {
-        match self.reverted_up_ns.load(Ordering::Relaxed) {
+        self.since(&self.reverted_up_ns)
+    }
+
+    /// Records that AUTOTUNE just reverted a step to inline.
+    pub(crate) fn mark_reverted_inline(&self) {
+        self.mark(&self.reverted_inline_ns);
+    }
+
+    /// How long ago AUTOTUNE last reverted a step to inline (by any iterator of this op).
+    pub(crate) fn since_reverted_inline(&self) -> Option<std::time::Duration> {
+        self.since(&self.reverted_inline_ns)
+    }
+
+    fn mark(&self, at: &AtomicU64) {
+        let ns = self.created.elapsed().as_nanos().max(1) as u64;
+        at.store(ns, Ordering::Relaxed);
+    }
+
+    fn since(&self, at: &AtomicU64) -> Option<std::time::Duration> {
+        match at.load(Ordering::Relaxed) {
             0 => None,
             ns => Some(
                 self.created

@@ -29,10 +29,8 @@ fn autotune_stays_within_cores_and_explains_itself() {
         let s = it.stats();
         assert_eq!(s.ops.len(), 1);
         let op = &s.ops[0];
-        assert!(
-            op.parallelism >= 1 && op.parallelism <= cores,
-            "{cores} cores: {op:?}"
-        );
+        // 0 is inline (the consumer computing each element), which AUTOTUNE may pick at one core.
+        assert!(op.parallelism <= cores, "{cores} cores: {op:?}");
         assert_eq!(op.elements, 1500);
         assert!(!op.autotune.is_empty(), "no autotune note: {op:?}");
         assert!(s.table().contains("verdict:"));

@@ -175,3 +175,23 @@ fn a_warm_epoch_of_an_autotuned_op_starts_at_the_parallelism_the_last_one_settle
         next.stats().table()
     );
 }
+
+#[test]
+fn every_epoch_of_a_plain_loop_runs_on_the_executor_its_first_iterator_made() {
+    use stokehold_core::exec::{executor_of, Parallelism};
+    // `for epoch in range(n): for batch in ds` with no executor installed: each epoch's
+    // iterator reuses the op's default executor, so its threads, stats and what AUTOTUNE
+    // learnt carry over. Before, every epoch made a new executor, its stats started from
+    // zero and AUTOTUNE began again at one worker.
+    let ds =
+        Dataset::range(50).map_parallel("id", map_fn(|e, _| Ok(e)), Parallelism::Autotune, true);
+    for epoch in 0..3u64 {
+        assert_eq!(
+            all(&mut PipelineIter::new(ds.clone(), epoch).unwrap()).len(),
+            50
+        );
+        let exec = executor_of(&ds).expect("the op's executor");
+        let op = &exec.stats().ops[0];
+        assert_eq!(op.elements, 50 * (epoch + 1), "epoch {epoch}: {op:?}");
+    }
+}
