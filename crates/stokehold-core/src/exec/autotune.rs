@@ -19,12 +19,14 @@
 //! **Inline** (parallelism 0, `INLINE`): no worker; the consumer computes the elements (a run
 //! of them) when it asks. It is tried when the consumer waits and no further worker can be
 //! tried (at once from one worker whose step up was just reverted; every 30 periods at the core
-//! limit), and kept on a gain of 5%: what wins for a Python function that holds the GIL, where a
-//! worker only adds GIL hand-offs between itself and the consumer (`bench/pymap`).
-//! Inline, the consumer's waiting is all of the op's time and says nothing, so one worker is
-//! tried again every 30 periods and kept if it holds the pace; a reverted inline trial is not
-//! repeated for 10 s. The first period of an op's first iterator only warms up (it holds the
-//! start, and a step measured against it read as a gain whatever it did).
+//! limit), and kept when the process spends a fifth less CPU time per element at the same pace:
+//! what a Python function holding the GIL gains, where a worker only adds GIL hand-offs between
+//! itself and the consumer (`bench/pymap`). CPU time, not throughput, because on a loaded
+//! machine throughput swings more than any gain between two periods. Inline, the consumer's
+//! waiting is all of the op's time and says nothing, so one worker is tried again every 30
+//! periods and kept if it holds the pace without a quarter more CPU per element; a reverted
+//! inline trial is not repeated for 10 s. The first period of an op's first iterator only warms
+//! up (it holds the start, and a step measured against it read as a gain whatever it did).
 //! Workers never exceed the executor's cores, summed over every autotuned op of the
 //! pipeline, so AUTOTUNE does not oversubscribe. The buffer depth follows the parallelism (2p + 2:
 //! room for each worker to finish one element while the consumer takes another) and is capped by
@@ -43,10 +45,8 @@ const MIN_ELEMENTS: u64 = 8;
 const LONG_PERIOD: Duration = Duration::from_millis(300);
 const WAIT_TRIGGER: f64 = 0.05;
 const GAIN_UP: f64 = 1.10;
-/// What inline must gain over the workers it replaces (it gives up their overlap with the
-/// consumer, but a reverted inline trial waits [`INLINE_COOLDOWN`], so a real gain read low on a
-/// noisy machine is lost for long).
-const GAIN_INLINE: f64 = 1.05;
+/// Inline stays when the process's CPU time per element falls to this fraction (see `keeps`).
+const INLINE_CPU: f64 = 0.8;
 const KEEP_DOWN: f64 = 0.95;
 const COOLDOWN: u32 = 20;
 const DOWN_EVERY: u32 = 30;
@@ -86,12 +86,25 @@ enum Phase {
     },
 }
 
-/// One period as the consumer saw it: elements per second, and the fraction of the period it
-/// spent waiting for this op.
+/// One period as the consumer saw it: elements per second, the fraction of the period it
+/// spent waiting for this op, and the process's CPU time per element (ns; NaN where the platform
+/// does not say).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub(crate) struct Sample {
     rate: f64,
     wait: f64,
+    cpu: f64,
+}
+
+/// CPU time of the whole process so far, in ns (`None` where the platform has no such clock).
+fn process_cpu_ns() -> Option<u64> {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec; the call only writes it.
+    let r = unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
+    (r == 0).then(|| ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64)
 }
 
 /// Whether a trial step from `from` to `to` workers stays, given the period before the step
@@ -106,14 +119,19 @@ pub(crate) struct Sample {
 /// noisy throughput compares; without that check a busy machine walked AUTOTUNE down to one
 /// worker, one accepted trial at a time.
 fn keeps(from: usize, to: usize, base: Sample, now: Sample) -> bool {
-    // Inline computes on the consumer, so its waiting is all of the op's time: throughput alone
-    // decides. Going inline gives up the overlap of a worker and needs a clear gain; leaving it
-    // needs only to keep the pace.
+    // Inline computes on the consumer, so its waiting is all of the op's time and says nothing.
+    // What inline saves is CPU: the hand-offs between workers and consumer (for a Python
+    // function, GIL hand-offs). So it stays only if the process spends a fifth less CPU per
+    // element and throughput holds; a worker replaces it if throughput holds without a quarter
+    // more CPU per element. CPU time is the process's own, so another load on the machine (which
+    // swung throughput by 1.8x between periods and kept inline for a native map) does not
+    // move it.
     if to == INLINE {
-        return now.rate >= base.rate * GAIN_INLINE;
+        return now.cpu <= base.cpu * INLINE_CPU && now.rate >= base.rate * KEEP_DOWN;
     }
     if from == INLINE {
-        return now.rate >= base.rate * KEEP_DOWN;
+        let unknown = now.cpu.is_nan() || base.cpu.is_nan();
+        return now.rate >= base.rate * KEEP_DOWN && (unknown || now.cpu * INLINE_CPU <= base.cpu);
     }
     if to > from {
         now.rate >= base.rate * GAIN_UP
@@ -143,6 +161,7 @@ pub(crate) struct Tuner {
     last: Instant,
     last_elems: u64,
     last_wait_ns: u64,
+    last_cpu_ns: Option<u64>,
     phase: Phase,
     cooldown: u32,
     since_down: u32,
@@ -165,6 +184,7 @@ impl Tuner {
             last: Instant::now(),
             last_elems: stats.elements(),
             last_wait_ns: stats.consumer_wait_ns(),
+            last_cpu_ns: process_cpu_ns(),
             phase: Phase::Steady,
             cooldown: 0,
             since_down: 0,
@@ -285,13 +305,19 @@ impl Tuner {
     /// Ends the period of `n` elements over `dt`: its sample; the next period starts now.
     fn sample(&mut self, stats: &OpStats, n: u64, dt: Duration) -> Sample {
         let wait = stats.consumer_wait_ns();
+        let cpu = process_cpu_ns();
         let now = Sample {
             rate: n as f64 / dt.as_secs_f64(),
             wait: (wait - self.last_wait_ns) as f64 / dt.as_nanos() as f64,
+            cpu: match (cpu, self.last_cpu_ns) {
+                (Some(c), Some(l)) if n > 0 => c.saturating_sub(l) as f64 / n as f64,
+                _ => f64::NAN,
+            },
         };
         self.last = Instant::now();
         self.last_elems += n;
         self.last_wait_ns = wait;
+        self.last_cpu_ns = cpu;
         now
     }
 
@@ -313,7 +339,8 @@ impl Tuner {
         stats.set_tuned(p_now);
         stats.set_note(format!(
             "parallelism {} (max {}): tried {} -> {}: throughput {:.2}x ({:.1} -> \
-             {:.1} elem/s), consumer waiting {:.0}% -> {:.0}%, {verb}",
+             {:.1} elem/s), consumer waiting {:.0}% -> {:.0}%, process CPU per element {:.1} -> \
+             {:.1} us, {verb}",
             shown(p_now),
             self.max,
             shown(from),
@@ -322,7 +349,9 @@ impl Tuner {
             base.rate,
             now.rate,
             base.wait * 100.0,
-            now.wait * 100.0
+            now.wait * 100.0,
+            base.cpu / 1e3,
+            now.cpu / 1e3
         ));
         if keep {
             return None;
@@ -472,7 +501,19 @@ mod tests {
     use super::*;
 
     fn s(rate: f64, wait: f64) -> Sample {
-        Sample { rate, wait }
+        Sample {
+            rate,
+            wait,
+            cpu: 1000.0,
+        }
+    }
+
+    fn c(rate: f64, cpu: f64) -> Sample {
+        Sample {
+            rate,
+            wait: 0.5,
+            cpu,
+        }
     }
 
     #[test]
@@ -632,11 +673,19 @@ mod tests {
 
     #[test]
     fn inline_is_kept_on_a_clear_gain_and_left_when_a_worker_keeps_the_pace() {
-        // The consumer computing inline "waits" all the time: only throughput counts.
-        assert!(keeps(1, INLINE, s(100.0, 0.6), s(108.0, 1.0)));
-        assert!(!keeps(1, INLINE, s(100.0, 0.6), s(103.0, 1.0)));
-        assert!(keeps(INLINE, 1, s(100.0, 1.0), s(96.0, 0.6)));
-        assert!(!keeps(INLINE, 1, s(100.0, 1.0), s(90.0, 0.0)));
+        // Inline stays when it saves CPU per element at the same pace (GIL hand-offs gone) ...
+        assert!(keeps(1, INLINE, c(100.0, 5000.0), c(150.0, 2500.0)));
+        assert!(keeps(1, INLINE, c(100.0, 5000.0), c(97.0, 3900.0)));
+        // ... not on throughput alone (a native map on a loaded machine read 1.76x) ...
+        assert!(!keeps(1, INLINE, c(100.0, 5000.0), c(176.0, 4800.0)));
+        // ... nor when it saves CPU but loses the pace.
+        assert!(!keeps(1, INLINE, c(100.0, 5000.0), c(80.0, 2500.0)));
+        // Unknown CPU time (no such clock): never inline.
+        assert!(!keeps(1, INLINE, c(100.0, f64::NAN), c(150.0, f64::NAN)));
+        // A worker replaces inline when it keeps the pace without much more CPU per element.
+        assert!(keeps(INLINE, 1, c(100.0, 3000.0), c(96.0, 3300.0)));
+        assert!(!keeps(INLINE, 1, c(100.0, 3000.0), c(110.0, 6000.0)));
+        assert!(!keeps(INLINE, 1, c(100.0, 3000.0), c(90.0, 3000.0)));
     }
 
     #[test]
@@ -664,7 +713,7 @@ mod tests {
         // Inline doubles the rate: kept, and the next iterator starts inline holding no slot.
         t.phase = Phase::Steady;
         assert_eq!(
-            t.judge(&exec, &stats, 1, INLINE, waiting, s(200.0, 1.0)),
+            t.judge(&exec, &stats, 1, INLINE, waiting, c(200.0, 400.0)),
             None
         );
         assert_eq!(stats.tuned(), Some(INLINE));
