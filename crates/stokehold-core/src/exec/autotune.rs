@@ -32,6 +32,7 @@
 //! room for each worker to finish one element while the consumer takes another) and is capped by
 //! the memory budget. What it chose and why is the op's `autotune` note in the stats.
 
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use super::executor::Executor;
@@ -164,7 +165,6 @@ pub(crate) struct Tuner {
     last_cpu_ns: Option<u64>,
     phase: Phase,
     cooldown: u32,
-    since_down: u32,
     /// False for the first iterator of an op until its first period has passed: that period
     /// holds the start (threads, caches, page faults), and a step measured against it looked
     /// like a gain whatever it did.
@@ -187,7 +187,6 @@ impl Tuner {
             last_cpu_ns: process_cpu_ns(),
             phase: Phase::Steady,
             cooldown: 0,
-            since_down: 0,
             warmed: stats.elements() > 0,
         }
     }
@@ -402,7 +401,8 @@ impl Tuner {
 
     fn steady(&mut self, exec: &Executor, stats: &OpStats, p: usize, now: Sample) -> Option<usize> {
         let wait_frac = now.wait;
-        self.since_down += 1;
+        let since_down = stats.periods_since_down.fetch_add(1, Ordering::Relaxed) + 1;
+        let reset_down = || stats.periods_since_down.store(0, Ordering::Relaxed);
         if self.cooldown > 0 {
             self.cooldown -= 1;
             return None;
@@ -410,10 +410,10 @@ impl Tuner {
         // Inline, the consumer computes every element, so its waiting says nothing: one worker is
         // tried again every DOWN_EVERY periods (the load may have changed).
         if p == INLINE {
-            if self.since_down < DOWN_EVERY {
+            if since_down < DOWN_EVERY {
                 return None;
             }
-            self.since_down = 0;
+            reset_down();
             stats.set_note("parallelism inline: on trial at 1 (does a worker help now?)".into());
             self.phase = Phase::Settling {
                 from: INLINE,
@@ -424,8 +424,8 @@ impl Tuner {
         }
         // Fewer threads are tried only while the consumer is not waiting: when it waits, this op
         // is short of threads already.
-        if p > 1 && self.since_down >= DOWN_EVERY && wait_frac < WAIT_TRIGGER {
-            self.since_down = 0;
+        if p > 1 && since_down >= DOWN_EVERY && wait_frac < WAIT_TRIGGER {
+            reset_down();
             self.set(exec, p, p - 1);
             stats.set_note(format!(
                 "parallelism {p}: on trial at {} (do fewer threads keep the pace?)",
@@ -458,8 +458,8 @@ impl Tuner {
         // once from one worker, every DOWN_EVERY periods from more (workers that were kept
         // for a gain are not disturbed at every period).
         let no_more = p >= self.max || stats.since_reverted_up().is_some_and(|d| d < UP_COOLDOWN);
-        if no_more && self.may_go_inline(stats) && (p == 1 || self.since_down >= DOWN_EVERY) {
-            self.since_down = 0;
+        if no_more && self.may_go_inline(stats) && (p == 1 || since_down >= DOWN_EVERY) {
+            reset_down();
             return Some(self.go_inline(exec, stats, p, now));
         }
         if stats.since_reverted_up().is_some_and(|d| d < UP_COOLDOWN) {
@@ -722,8 +722,10 @@ mod tests {
         assert_eq!(next.start(&exec, &stats), INLINE);
         assert_eq!(exec.take_slots(4), 3);
         exec.give_slots(3);
-        // Inline, waiting is no signal; one worker is tried again every DOWN_EVERY periods.
-        for _ in 1..DOWN_EVERY {
+        // Inline, waiting is no signal; one worker is tried again every DOWN_EVERY periods
+        // (counted in the op's stats, across iterators: the first tuner's period counts too).
+        stats.periods_since_down.store(1, Ordering::Relaxed);
+        for _ in 2..DOWN_EVERY {
             assert_eq!(next.steady(&exec, &stats, INLINE, s(200.0, 1.0)), None);
         }
         assert_eq!(next.steady(&exec, &stats, INLINE, s(200.0, 1.0)), Some(1));
@@ -772,7 +774,7 @@ mod tests {
         assert_eq!(t.judge(&exec, &stats, 1, 2, waiting, s(150.0, 0.3)), None);
         // Two workers, the most there are, and the consumer still waits: after DOWN_EVERY
         // periods inline is tried, and the second worker's slot goes back meanwhile.
-        t.since_down = 0;
+        stats.periods_since_down.store(0, Ordering::Relaxed);
         for _ in 1..DOWN_EVERY {
             assert_eq!(t.steady(&exec, &stats, 2, s(150.0, 0.3)), None);
         }
@@ -787,7 +789,9 @@ mod tests {
         assert_eq!(exec.free_slots(), 0);
         // Not retried within its cooldown.
         t.cooldown = 0;
-        t.since_down = DOWN_EVERY;
+        stats
+            .periods_since_down
+            .store(DOWN_EVERY, Ordering::Relaxed);
         assert_eq!(t.steady(&exec, &stats, 2, s(150.0, 0.3)), None);
         t.finish(&exec, &stats);
         assert_eq!(exec.free_slots(), 1);

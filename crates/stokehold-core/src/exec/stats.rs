@@ -11,7 +11,7 @@
 //! *input-bound*.
 
 use super::autotune::Trial;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::Instant;
 
@@ -40,6 +40,9 @@ pub struct OpStats {
     reverted_up_ns: AtomicU64,
     /// When AUTOTUNE last reverted a step to inline, as `reverted_up_ns`.
     reverted_inline_ns: AtomicU64,
+    /// AUTOTUNE's steady periods since it last tried fewer workers (or, inline, one), counted
+    /// across iterators: epochs shorter than the 30 periods between such trials still reach one.
+    pub(crate) periods_since_down: AtomicU32,
     /// A step up an iterator left on trial when it ended, for the next iterator to judge.
     trial: Mutex<Option<Trial>>,
     note: Mutex<String>,
@@ -63,6 +66,7 @@ impl OpStats {
             tuned: AtomicUsize::new(0),
             reverted_up_ns: AtomicU64::new(0),
             reverted_inline_ns: AtomicU64::new(0),
+            periods_since_down: AtomicU32::new(0),
             trial: Mutex::new(None),
             note: Mutex::new(String::new()),
         }
@@ -196,7 +200,7 @@ impl OpStats {
             elements_per_s: n as f64 / secs,
             bytes_per_s: self.bytes.load(Ordering::Relaxed) as f64 / secs,
             busy_s: busy,
-            busy_per_thread: if p > 0 { busy / (secs * p as f64) } else { 0.0 },
+            busy_per_thread: busy / (secs * p.max(1) as f64),
             consumer_wait_s: self.consumer_wait_ns.load(Ordering::Relaxed) as f64 / 1e9,
             input_wait_s: self.input_wait_ns.load(Ordering::Relaxed) as f64 / 1e9,
             queue_fill: if cap > 0 {
@@ -225,7 +229,8 @@ pub struct OpReport {
     pub bytes_per_s: f64,
     /// Worker seconds spent producing elements.
     pub busy_s: f64,
-    /// Busy fraction per worker thread (1.0: every thread busy all the time).
+    /// Busy fraction per worker thread (1.0: every thread busy all the time; inline, the
+    /// consumer's share of time computing the op's elements).
     pub busy_per_thread: f64,
     /// Seconds the consumer of this op waited for it.
     pub consumer_wait_s: f64,
@@ -235,7 +240,7 @@ pub struct OpReport {
     pub queue_fill: f64,
     /// Buffer capacity (elements).
     pub capacity: usize,
-    /// Worker threads now.
+    /// Worker threads now (0: none, inline: the consumer computes the elements).
     pub parallelism: usize,
     /// Seconds since the op started.
     pub wall_s: f64,
