@@ -70,7 +70,9 @@ fn verdict_names_the_slow_stage_or_the_consumer() {
         "{v}"
     );
 
-    let fast = Dataset::range(40).map_parallel("fast", busy(1), Parallelism::Fixed(2), true);
+    // 100 elements at 3 ms: the consumer's wait for the workers to start (tens of ms when the
+    // test suite loads both cores; 40 elements failed CI once so) stays under a tenth of it.
+    let fast = Dataset::range(100).map_parallel("fast", busy(1), Parallelism::Fixed(2), true);
     let exec = Executor::new(ExecOptions::default());
     let mut it = exec.iter(&fast, 0).unwrap();
     while it.next().unwrap().is_some() {
