@@ -267,6 +267,12 @@ impl Example {
         self.features.iter().map(|(n, v)| (&**n, v))
     }
 
+    /// The features, taken out in order (no value cloned, so a buffer only this example held
+    /// stays unique).
+    pub fn into_features(self) -> Vec<(Arc<str>, Value)> {
+        self.features
+    }
+
     /// Number of features.
     pub fn len(&self) -> usize {
         self.features.len()
