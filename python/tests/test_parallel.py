@@ -131,3 +131,13 @@ def test_stats_without_with_options_after_the_loop():
     assert len(xs(ds)) == 64
     st = ds.stats()
     assert st is not None and any(op["elements"] == 64 for op in st["ops"]), st
+
+
+def test_every_epoch_of_a_plain_loop_reuses_the_stage_and_its_stats():
+    # `for epoch in ...: for batch in ds` runs each epoch on the executor of the one before
+    # (its threads, and what AUTOTUNE learnt): the stats count every epoch.
+    ds = sh.Dataset.range(64).map(double, num_parallel_calls=sh.AUTOTUNE)
+    for _ in range(3):
+        assert len(xs(ds)) == 64
+    st = ds.stats()
+    assert any(op["elements"] == 3 * 64 for op in st["ops"]), st
