@@ -57,6 +57,15 @@ pub trait MapDataset: Send + Sync + 'static {
         Ok(None)
     }
 
+    /// Elements `indices`, each with its own result, as [`MapDataset::get`] gives them. `batch`
+    /// (element by element) and a parallel stage's workers (a run of elements) read through it,
+    /// so an op that does a run cheaper than element by element says so here: a map whose
+    /// function wants a scope held across its calls ([`ScopeFn`](crate::ops::map::ScopeFn),
+    /// a Python function's GIL). Default: one `get` per index.
+    fn get_many(&self, indices: &[u64]) -> Vec<Result<Example>> {
+        indices.iter().map(|&i| self.get(i)).collect()
+    }
+
     /// The leading size (length of axis 0) that every feature of every element has, when it is
     /// known without reading the elements: `batch(n)` with no smaller last batch answers `n`.
     /// `unbatch` uses it to keep random access (row `i` is row `i % n` of element `i / n`).

@@ -54,8 +54,8 @@ pub fn check_len_and_get(name: &str, ds: &Dataset) {
     }
 }
 
-/// The batch path (`get_batch`, through each op's forwarding to its input) equals stacking the
-/// elements read one by one, for a random set of indices with repeats.
+/// The batch path (`get_batch`, through each op's forwarding to its input) and a run
+/// (`get_many`) equal the elements read one by one, for a random set of indices with repeats.
 pub fn check_batch_path(name: &str, ds: &Dataset) {
     let Some(n) = ds.len().filter(|&n| n > 0 && ds.is_random_access()) else {
         return;
@@ -63,6 +63,10 @@ pub fn check_batch_path(name: &str, ds: &Dataset) {
     let mut rng = Rng::keyed(7, &[n]);
     let idx: Vec<u64> = (0..8).map(|_| rng.below(n)).collect();
     let one_by_one: Vec<Example> = idx.iter().map(|&i| ds.get(i).unwrap()).collect();
+    if let Dataset::Map(m) = ds {
+        let run: Vec<Example> = m.get_many(&idx).into_iter().map(|r| r.unwrap()).collect();
+        assert_eq!(run, one_by_one, "{name}: get_many({idx:?})");
+    }
     match stack_examples("check", &one_by_one) {
         Ok(want) => assert_eq!(
             ds.get_batch(&idx).unwrap(),

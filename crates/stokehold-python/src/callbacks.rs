@@ -20,7 +20,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyIterator};
 use stokehold_core::{
     generator_fn, key_fn, Ctx, Error, Example, ExampleIter, FilterFn, GeneratorFactory, KeyFn,
-    MapFn,
+    MapFn, ScopeFn,
 };
 
 use crate::convert::{dict_to_example, example_to_dict};
@@ -158,6 +158,25 @@ pub fn py_map_fn(f: Py<PyAny>) -> MapFn {
             };
             run().map_err(|err| callback_error(ctx, err))
         })
+    })
+}
+
+/// The scope of a Python map function's runs of calls: the GIL, taken once for the run (each
+/// call's own `with_python` then finds it held), instead of taken and released per element,
+/// which handed the GIL to any thread waiting for it (the consumer, another worker) once per
+/// element. When the interpreter is exiting the calls run outside it (and each fails as
+/// cancelled).
+pub fn py_scope() -> ScopeFn {
+    Arc::new(|calls: &mut dyn FnMut()| {
+        let mut ran = false;
+        let _ = with_python(|_| {
+            calls();
+            ran = true;
+            Ok(())
+        });
+        if !ran {
+            calls();
+        }
     })
 }
 

@@ -16,7 +16,7 @@ use stokehold_core::{
     BatchOptions, DType, Dataset, Error, Example, Parallelism, PipelineIter, INFINITE,
 };
 
-use crate::callbacks::{py_filter_fn, py_generator, py_key_fn, py_map_fn};
+use crate::callbacks::{py_filter_fn, py_generator, py_key_fn, py_map_fn, py_scope};
 use crate::convert::{example_to_dict, py_to_column};
 use crate::errors::{guard, ok, to_pyerr};
 
@@ -67,7 +67,7 @@ impl PyDataset {
     }
 
     fn map(&self, f: Py<PyAny>, label: &str) -> PyResult<Self> {
-        guard(|| Ok(wrap(self.ds.map(label, py_map_fn(f)))))
+        guard(|| Ok(wrap(self.ds.map_scoped(label, py_map_fn(f), py_scope()))))
     }
 
     /// `map` on worker threads: `par` > 0 threads, or -1 for AUTOTUNE; a stream.

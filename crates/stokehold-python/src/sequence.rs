@@ -12,7 +12,7 @@ use stokehold_core::ops::pack::{PackMode, PackOptions};
 use stokehold_core::rng::Rng;
 use stokehold_core::{Ctx, Dataset, Example, MapFn, Parallelism, INFINITE};
 
-use crate::callbacks::{callback_error, py_key_fn, with_python};
+use crate::callbacks::{callback_error, py_key_fn, py_scope, with_python};
 use crate::convert::{dict_to_example, example_to_dict};
 use crate::dataset::PyDataset;
 use crate::errors::{guard, ok};
@@ -71,7 +71,7 @@ impl PyDataset {
         guard(|| {
             let ds = self.dataset();
             let g = py_map_ctx_fn(f, epoch_len(ds));
-            Ok(PyDataset::from_dataset(ds.map(label, g)))
+            Ok(PyDataset::from_dataset(ds.map_scoped(label, g, py_scope())))
         })
     }
 

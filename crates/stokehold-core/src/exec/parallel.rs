@@ -611,10 +611,29 @@ fn claim(sh: &Shared, mut st: MutexGuard<'_, St>) -> Option<Vec<(u64, Option<Res
 fn run(sh: &Shared, claimed: Vec<(u64, Option<Result<Example>>)>) -> bool {
     let n = claimed.len();
     let t = Instant::now();
-    let done: Vec<(u64, Option<Result<Example>>)> = claimed
-        .into_iter()
-        .map(|(seq, element)| (seq, compute(sh, seq, element)))
-        .collect();
+    let one_by_one = |claimed: Vec<(u64, Option<Result<Example>>)>| {
+        claimed
+            .into_iter()
+            .map(|(seq, element)| (seq, compute(sh, seq, element)))
+            .collect::<Vec<_>>()
+    };
+    let done = match &sh.source {
+        // A run of a random-access input in one call (a map's calls in one scope, see
+        // `MapDataset::get_many`).
+        Source::Index { ds, start } => {
+            let indices: Vec<u64> = claimed.iter().map(|(seq, _)| start + seq).collect();
+            match catch_unwind(AssertUnwindSafe(|| ds.get_many(&indices))) {
+                Ok(rs) if rs.len() == n => claimed
+                    .into_iter()
+                    .zip(rs)
+                    .map(|((seq, _), r)| (seq, Some(r)))
+                    .collect(),
+                // A panic: each element again on its own, so the error names the one.
+                _ => one_by_one(claimed),
+            }
+        }
+        _ => one_by_one(claimed),
+    };
     sh.stats.add_busy(t);
     sh.exec.trace().span("element", &sh.label, t);
     let per = (t.elapsed().as_nanos() as u64 / n as u64).max(1);

@@ -192,9 +192,10 @@ impl MapBatch {
         if self.parent.prefetch_useful() {
             crate::dataset::hint_batch(&*self.parent, &indices);
         }
-        let elements = indices
-            .iter()
-            .map(|&i| self.parent.get(i))
+        let elements = self
+            .parent
+            .get_many(&indices)
+            .into_iter()
             .collect::<Result<Vec<_>>>()?;
         self.opts.make(&elements)
     }

@@ -32,11 +32,20 @@ pub type MapFn = Arc<dyn Fn(Example, &Ctx) -> Result<Example> + Send + Sync>;
 /// any error is the element path's, naming the element.
 pub type BatchMapFn = Arc<dyn Fn(&Example, &Ctx) -> Result<Option<Example>> + Send + Sync>;
 
+/// A scope a map function wants held across a run of its calls: called with a body that makes
+/// the calls, it runs the body once, inside the scope. A Python function's scope holds the GIL,
+/// so a run of elements takes and releases it once instead of once per element (each a
+/// hand-off to any thread waiting for it). Only the function's calls run inside: the inputs
+/// are read before, so nothing that may wait for another thread (a read, an upstream stage)
+/// runs while the scope is held.
+pub type ScopeFn = Arc<dyn Fn(&mut dyn FnMut()) + Send + Sync>;
+
 /// `map` over a random-access dataset.
 pub struct MapMap {
     parent: Arc<dyn MapDataset>,
     f: MapFn,
     batch_f: Option<BatchMapFn>,
+    scope: Option<ScopeFn>,
     label: String,
 }
 
@@ -47,6 +56,7 @@ impl MapMap {
             parent,
             f,
             batch_f: None,
+            scope: None,
             label: format!("map[{label}]"),
         }
     }
@@ -54,6 +64,12 @@ impl MapMap {
     /// The same map with a batch form of `f` (see [`BatchMapFn`]).
     pub fn with_batch_fn(mut self, batch_f: BatchMapFn) -> Self {
         self.batch_f = Some(batch_f);
+        self
+    }
+
+    /// The same map, its runs of calls made inside `scope` (see [`ScopeFn`]).
+    pub fn with_scope(mut self, scope: ScopeFn) -> Self {
+        self.scope = Some(scope);
         self
     }
 }
@@ -64,7 +80,20 @@ impl MapDataset for MapMap {
     }
 
     fn get(&self, index: u64) -> Result<Example> {
-        self.apply(self.parent.get(index)?, index)
+        let e = self.parent.get(index)?;
+        self.in_scope(|| self.apply(e, index))
+    }
+
+    /// The inputs first, then the function's calls, inside its scope when it has one.
+    fn get_many(&self, indices: &[u64]) -> Vec<Result<Example>> {
+        let inputs = self.parent.get_many(indices);
+        self.in_scope(|| {
+            inputs
+                .into_iter()
+                .zip(indices)
+                .map(|(e, &i)| e.and_then(|e| self.apply(e, i)))
+                .collect()
+        })
     }
 
     /// Over an input on storage (one whose reads prefetch hints help, as the shard reader's):
@@ -131,6 +160,18 @@ impl MapMap {
         (self.f)(e, &self.ctx(index))
     }
 
+    /// `calls` (a run of the function's calls) inside the function's scope, if it has one.
+    fn in_scope<T>(&self, calls: impl FnOnce() -> T) -> T {
+        let Some(scope) = &self.scope else {
+            return calls();
+        };
+        let mut calls = Some(calls);
+        let mut out = None;
+        scope(&mut || out = calls.take().map(|c| c()));
+        // A scope that did not run its body (it must) still gets the calls made.
+        out.unwrap_or_else(|| calls.take().expect("the calls ran or are still here")())
+    }
+
     /// Elements `indices` (the first is `first`) through `batch_f`: the input's batch (its own
     /// batch path, or its elements stacked), mapped in one pass; row by row where `batch_f`
     /// declines, and element by element where the input's elements do not stack.
@@ -145,11 +186,13 @@ impl MapMap {
                 match stack_examples(&self.label, &elements) {
                     Ok(batch) => batch,
                     Err(_) => {
-                        let rows = elements
-                            .into_iter()
-                            .zip(indices)
-                            .map(|(e, &i)| self.apply(e, i))
-                            .collect::<Result<Vec<_>>>()?;
+                        let rows = self.in_scope(|| {
+                            elements
+                                .into_iter()
+                                .zip(indices)
+                                .map(|(e, &i)| self.apply(e, i))
+                                .collect::<Result<Vec<_>>>()
+                        })?;
                         return stack_examples("batch", &rows);
                     }
                 }
@@ -164,11 +207,13 @@ impl MapMap {
     /// `batch` (the input's elements `indices`, stacked) mapped row by row (zero-copy row
     /// views) and stacked again, reusing the columns the function leaves alone ([`restack`]).
     fn map_rows(&self, batch: &Example, indices: &[u64]) -> Result<Example> {
-        let rows = indices
-            .iter()
-            .enumerate()
-            .map(|(k, &index)| self.apply(batch.row(k)?, index))
-            .collect::<Result<Vec<_>>>()?;
+        let rows = self.in_scope(|| {
+            indices
+                .iter()
+                .enumerate()
+                .map(|(k, &index)| self.apply(batch.row(k)?, index))
+                .collect::<Result<Vec<_>>>()
+        })?;
         // A failure to stack is the batch's, as on the element path ("batch: feature ...").
         restack("batch", batch, &rows)
     }

@@ -46,7 +46,7 @@ use crate::error::Result;
 use crate::exec::prefetch::Prefetch;
 use batch::{BatchOptions, IterBatch, MapBatch};
 use filter::{Filter, FilterFn};
-use map::{BatchMapFn, IterMap, MapFn, MapMap};
+use map::{BatchMapFn, IterMap, MapFn, MapMap, ScopeFn};
 use remap::Remap;
 use repeat::{IterRepeat, MapRepeat};
 use shuffle::{BufferShuffle, GlobalShuffle};
@@ -77,6 +77,18 @@ impl Dataset {
         match self {
             Dataset::Map(m) => {
                 Dataset::from_map(MapMap::new(m.clone(), f, label).with_batch_fn(batch_f))
+            }
+            Dataset::Iter(_) => Dataset::from_iter(IterMap::new(self.clone(), f, label)),
+        }
+    }
+
+    /// [`Dataset::map`] whose runs of calls (a batch's elements, a worker's run) are made inside
+    /// `scope` ([`ScopeFn`]: a Python function's GIL, held once per run). Over a stream, the
+    /// elements come one at a time and `scope` is not used.
+    pub fn map_scoped(&self, label: &str, f: MapFn, scope: ScopeFn) -> Dataset {
+        match self {
+            Dataset::Map(m) => {
+                Dataset::from_map(MapMap::new(m.clone(), f, label).with_scope(scope))
             }
             Dataset::Iter(_) => Dataset::from_iter(IterMap::new(self.clone(), f, label)),
         }

@@ -39,6 +39,18 @@ fn pipelines() -> Vec<(&'static str, Build)> {
                 }),
             )
         }),
+        ("map_scoped", |d| {
+            let scope: stokehold_core::ScopeFn =
+                std::sync::Arc::new(|calls: &mut dyn FnMut()| calls());
+            d.map_scoped(
+                "add_one",
+                map_fn(|mut e, c| {
+                    e.insert("idx", Tensor::scalar(c.index as i64));
+                    Ok(e)
+                }),
+                scope,
+            )
+        }),
         ("filter", |d| {
             d.filter("even", filter_fn(|e, _| Ok(id(e) % 2 == 0)))
         }),

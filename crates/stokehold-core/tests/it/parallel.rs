@@ -1,5 +1,8 @@
 //! Parallel map / parallelize: determinism across thread counts, order modes, state, faults.
 
+use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+use std::sync::Arc;
+
 use stokehold_core::exec::Parallelism::{self, Autotune, Fixed};
 use stokehold_core::exec::{ExecOptions, Executor};
 use stokehold_core::{map_fn, Dataset, DatasetIter, Error, Example, MapFn, Tensor};
@@ -311,4 +314,78 @@ fn a_later_epoch_starts_every_worker_at_once() {
         overlapped.load(SeqCst),
         "epoch 1 computed its first element alone"
     );
+}
+
+thread_local!(static INSIDE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) });
+
+/// A map in a counting scope over a parent whose reads check they run outside it (a flag of
+/// the thread: the scope and the calls in it run on one thread).
+fn scoped(entered: &Arc<AtomicUsize>, fail_at: i64) -> Dataset {
+    let e = entered.clone();
+    let read = map_fn(move |e: Example, _| {
+        assert!(!INSIDE.get(), "an input was read inside the scope");
+        Ok(e)
+    });
+    let f = map_fn(move |e: Example, _| {
+        assert!(INSIDE.get(), "a call ran outside the scope");
+        let x = e.tensor("sq", "x")?.to_vec::<i64>()?[0];
+        if x == fail_at {
+            return Err(Error::invalid(format!("bad element {x}")));
+        }
+        Ok(Example::new().with("x", Tensor::scalar(x * x)))
+    });
+    let scope: stokehold_core::ScopeFn = Arc::new(move |calls: &mut dyn FnMut()| {
+        e.fetch_add(1, SeqCst);
+        INSIDE.set(true);
+        calls();
+        INSIDE.set(false);
+    });
+    Dataset::range(256)
+        .map("read", read)
+        .map_scoped("sq", f, scope)
+}
+
+#[test]
+fn a_scoped_map_makes_its_calls_in_one_scope_per_batch_or_run() {
+    let want = run(&Dataset::range(256).map("sq", square())).unwrap();
+    // Sequential batches: one scope per batch of 64, the inputs read before it.
+    let entered = Arc::new(AtomicUsize::new(0));
+    let batched = scoped(&entered, -1).batch(64, false).unwrap();
+    let mut it = batched.iter(0).unwrap();
+    let mut got = Vec::new();
+    while let Some(b) = it.next().unwrap() {
+        got.extend(b.tensor("t", "x").unwrap().to_vec::<i64>().unwrap());
+    }
+    assert_eq!(got, want);
+    assert_eq!(entered.load(SeqCst), 4);
+    // Parallel workers: the same elements, in far fewer scopes than elements (runs).
+    let entered = Arc::new(AtomicUsize::new(0));
+    let par = scoped(&entered, -1).parallelize(Fixed(2), true);
+    assert_eq!(run(&par).unwrap(), want);
+    assert!(
+        entered.load(SeqCst) < 256,
+        "{} scopes",
+        entered.load(SeqCst)
+    );
+}
+
+#[test]
+fn an_error_in_a_scoped_run_is_its_elements_alone() {
+    let entered = Arc::new(AtomicUsize::new(0));
+    let par = scoped(&entered, 100).parallelize(Fixed(2), true);
+    // The raw iterator: it goes on after an element's error (a pipeline iterator ends there).
+    let mut it = par.iter(0).unwrap();
+    let mut ok = Vec::new();
+    let mut errors = Vec::new();
+    loop {
+        match it.next() {
+            Ok(Some(e)) => ok.push(xs(&[e])[0]),
+            Ok(None) => break,
+            Err(e) => errors.push(e.to_string()),
+        }
+    }
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert!(errors[0].contains("bad element 100"), "{errors:?}");
+    assert_eq!(ok.len(), 255);
+    assert!(!ok.contains(&(100 * 100)));
 }
