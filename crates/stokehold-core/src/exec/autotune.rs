@@ -448,21 +448,22 @@ impl Tuner {
             }
             return None;
         }
-        // A step up that an earlier iterator of this op (the previous epoch) just reverted is not
-        // tried again before the cooldown has passed: over short epochs a fresh tuner per
-        // epoch otherwise re-ran the losing trial every epoch (a Python map holding the GIL ran
-        // at 0.57x its P=1 throughput under AUTOTUNE, always "on trial at 2").
+        let reverted_up_lately = stats.since_reverted_up().is_some_and(|d| d < UP_COOLDOWN);
         // No further worker to try (one reverted lately, or no core for it) and the consumer
         // still waits: the hand-off itself may cost more than the workers gain (a Python
         // function holding the GIL runs no faster on two workers than on one): try inline, at
         // once from one worker, every DOWN_EVERY periods from more (workers that were kept
         // for a gain are not disturbed at every period).
-        let no_more = p >= self.max || stats.since_reverted_up().is_some_and(|d| d < UP_COOLDOWN);
+        let no_more = p >= self.max || reverted_up_lately;
         if no_more && self.may_go_inline(stats) && (p == 1 || since_down >= DOWN_EVERY) {
             reset_down();
             return Some(self.go_inline(exec, stats, p, now));
         }
-        if stats.since_reverted_up().is_some_and(|d| d < UP_COOLDOWN) {
+        // A step up that an earlier iterator of this op (the previous epoch) just reverted is not
+        // tried again before the cooldown has passed: over short epochs a fresh tuner per
+        // epoch otherwise re-ran the losing trial every epoch (a Python map holding the GIL ran
+        // at 0.57x its P=1 throughput under AUTOTUNE, always "on trial at 2").
+        if reverted_up_lately {
             return None;
         }
         if p >= self.max {

@@ -1,8 +1,9 @@
 //! The parallel map engine: worker loops on the executor's pool feeding an ordered (or
 //! as-completed) output buffer.
 //!
-//! * Random-access input: a worker claims the next sequence number `s` and computes `get(start +
-//!   s)` itself — fetch, map, and any batching upstream all run on the worker.
+//! * Random-access input: a worker claims the next run of sequence numbers and computes them
+//!   itself (`get_many` of `start + s` for each) — fetch, map, and any batching upstream all run
+//!   on the worker. Inline (parallelism 0), the consumer claims and computes the runs.
 //! * Stream input: a worker takes the input lock, pulls the next element (its sequence number is
 //!   its stream position) and records the input's state after it, then maps outside the lock.
 //!
