@@ -1,8 +1,10 @@
 """A Python map's element conversion and its claims of several elements at once (issue 17 item 6).
 
-The conversion of a map function's result reads numpy's `__array_struct__` capsule for a plain
-C-contiguous, aligned array and takes the general path for everything else; these tests send
-every dtype and layout through a map and compare with numpy. The parallel map hands cheap
+The conversion of a map function's result reads numpy's array struct for a plain C-contiguous,
+aligned, native-endian array and takes the general path for everything else; these tests send
+every dtype and layout through a map and compare with numpy. Feature names are kept between
+elements (a dict literal's keys are the same `str` objects at every call); names made afresh at
+each call, and more names than are kept, must convert the same. The parallel map hands cheap
 elements over in runs; order, values, errors and checkpoints must be those of the sequential
 map whatever the run length.
 """
@@ -44,6 +46,27 @@ def test_map_result_of_every_layout_round_trips(k):
         else:
             assert got.dtype == want.dtype.newbyteorder("=")
             np.testing.assert_array_equal(got, want)
+
+
+def test_feature_names_made_afresh_or_beyond_those_kept_convert_the_same():
+    # 200 names, each a new str object at every call (the name cache holds 64 and matches by
+    # object), then the same names again in a second map that reads them back.
+    def wide(e):
+        i = int(e["i"])
+        return {"".join(["f", str(k)]): np.full(2, i + k) for k in range(200)}
+
+    ds = sh.from_arrays({"i": np.arange(5)}).map(wide)
+    ds = ds.map(lambda e: {"sum": np.int64(sum(int(v[0]) for v in e.values())),
+                           "names": np.array(sorted(e), dtype=object)})
+    for i, e in enumerate(ds):
+        assert int(e["sum"]) == sum(i + k for k in range(200))
+        assert [bytes(x).decode() for x in e["names"]] == sorted(f"f{k}" for k in range(200))
+
+
+def test_a_key_that_is_not_a_str_is_refused():
+    ds = sh.from_arrays({"i": np.arange(2)}).map(lambda e: {1: e["i"]})
+    with pytest.raises(TypeError, match="feature names must be str"):
+        list(ds)
 
 
 def test_map_result_shares_a_contiguous_array():

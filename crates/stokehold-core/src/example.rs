@@ -231,6 +231,16 @@ impl Example {
         }
     }
 
+    /// [`Example::insert`] with a name already shared (one a binding keeps for names it meets
+    /// again and again), so that the name is not copied into a new allocation.
+    pub fn insert_shared(&mut self, name: Arc<str>, value: impl Into<Value>) {
+        let value = value.into();
+        match self.features.iter_mut().find(|(n, _)| *n == name) {
+            Some(slot) => slot.1 = value,
+            None => self.features.push((name, value)),
+        }
+    }
+
     /// Removes and returns feature `name`.
     pub fn remove(&mut self, name: &str) -> Option<Value> {
         let pos = self.features.iter().position(|(n, _)| &**n == name)?;

@@ -12,15 +12,16 @@
 
 use bytes::{Bytes, BytesMut};
 use numpy::npyffi::{
-    self, npy_intp, NpyTypes, NPY_ARRAY_C_CONTIGUOUS, NPY_ARRAY_WRITEABLE, NPY_TYPES, PY_ARRAY_API,
+    self, npy_intp, NpyTypes, NPY_ARRAY_ALIGNED, NPY_ARRAY_C_CONTIGUOUS, NPY_ARRAY_WRITEABLE,
+    NPY_TYPES, PY_ARRAY_API,
 };
-use numpy::PyArrayDescr;
+use numpy::{PyArrayDescr, PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::exceptions::PyTypeError;
-use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyBytes, PyCapsule, PyDict, PyList, PyString, PyTuple};
-use std::ffi::{c_char, c_int, c_void};
+use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
+use std::ffi::{c_int, c_void};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use stokehold_core::{stack, DType, Error, Example, Ragged, Tensor, Value};
 
 use crate::errors::to_pyerr;
@@ -101,10 +102,10 @@ impl AsRef<[u8]> for ArrayOwner {
 /// Numeric arrays that are C-contiguous and native-endian are not copied; others are copied
 /// once by numpy. `S`/`U`/object arrays become [`DType::Bytes`] (str is UTF-8 encoded).
 pub fn py_to_tensor(py: Python<'_>, name: &str, obj: &Bound<'_, PyAny>) -> PyResult<Tensor> {
+    if let Some(t) = plain_array(py, obj)? {
+        return Ok(t);
+    }
     let arr = if obj.is_instance(ndarray(py)?)? {
-        if let Some(t) = plain_array(py, obj)? {
-            return Ok(t);
-        }
         obj.clone()
     } else {
         asarray(py)?.call1((obj,))?
@@ -148,71 +149,44 @@ pub fn py_to_tensor(py: Python<'_>, name: &str, obj: &Bound<'_, PyAny>) -> PyRes
     Tensor::new(dtype, shape, data).map_err(|e| to_pyerr(py, e, None))
 }
 
-/// numpy's `PyArrayInterface`, the C struct behind an array's `__array_struct__` capsule (the C
-/// side of the array interface protocol, the same on numpy 1 and 2).
-#[repr(C)]
-struct ArrayStruct {
-    two: c_int,
-    nd: c_int,
-    typekind: c_char,
-    itemsize: c_int,
-    flags: c_int,
-    shape: *const isize,
-    strides: *const isize,
-    data: *const c_void,
-    descr: *mut c_void,
-}
-
-/// `flags` bits of [`ArrayStruct`] (numpy's `NPY_ARRAY_*`).
-const C_CONTIGUOUS: c_int = 0x1;
-const ALIGNED: c_int = 0x100;
-const NOTSWAPPED: c_int = 0x200;
-
-/// The common case of [`py_to_tensor`] in one attribute read: a C-contiguous, aligned,
-/// native-endian numeric array. `__array_struct__` is a capsule holding numpy's own description
-/// of the array (kind, item size, flags, shape, address): reading it costs about 0.1 us, where
-/// `__array_interface__` builds a dict of formatted strings (about 1.5 us) and the general path
-/// reads about ten attributes. A Python map function's result goes through here for every
-/// element. `None` sends anything else (byte-swapped, strided, strings, bfloat16, ...) down the
-/// general path.
-fn plain_array(py: Python<'_>, arr: &Bound<'_, PyAny>) -> PyResult<Option<Tensor>> {
-    let capsule = arr.getattr(intern!(py, "__array_struct__"))?;
-    let Ok(capsule) = capsule.cast::<PyCapsule>() else {
+/// The common case of [`py_to_tensor`] without a Python attribute read: a C-contiguous, aligned,
+/// native-endian numeric array, read through numpy's C struct (the `numpy` crate's accessors,
+/// right for numpy 1 and 2). A Python map function's result goes through here for every
+/// element; `__array_struct__` made and freed a capsule for each (about 10 % of a sequential map
+/// of a constant, `perf record`), the general path reads about ten attributes. `None` sends
+/// anything else (not an array, byte-swapped, strided, strings, bfloat16, ...) down the general
+/// path.
+fn plain_array(py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<Option<Tensor>> {
+    let Ok(arr) = obj.cast::<PyUntypedArray>() else {
         return Ok(None);
     };
-    let ptr = capsule.pointer_checked(None)?;
-    // SAFETY: numpy's `__array_struct__` capsule holds a `PyArrayInterface`, valid while the
-    // capsule lives (it does until the end of this function); `two == 2` is its sanity check.
-    let s = unsafe { ptr.cast::<ArrayStruct>().as_ref() };
-    let wanted = C_CONTIGUOUS | ALIGNED | NOTSWAPPED;
-    if s.two != 2 || s.flags & wanted != wanted || s.nd < 0 {
+    let wanted = NPY_ARRAY_C_CONTIGUOUS | NPY_ARRAY_ALIGNED;
+    // SAFETY: `arr` is an ndarray (the cast checked it), so its object is numpy's array struct.
+    let (flags, data) = unsafe {
+        let a = &*arr.as_array_ptr();
+        (a.fields.flags, a.fields.data)
+    };
+    let dt = arr.dtype();
+    if flags & wanted != wanted || dt.is_native_byteorder() == Some(false) {
         return Ok(None);
     }
-    let (kind, size) = (s.typekind as u8, s.itemsize);
+    let (kind, size) = (dt.kind(), dt.itemsize());
     let Some(dtype) = DType::ALL.iter().copied().find(|d| {
         d.numpy_typestr().is_some_and(|t| {
             let t = t.as_bytes();
-            t[1] == kind && (t[2] - b'0') as c_int == size
+            t[1] == kind && usize::from(t[2] - b'0') == size
         })
     }) else {
         return Ok(None);
     };
-    let shape: Vec<usize> = if s.nd == 0 {
-        Vec::new()
-    } else {
-        // SAFETY: `shape` points to `nd` dimensions, owned by the capsule.
-        unsafe { std::slice::from_raw_parts(s.shape, s.nd as usize) }
-            .iter()
-            .map(|&d| d as usize)
-            .collect()
-    };
-    let len = shape.iter().product::<usize>() * dtype.size().unwrap_or(0);
+    let shape = arr.shape().to_vec();
+    let len = shape.iter().product::<usize>() * size;
     let data = if len == 0 {
         Bytes::new()
     } else {
         Bytes::from_owner(ArrayOwner {
-            _array: arr.clone().unbind(),
-            ptr: s.data as *const u8,
+            _array: obj.clone().unbind(),
+            ptr: data as *const u8,
             len,
         })
     };
@@ -255,6 +229,9 @@ fn strings(
 
 /// A Python value as a feature value: a `stokehold.Ragged` or anything [`py_to_tensor`] takes.
 pub fn py_to_value(py: Python<'_>, name: &str, obj: &Bound<'_, PyAny>) -> PyResult<Value> {
+    if let Some(t) = plain_array(py, obj)? {
+        return Ok(Value::Tensor(t));
+    }
     if obj.is_instance(ragged_class(py)?)? {
         let values = py_to_tensor(py, name, &obj.getattr("values")?)?;
         let splits: Vec<u64> = numpy(py)?
@@ -480,12 +457,75 @@ pub fn value_to_py(py: Python<'_>, v: Value) -> PyResult<Bound<'_, PyAny>> {
     }
 }
 
+/// Feature names met lately, both ways, so that a map function's input and result dicts do not
+/// convert every name of every element (a `String` and an `Arc<str>` in, a new `str` out: about
+/// 7 % of a sequential map of a constant, `perf record`). A pipeline has few names and they come
+/// back as the same objects: a dict literal's keys are one constant `str` at every call. At most
+/// [`NAMES_MAX`] each way; names beyond convert each time. Only used with the GIL held and never
+/// locked across a call into Python, so the lock is neither contended nor re-entered.
+struct Names {
+    /// A dict key met (held, so that its address is not reused by another object) and its name.
+    keys: Vec<(Py<PyString>, Arc<str>)>,
+    /// A name and its `str`.
+    strs: Vec<(Arc<str>, Py<PyString>)>,
+}
+
+const NAMES_MAX: usize = 64;
+
+static NAMES: Mutex<Names> = Mutex::new(Names {
+    keys: Vec::new(),
+    strs: Vec::new(),
+});
+
+fn names() -> MutexGuard<'static, Names> {
+    NAMES.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// A dict key as a feature name.
+fn key_name(key: &Bound<'_, PyAny>) -> PyResult<Arc<str>> {
+    let known = names()
+        .keys
+        .iter()
+        .find(|(k, _)| k.as_ptr() == key.as_ptr())
+        .map(|(_, n)| n.clone());
+    if let Some(n) = known {
+        return Ok(n);
+    }
+    let s = key
+        .cast::<PyString>()
+        .map_err(|_| PyTypeError::new_err("feature names must be str"))?;
+    let n: Arc<str> = s.to_cow()?.into();
+    let mut cache = names();
+    if cache.keys.len() < NAMES_MAX {
+        cache.keys.push((s.clone().unbind(), n.clone()));
+    }
+    Ok(n)
+}
+
+/// A feature name as a `str`.
+fn name_str<'py>(py: Python<'py>, name: &Arc<str>) -> Bound<'py, PyString> {
+    let known = names()
+        .strs
+        .iter()
+        .find(|(n, _)| n == name)
+        .map(|(_, s)| s.clone_ref(py));
+    if let Some(s) = known {
+        return s.into_bound(py);
+    }
+    let s = PyString::new(py, name);
+    let mut cache = names();
+    if cache.strs.len() < NAMES_MAX {
+        cache.strs.push((name.clone(), s.clone().unbind()));
+    }
+    s
+}
+
 /// An example as a dict of feature name to numpy array / `Ragged`, in feature order.
 pub fn example_to_dict(py: Python<'_>, e: Example) -> PyResult<Bound<'_, PyDict>> {
     let d = PyDict::new(py);
     // Taken out of the example, not cloned: memory only these values refer to stays unique.
     for (n, v) in e.into_features() {
-        d.set_item(PyString::new(py, &n), value_to_py(py, v)?)?;
+        d.set_item(name_str(py, &n), value_to_py(py, v)?)?;
     }
     Ok(d)
 }
@@ -510,10 +550,9 @@ pub fn dict_to_example(py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<Examp
     })?;
     let mut e = Example::new();
     for (k, v) in d.iter() {
-        let name: String = k
-            .extract()
-            .map_err(|_| PyTypeError::new_err("feature names must be str"))?;
-        e.insert(&name, py_to_value(py, &name, &v)?);
+        let name = key_name(&k)?;
+        let value = py_to_value(py, &name, &v)?;
+        e.insert_shared(name, value);
     }
     Ok(e)
 }
