@@ -151,14 +151,17 @@ class Dataset:
         """
         fn = _args.function("map", "fn", fn)
         label = name or _args.label(fn)
-        if processes is not False:
+        # A Python function holds the GIL (AUTOTUNE starts it inline); one that hands elements
+        # to worker processes waits with the GIL released.
+        holds_gil = processes is False
+        if not holds_gil:
             fn = process_map("map", fn, label, num_parallel_calls, processes)
         if num_parallel_calls is None:
-            return Dataset(self._native.map(fn, label))
+            return Dataset(self._native.map(fn, label, holds_gil))
         par = _args.parallelism("map", "num_parallel_calls", num_parallel_calls)
         det = True if deterministic is None else _args.flag("map", "deterministic", deterministic)
         if self.is_random_access:
-            return self.map(fn, name=label).parallelize(par, det)
+            return Dataset(self._native.map(fn, label, holds_gil)).parallelize(par, det)
         return Dataset(self._native.map_parallel(fn, label, par, det))
 
     def remote_map(
@@ -838,7 +841,8 @@ class Dataset:
             from .processes import KeyedCall
 
             proc = process_map(op, KeyedCall(fn, s), label, num_parallel_calls, processes)
-            return self._map_with_context(op, proc, label, num_parallel_calls, deterministic)
+            return self._map_with_context(op, proc, label, num_parallel_calls, deterministic,
+                                          holds_gil=False)
         from .keyed import element_rng
 
         def call(element: Element, index: int, epoch: int) -> Mapping[str, Any]:
@@ -873,14 +877,16 @@ class Dataset:
         label: str,
         num_parallel_calls: Optional[int],
         deterministic: Optional[bool],
+        holds_gil: bool = True,
     ) -> Dataset:
-        """:meth:`map`'s threading for a function of (element, index, epoch)."""
+        """:meth:`map`'s threading for a function of (element, index, epoch); ``holds_gil`` as
+        in :meth:`map`."""
         if num_parallel_calls is None:
-            return Dataset(self._native.map_with_context(call, label))
+            return Dataset(self._native.map_with_context(call, label, holds_gil))
         par = _args.parallelism(op, "num_parallel_calls", num_parallel_calls)
         det = True if deterministic is None else _args.flag(op, "deterministic", deterministic)
         if self.is_random_access:
-            return Dataset(self._native.map_with_context(call, label)).parallelize(par, det)
+            return Dataset(self._native.map_with_context(call, label, holds_gil)).parallelize(par, det)
         return Dataset(self._native.map_parallel_with_context(call, label, par, det))
 
     # ---- several inputs ----------------------------------------------------------------------

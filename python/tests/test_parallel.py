@@ -133,6 +133,16 @@ def test_stats_without_with_options_after_the_loop():
     assert st is not None and any(op["elements"] == 64 for op in st["ops"]), st
 
 
+def test_autotune_starts_a_python_map_inline():
+    # A Python function holds the GIL: on worker threads it only adds GIL hand-offs, so AUTOTUNE
+    # starts it in the consumer's thread (parallelism 0) and tries a worker after a period
+    # (100 ms; this epoch is shorter).
+    ds = sh.Dataset.range(200).map(double, num_parallel_calls=sh.AUTOTUNE)
+    assert xs(ds) == [2 * i for i in range(200)]
+    (stage,) = [op for op in ds.stats()["ops"] if op["op"].startswith("parallelize")]
+    assert stage["parallelism"] == 0, stage
+
+
 def test_every_epoch_of_a_plain_loop_reuses_the_stage_and_its_stats():
     # `for epoch in ...: for batch in ds` runs each epoch on the executor of the one before
     # (its threads, and what AUTOTUNE learnt): the stats count every epoch.

@@ -81,6 +81,15 @@ def test_same_order_and_values_as_thread_map(calls):
     assert rows(pipeline(calls, True)) == want
 
 
+def test_autotune_starts_a_process_map_on_a_worker():
+    # Unlike a Python function on threads (started inline), a process map waits for its workers
+    # with the GIL released: AUTOTUNE starts it on a worker thread.
+    ds = pipeline(sh.AUTOTUNE, True)
+    rows(ds)
+    (stage,) = [op for op in ds.stats()["ops"] if op["op"].startswith("parallelize")]
+    assert stage["parallelism"] == 1, stage
+
+
 def keyed_noise(e):
     # Randomness keyed by the element (its index), never by the worker: as random_map does.
     rng = np.random.default_rng([7, int(e["index"])])

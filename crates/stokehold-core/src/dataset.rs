@@ -66,6 +66,14 @@ pub trait MapDataset: Send + Sync + 'static {
         indices.iter().map(|&i| self.get(i)).collect()
     }
 
+    /// True when this op's function runs inside a scope its calls share
+    /// ([`ScopeFn`](crate::ops::map::ScopeFn): a Python function's GIL). AUTOTUNE starts a
+    /// parallel stage over a pipeline that holds such an op inline (see
+    /// [`Dataset::calls_in_scope`]). Default: false.
+    fn scoped(&self) -> bool {
+        false
+    }
+
     /// The leading size (length of axis 0) that every feature of every element has, when it is
     /// known without reading the elements: `batch(n)` with no smaller last batch answers `n`.
     /// `unbatch` uses it to keep random access (row `i` is row `i % n` of element `i / n`).
@@ -327,6 +335,13 @@ impl Dataset {
             Dataset::Map(m) => m.name(),
             Dataset::Iter(i) => i.name(),
         }
+    }
+
+    /// True when this op or one of its inputs, all the way up, calls a function inside a scope
+    /// its calls share ([`MapDataset::scoped`]: a Python map).
+    pub fn calls_in_scope(&self) -> bool {
+        self.as_map().is_some_and(|m| m.scoped())
+            || self.parents().iter().any(Dataset::calls_in_scope)
     }
 
     /// This op's inputs.

@@ -66,8 +66,19 @@ impl PyDataset {
         wrap(Dataset::range(n))
     }
 
-    fn map(&self, f: Py<PyAny>, label: &str) -> PyResult<Self> {
-        guard(|| Ok(wrap(self.ds.map_scoped(label, py_map_fn(f), py_scope()))))
+    /// `map` in the consumer's thread. A function that `holds_gil` (any Python function but one
+    /// that waits on worker processes) runs in a scope holding the GIL across a run of its calls,
+    /// and AUTOTUNE starts a parallel stage over it inline.
+    #[pyo3(signature = (f, label, holds_gil=true))]
+    fn map(&self, f: Py<PyAny>, label: &str, holds_gil: bool) -> PyResult<Self> {
+        let f = py_map_fn(f);
+        guard(|| {
+            Ok(wrap(if holds_gil {
+                self.ds.map_scoped(label, f, py_scope())
+            } else {
+                self.ds.map(label, f)
+            }))
+        })
     }
 
     /// `map` on worker threads: `par` > 0 threads, or -1 for AUTOTUNE; a stream.

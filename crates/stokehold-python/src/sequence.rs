@@ -66,12 +66,17 @@ fn epoch_len(ds: &Dataset) -> Option<u64> {
 
 #[pymethods]
 impl PyDataset {
-    /// `map` whose function is called as `f(element, position, epoch)`.
-    fn map_with_context(&self, f: Py<PyAny>, label: &str) -> PyResult<PyDataset> {
+    /// `map` whose function is called as `f(element, position, epoch)`; `holds_gil` as in `map`.
+    #[pyo3(signature = (f, label, holds_gil=true))]
+    fn map_with_context(&self, f: Py<PyAny>, label: &str, holds_gil: bool) -> PyResult<PyDataset> {
         guard(|| {
             let ds = self.dataset();
             let g = py_map_ctx_fn(f, epoch_len(ds));
-            Ok(PyDataset::from_dataset(ds.map_scoped(label, g, py_scope())))
+            Ok(PyDataset::from_dataset(if holds_gil {
+                ds.map_scoped(label, g, py_scope())
+            } else {
+                ds.map(label, g)
+            }))
         })
     }
 

@@ -25,8 +25,10 @@
 //! machine throughput swings more than any gain between two periods. Inline, the consumer's
 //! waiting is all of the op's time and says nothing, so one worker is tried again every 30
 //! periods and kept if it holds the pace without a quarter more CPU per element; a reverted
-//! inline trial is not repeated for 10 s. The first period of an op's first iterator only warms
-//! up (it holds the start, and a step measured against it read as a gain whatever it did).
+//! inline trial is not repeated for 10 s. A stage whose functions share a scope (Python's GIL)
+//! starts inline and tries one worker after its first period (`Tuner::scoped`). The first
+//! period of an op's first iterator only warms up (it holds the start, and a step measured
+//! against it read as a gain whatever it did).
 //! Workers never exceed the executor's cores, summed over every autotuned op of the
 //! pipeline, so AUTOTUNE does not oversubscribe. The buffer depth follows the parallelism (2p + 2:
 //! room for each worker to finish one element while the consumer takes another) and is capped by
@@ -169,6 +171,9 @@ pub(crate) struct Tuner {
     /// holds the start (threads, caches, page faults), and a step measured against it looked
     /// like a gain whatever it did.
     warmed: bool,
+    /// The stage's functions run in a scope their calls share (Python's GIL): a new op starts
+    /// inline and tries one worker after its first period (see [`Tuner::scoped`]).
+    scoped: bool,
 }
 
 impl Tuner {
@@ -188,7 +193,23 @@ impl Tuner {
             phase: Phase::Steady,
             cooldown: 0,
             warmed: stats.elements() > 0,
+            scoped: false,
         }
+    }
+
+    /// The tuner of a stage whose functions run in a scope their calls share (Python's GIL,
+    /// [`crate::ops::map::ScopeFn`]). Such a function runs no faster on workers than inline
+    /// unless it releases the lock, and on one or two workers it pays a hand-off of the lock
+    /// for every run between each worker and the consumer (a Python map of a constant: about
+    /// 3 us an element on one worker or two, 0.9 inline, `bench/pymap`). So a new op starts
+    /// inline and tries one worker after its first period, kept if it holds the pace without a
+    /// quarter more CPU per element (a function that releases the lock, or a consumer with work
+    /// of its own to overlap); from one worker the usual steps up follow. Started at one worker
+    /// instead, finding inline took a reverted step to two first: six periods, which a short
+    /// pipeline spent entirely on trials.
+    pub(crate) fn scoped(mut self, scoped: bool) -> Self {
+        self.scoped = scoped;
+        self
     }
 
     /// The parallelism a new iterator starts with: the step up an earlier iterator of the op left
@@ -197,7 +218,8 @@ impl Tuner {
     pub(crate) fn start(&mut self, exec: &Executor, stats: &OpStats) -> usize {
         let trial = stats.take_trial();
         self.warmed |= trial.is_some() || stats.tuned().is_some();
-        let want = trial.map_or(stats.tuned().unwrap_or(1), |t| t.to);
+        let first = if self.scoped { INLINE } else { 1 };
+        let want = trial.map_or(stats.tuned().unwrap_or(first), |t| t.to);
         let p = if want == INLINE {
             INLINE
         } else {
@@ -408,9 +430,11 @@ impl Tuner {
             return None;
         }
         // Inline, the consumer computes every element, so its waiting says nothing: one worker is
-        // tried again every DOWN_EVERY periods (the load may have changed).
+        // tried again every DOWN_EVERY periods (the load may have changed), and at once by a
+        // scoped op that started inline and has judged no step yet.
         if p == INLINE {
-            if since_down < DOWN_EVERY {
+            let first_try = self.scoped && stats.tuned().is_none();
+            if since_down < DOWN_EVERY && !first_try {
                 return None;
             }
             reset_down();
@@ -796,6 +820,43 @@ mod tests {
         assert_eq!(t.steady(&exec, &stats, 2, s(150.0, 0.3)), None);
         t.finish(&exec, &stats);
         assert_eq!(exec.free_slots(), 1);
+    }
+
+    #[test]
+    fn a_scoped_op_starts_inline_and_tries_one_worker_after_its_first_period() {
+        let (exec, stats) = four_cores_and_an_op();
+        let mut t = Tuner::new(&exec, &stats).scoped(true);
+        assert_eq!(t.start(&exec, &stats), INLINE);
+        assert_eq!(exec.free_slots(), 3, "inline holds no slot");
+        // The first steady period tries one worker, without waiting DOWN_EVERY periods.
+        assert_eq!(t.steady(&exec, &stats, INLINE, s(200.0, 1.0)), Some(1));
+        // One worker at a third of the pace (a function holding the GIL): back inline.
+        t.phase = Phase::Steady;
+        assert_eq!(
+            t.judge(&exec, &stats, INLINE, 1, c(200.0, 900.0), c(70.0, 2500.0)),
+            Some(INLINE)
+        );
+        assert_eq!(stats.tuned(), Some(INLINE));
+        // Judged once: inline stays, a worker is tried again only every DOWN_EVERY periods.
+        t.cooldown = 0;
+        stats.periods_since_down.store(0, Ordering::Relaxed);
+        assert_eq!(t.steady(&exec, &stats, INLINE, s(200.0, 1.0)), None);
+        t.finish(&exec, &stats);
+        // A scoped function that keeps the pace on a worker (it releases the GIL): kept, and
+        // from one worker a waiting consumer leads to a second.
+        let stats = OpStats::new("releases".into());
+        let mut t = Tuner::new(&exec, &stats).scoped(true);
+        assert_eq!(t.start(&exec, &stats), INLINE);
+        assert_eq!(t.steady(&exec, &stats, INLINE, s(200.0, 1.0)), Some(1));
+        t.phase = Phase::Steady;
+        assert_eq!(
+            t.judge(&exec, &stats, INLINE, 1, c(200.0, 900.0), c(205.0, 950.0)),
+            None
+        );
+        assert_eq!(stats.tuned(), Some(1));
+        assert_eq!(t.steady(&exec, &stats, 1, s(205.0, 0.5)), Some(2));
+        t.finish(&exec, &stats);
+        assert_eq!(exec.free_slots(), 3, "no slot leaked");
     }
 
     #[test]

@@ -41,7 +41,7 @@ impl DefaultExecutor {
     pub fn current_or_new(&self) -> Executor {
         Executor::current().unwrap_or_else(|| {
             let mut slot = self.0.lock().unwrap_or_else(|e| e.into_inner());
-            let pid = std::process::id();
+            let pid = super::pid();
             match &*slot {
                 Some((exec, p)) if *p == pid => exec.clone(),
                 _ => {

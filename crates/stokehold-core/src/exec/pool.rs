@@ -53,7 +53,7 @@ impl Pool {
         Pool {
             shared: Arc::new(Shared {
                 state: Mutex::new(State {
-                    pid: std::process::id(),
+                    pid: super::pid(),
                     ..State::default()
                 }),
                 cv: Condvar::new(),
@@ -65,11 +65,11 @@ impl Pool {
     /// their own errors; the thread survives).
     pub fn spawn(&self, job: impl FnOnce() + Send + 'static) -> Result<()> {
         let mut st = self.shared.state.lock().unwrap_or_else(|e| e.into_inner());
-        if st.pid != std::process::id() {
+        if st.pid != super::pid() {
             // A forked child: the idle threads counted here stayed in the parent.
             st.idle = 0;
             st.queue.clear();
-            st.pid = std::process::id();
+            st.pid = super::pid();
         }
         if st.idle > 0 {
             st.idle -= 1;

@@ -126,7 +126,7 @@ impl Prefetch {
     fn adopt(&self, epoch: u64) -> Result<Option<PrefetchIter>> {
         let parked = self.warm.lock().unwrap_or_else(|e| e.into_inner()).take();
         let Some(p) = parked else { return Ok(None) };
-        if p.epoch != epoch || p.running.pid != std::process::id() {
+        if p.epoch != epoch || p.running.pid != super::pid() {
             return Ok(None); // dropping it stops the thread
         }
         let state = loop {
@@ -422,7 +422,7 @@ impl PrefetchIter {
         self.running = Some(Running {
             rx,
             stop,
-            pid: std::process::id(),
+            pid: super::pid(),
         });
         Ok(())
     }
@@ -437,7 +437,7 @@ impl DatasetIter for PrefetchIter {
             self.start()?;
         }
         let running = self.running.as_ref().expect("started");
-        if running.pid != std::process::id() {
+        if running.pid != super::pid() {
             return Err(Error::Cancelled(format!(
                 "this iterator was started in process {} and its prefetch thread did not survive \
                  fork(); create a new iterator in this process",

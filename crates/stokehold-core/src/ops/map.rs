@@ -79,6 +79,10 @@ impl MapDataset for MapMap {
         self.parent.len()
     }
 
+    fn scoped(&self) -> bool {
+        self.scope.is_some()
+    }
+
     fn get(&self, index: u64) -> Result<Example> {
         let e = self.parent.get(index)?;
         self.in_scope(|| self.apply(e, index))

@@ -34,6 +34,7 @@ impl ParallelMap {
     ) -> Self {
         let kind = if f.is_some() { "map" } else { "parallelize" };
         let label = format!("{kind}[{label}](parallel, deterministic={deterministic})");
+        let scoped = parent.calls_in_scope();
         ParallelMap {
             parent,
             f,
@@ -41,6 +42,7 @@ impl ParallelMap {
                 label,
                 par,
                 ordered: deterministic,
+                scoped,
             },
             default_exec: DefaultExecutor::default(),
         }
