@@ -22,6 +22,11 @@ pub trait IndexMap: Send + Sync + 'static {
     fn len(&self) -> u64;
     /// The input's global index that global output index `index` (< `len` per epoch) reads.
     fn source_index(&self, index: u64) -> Result<u64>;
+    /// [`IndexMap::source_index`] of each of `indices` (a batch's), for ops that map many at
+    /// once cheaper than one by one. Default: one by one.
+    fn source_indices(&self, indices: &[u64]) -> Result<Vec<u64>> {
+        indices.iter().map(|&i| self.source_index(i)).collect()
+    }
     /// The op and its arguments, as in `describe()` (part of checkpoint fingerprints).
     fn name(&self) -> String;
 }
@@ -39,11 +44,7 @@ impl<M: IndexMap> MapDataset for Remap<M> {
     }
 
     fn get_batch(&self, indices: &[u64]) -> Result<Option<Example>> {
-        let mapped = indices
-            .iter()
-            .map(|&i| self.0.source_index(i))
-            .collect::<Result<Vec<u64>>>()?;
-        self.0.input().get_batch(&mapped)
+        self.0.input().get_batch(&self.0.source_indices(indices)?)
     }
 
     fn rows_per_element(&self) -> Option<u64> {

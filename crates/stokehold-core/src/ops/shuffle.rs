@@ -79,6 +79,31 @@ impl IndexMap for GlobalShuffle {
         crate::checked::global_index("shuffle", epoch, n, j)
     }
 
+    /// A batch's indices: each run within one epoch through [`Permutation::apply_many`].
+    fn source_indices(&self, indices: &[u64]) -> Result<Vec<u64>> {
+        let n = self.parent.len();
+        if n == 0 {
+            return indices.iter().map(|&i| self.source_index(i)).collect();
+        }
+        let mut out = Vec::with_capacity(indices.len());
+        let mut rest = indices;
+        let mut within = Vec::with_capacity(indices.len().min(1024));
+        while let Some(&first) = rest.first() {
+            let epoch = first / n;
+            let run = rest.iter().take_while(|&&i| i / n == epoch).count();
+            let key = if self.reshuffle { epoch } else { 0 };
+            within.clear();
+            within.extend(rest[..run].iter().map(|&i| i % n));
+            let from = out.len();
+            Permutation::cached(n, self.seed, key).apply_many(&within, &mut out);
+            for j in &mut out[from..] {
+                *j = crate::checked::global_index("shuffle", epoch, n, *j)?;
+            }
+            rest = &rest[run..];
+        }
+        Ok(out)
+    }
+
     fn name(&self) -> String {
         match self.reshuffle {
             true => format!("shuffle(seed={})", self.seed),
@@ -260,5 +285,27 @@ impl DatasetIter for BufferShuffleIter {
         self.exhausted = state_field(state, "exhausted")?.as_bool().unwrap_or(false);
         self.rng = Rng::from_state(rng);
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ops::source::Range;
+
+    #[test]
+    fn a_batch_of_indices_maps_as_each_index_does_across_epochs() {
+        for reshuffle in [true, false] {
+            let s = GlobalShuffle::new(Arc::new(Range::new(1000)), 5)
+                .unwrap()
+                .reshuffle_each_iteration(reshuffle);
+            // Runs within an epoch, across two boundaries, and out of order.
+            let indices: Vec<u64> = (990..2013).chain([7, 2500, 3, 1999]).collect();
+            let want: Vec<u64> = indices
+                .iter()
+                .map(|&i| s.source_index(i).unwrap())
+                .collect();
+            assert_eq!(s.source_indices(&indices).unwrap(), want);
+        }
     }
 }
