@@ -1132,7 +1132,7 @@ class Dataset:
         if epoch is None:
             epoch = self._epoch
             self._epoch += 1
-        return Iterator(self._native.iter(_args.count("iter", "epoch", epoch)))
+        return Iterator(self._native, _args.count("iter", "epoch", epoch))
 
     def as_numpy_iterator(self) -> Iterator:
         """Same as ``iter(ds)`` (elements are already numpy); for code written for tf.data."""

@@ -14,39 +14,25 @@ __all__ = ["Epoch", "EpochLoader", "Iterator"]
 Element = Dict[str, Any]
 
 
-class Iterator:
+class Iterator(_native.Iterator):
     """An iterator over one epoch, yielding dicts of numpy arrays.
 
     ``get_state()`` returns a JSON-serialisable dict; ``set_state(state)`` on an iterator of the
     same pipeline continues exactly there (a state of another pipeline is refused with
-    :class:`StateError`).
+    :class:`StateError`). ``next()`` and ``epoch`` are the native iterator's own (this class
+    only adds the dict states), so a loop calls into Rust with no Python frame between.
     """
 
-    __slots__ = ("_native",)
-
-    def __init__(self, native: Any) -> None:
-        self._native = native
-
-    def __iter__(self) -> Iterator:
-        return self
-
-    def __next__(self) -> Element:
-        item: Element = self._native.__next__()
-        return item
-
-    @property
-    def epoch(self) -> int:
-        """The epoch this iterator runs."""
-        return int(self._native.epoch)
+    __slots__ = ()
 
     def get_state(self) -> Dict[str, Any]:
         """The position, as a JSON-serialisable dict."""
-        state: Dict[str, Any] = json.loads(self._native.get_state())
+        state: Dict[str, Any] = json.loads(self.state_json())
         return state
 
     def set_state(self, state: Union[Mapping[str, Any], str]) -> None:
         """Moves to a position from :meth:`get_state` (a dict or its JSON text)."""
-        self._native.set_state(_state_text(state))
+        self.set_state_json(_state_text(state))
 
 
 def _state_text(state: Union[Mapping[str, Any], str]) -> str:

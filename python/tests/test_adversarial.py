@@ -147,8 +147,7 @@ def test_gzip_record_over_the_memory_budget_is_corruption(tmp_path):
 
 def test_next_many_returns_the_elements_before_an_error_then_raises_it():
     it = iter(sh.Dataset.range(10).map(bad_at(3)))
-    native = it._native
-    assert [int(e["x"]) for e in native.next_many(10)] == [0, 1, 2]
+    assert [int(e["x"]) for e in it.next_many(10)] == [0, 1, 2]
     with pytest.raises(ValueError, match="bad element 3"):
-        native.next_many(10)
-    assert native.next_many(10) == []
+        it.next_many(10)
+    assert it.next_many(10) == []

@@ -336,25 +336,31 @@ impl PyDataset {
 
     /// An iterator over epoch `epoch`.
     fn iter(&self, py: Python<'_>, epoch: u64) -> PyResult<PyIterator> {
-        guard(|| {
-            let ds = self.ds.clone();
-            let it = ok(py, py.detach(move || PipelineIter::new(ds, epoch)))?;
-            Ok(PyIterator {
-                inner: Mutex::new(it),
-                describe: self.ds.describe(),
-            })
-        })
+        PyIterator::over(py, &self.ds, epoch)
     }
 }
 
-/// An iterator over one epoch of a pipeline, with a checkpointable state.
-#[pyclass(frozen, name = "Iterator", module = "stokehold._native")]
+/// An iterator over one epoch of a pipeline, with a checkpointable state. `stokehold.Iterator`
+/// subclasses it (adding dict states), so that `next()` is this class's own slot: no Python
+/// frame between the loop and the native call.
+#[pyclass(frozen, subclass, name = "Iterator", module = "stokehold._native")]
 pub struct PyIterator {
     inner: Mutex<PipelineIter>,
     describe: String,
 }
 
 impl PyIterator {
+    fn over(py: Python<'_>, ds: &Dataset, epoch: u64) -> PyResult<Self> {
+        guard(|| {
+            let d = ds.clone();
+            let it = ok(py, py.detach(move || PipelineIter::new(d, epoch)))?;
+            Ok(PyIterator {
+                inner: Mutex::new(it),
+                describe: ds.describe(),
+            })
+        })
+    }
+
     fn run<T: Send>(
         &self,
         py: Python<'_>,
@@ -400,6 +406,12 @@ fn run_locked<S, T>(
 
 #[pymethods]
 impl PyIterator {
+    /// An iterator over epoch `epoch` of `ds`.
+    #[new]
+    fn new(py: Python<'_>, ds: PyRef<'_, PyDataset>, epoch: u64) -> PyResult<Self> {
+        PyIterator::over(py, &ds.ds, epoch)
+    }
+
     fn __iter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
         slf
     }
@@ -426,12 +438,12 @@ impl PyIterator {
     }
 
     /// The state as a JSON string.
-    fn get_state(&self, py: Python<'_>) -> PyResult<String> {
+    fn state_json(&self, py: Python<'_>) -> PyResult<String> {
         guard(|| self.run(py, |it| Ok(it.state().to_string())))
     }
 
-    /// Restores a state from `get_state` (a JSON string).
-    fn set_state(&self, py: Python<'_>, state: &str) -> PyResult<()> {
+    /// Restores a state from `state_json` (a JSON string).
+    fn set_state_json(&self, py: Python<'_>, state: &str) -> PyResult<()> {
         guard(|| {
             let json = parse_state(py, state)?;
             self.run(py, move |it| it.set_state(&json))
