@@ -337,11 +337,13 @@ impl Dataset {
         }
     }
 
-    /// True when this op or one of its inputs, all the way up, calls a function inside a scope
-    /// its calls share ([`MapDataset::scoped`]: a Python map).
+    /// True when computing an element of this random-access op by index calls a function inside
+    /// a scope its calls share ([`MapDataset::scoped`]: a Python map), in this op or an input
+    /// up the chain of random-access ops. A stream input stops the search: its elements are
+    /// computed where it runs (its own stage's threads), not by index.
     pub fn calls_in_scope(&self) -> bool {
-        self.as_map().is_some_and(|m| m.scoped())
-            || self.parents().iter().any(Dataset::calls_in_scope)
+        self.as_map()
+            .is_some_and(|m| m.scoped() || m.parents().iter().any(Dataset::calls_in_scope))
     }
 
     /// This op's inputs.

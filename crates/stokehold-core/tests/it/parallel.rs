@@ -389,3 +389,16 @@ fn an_error_in_a_scoped_run_is_its_elements_alone() {
     assert_eq!(ok.len(), 255);
     assert!(!ok.contains(&(100 * 100)));
 }
+
+#[test]
+fn a_scoped_map_is_seen_through_random_access_ops_and_not_past_a_stream() {
+    let entered = Arc::new(AtomicUsize::new(0));
+    let s = scoped(&entered, -1);
+    assert!(s.calls_in_scope());
+    assert!(s.shuffle(3).batch(4, false).unwrap().calls_in_scope());
+    assert!(!Dataset::range(8).map("sq", square()).calls_in_scope());
+    // Behind a parallel stage (a stream), the function runs on that stage's threads.
+    let stage = s.parallelize(Fixed(2), true);
+    assert!(!stage.calls_in_scope());
+    assert!(!stage.batch(4, false).unwrap().calls_in_scope());
+}
