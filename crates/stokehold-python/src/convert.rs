@@ -28,19 +28,12 @@ use crate::errors::to_pyerr;
 
 static NUMPY: PyOnceLock<Py<PyModule>> = PyOnceLock::new();
 static RAGGED: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
-static NDARRAY: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 static BFLOAT16: PyOnceLock<Option<Py<PyAny>>> = PyOnceLock::new();
 static ASARRAY: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 
 fn numpy(py: Python<'_>) -> PyResult<&Bound<'_, PyModule>> {
     NUMPY
         .get_or_try_init(py, || Ok(py.import("numpy")?.unbind()))
-        .map(|m| m.bind(py))
-}
-
-fn ndarray(py: Python<'_>) -> PyResult<&Bound<'_, PyAny>> {
-    NDARRAY
-        .get_or_try_init(py, || Ok(numpy(py)?.getattr("ndarray")?.unbind()))
         .map(|m| m.bind(py))
 }
 
@@ -102,10 +95,15 @@ impl AsRef<[u8]> for ArrayOwner {
 /// Numeric arrays that are C-contiguous and native-endian are not copied; others are copied
 /// once by numpy. `S`/`U`/object arrays become [`DType::Bytes`] (str is UTF-8 encoded).
 pub fn py_to_tensor(py: Python<'_>, name: &str, obj: &Bound<'_, PyAny>) -> PyResult<Tensor> {
-    if let Some(t) = plain_array(py, obj)? {
-        return Ok(t);
+    match plain_array(py, obj)? {
+        Some(t) => Ok(t),
+        None => general_tensor(py, name, obj),
     }
-    let arr = if obj.is_instance(ndarray(py)?)? {
+}
+
+/// [`py_to_tensor`] for what [`plain_array`] declined: anything numpy can make an array of.
+fn general_tensor(py: Python<'_>, name: &str, obj: &Bound<'_, PyAny>) -> PyResult<Tensor> {
+    let arr = if obj.is_instance_of::<PyUntypedArray>() {
         obj.clone()
     } else {
         asarray(py)?.call1((obj,))?
@@ -241,7 +239,7 @@ pub fn py_to_value(py: Python<'_>, name: &str, obj: &Bound<'_, PyAny>) -> PyResu
         let r = Ragged::new(values, splits.into()).map_err(|e| to_pyerr(py, e, None))?;
         return Ok(Value::Ragged(r));
     }
-    Ok(Value::Tensor(py_to_tensor(py, name, obj)?))
+    Ok(Value::Tensor(general_tensor(py, name, obj)?))
 }
 
 /// A column of `from_arrays`: an array `[N, ...]` (zero-copy), a `Ragged`, or a list of `N` rows
@@ -260,8 +258,7 @@ pub fn py_to_column(py: Python<'_>, name: &str, obj: &Bound<'_, PyAny>) -> PyRes
             format!("feature {name:?} is an empty list; pass an array of shape [0, ...] for an empty column"),
         ));
     }
-    let nd = ndarray(py)?;
-    let any_array = items.iter().any(|i| i.is_instance(nd).unwrap_or(false));
+    let any_array = items.iter().any(|i| i.is_instance_of::<PyUntypedArray>());
     if !any_array {
         // Plain Python values: numpy builds the column in one go when it is rectangular.
         if let Ok(arr) = numpy(py)?.call_method1("asarray", (obj,)) {
