@@ -8,7 +8,8 @@
 //! `shard_read_bench DIR N RECORD_BYTES RUNS`: writes N records of RECORD_BYTES (uncompressed,
 //! 256 MiB shards) into DIR unless DIR already holds them, reads everything once to fill the page
 //! cache, then times RUNS passes of: sequential `get(i)`, random `get(i)` and random
-//! `get_batch` of 256 indices (uniform indices, with repetition; one and two threads), and a sequential and a global-shuffle epoch through the
+//! `get_batch` of 256 indices (uniform indices, with repetition; one and two threads, and two
+//! threads handing their batches to the main thread through a channel), and a sequential and a global-shuffle epoch through the
 //! iterator API: element by element, in batches of 256 (also after an identity `map`, which takes
 //! the reader's batch path and cuts it into rows), and in batches of 256 made by two workers. An optional fifth argument runs only
 //! the cases whose label contains it (for a profiler).
@@ -49,6 +50,30 @@ fn on_two_threads(indices: &[u64], read: impl Fn(&[u64]) -> Result<u64> + Sync) 
             .into_iter()
             .map(|h| h.join().expect("reader thread"))
             .sum()
+    })
+}
+
+/// Batches of 256 of each half of `indices`, made on two threads and handed to this thread
+/// through a bounded channel, which touches and drops them: the floor of any pipeline that hands
+/// batches from two workers to a consumer.
+fn handed_over(
+    indices: &[u64],
+    batch: &(impl Fn(&[u64]) -> Result<Example> + Sync),
+) -> Result<u64> {
+    let (tx, rx) = std::sync::mpsc::sync_channel::<Result<Example>>(8);
+    std::thread::scope(|s| {
+        for part in indices.chunks(indices.len().div_ceil(2)) {
+            let tx = tx.clone();
+            s.spawn(move || {
+                for c in part.chunks(256) {
+                    if tx.send(batch(c)).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+        drop(tx);
+        rx.iter().try_fold(0, |a, b| Ok(a + touch(&b?)))
     })
 }
 
@@ -181,11 +206,12 @@ fn main() -> Result<()> {
                 (0..n).try_fold(0, |a, i| Ok(a + touch(&ds.get(i)?)))
             })?;
             let gets = |idx: &[u64]| idx.iter().try_fold(0, |a, i| Ok(a + touch(&ds.get(*i)?)));
+            let batches_of = |part: &[u64]| -> Result<Example> {
+                Ok(ds.get_batch(part)?.expect("dense records batch"))
+            };
             let batches = |idx: &[u64]| {
-                idx.chunks(256).try_fold(0, |a, part| {
-                    let b = ds.get_batch(part)?.expect("dense records batch");
-                    Ok(a + touch(&b))
-                })
+                idx.chunks(256)
+                    .try_fold(0, |a, part| Ok(a + touch(&batches_of(part)?)))
             };
             timed(&format!("random get{tag}"), n, || gets(&random))?;
             timed(&format!("random get, 2 threads{tag}"), n, || {
@@ -194,6 +220,11 @@ fn main() -> Result<()> {
             timed(&format!("random get_batch(256){tag}"), n, || {
                 batches(&random)
             })?;
+            timed(
+                &format!("random get_batch(256), 2 threads, handed over{tag}"),
+                n,
+                || handed_over(&random, &batches_of),
+            )?;
             timed(&format!("random get_batch(256), 2 threads{tag}"), n, || {
                 on_two_threads(&random, batches)
             })?;
