@@ -177,6 +177,46 @@ def test_from_list_and_bytes_features():
     assert s[1]["s"].item() == b"yy" and s[1]["o"].item() == b"q"
 
 
+def test_a_bytes_feature_of_two_or_more_axes_keeps_its_order():
+    # Object arrays are made by numpy in memory it allocates; they came out in Fortran order
+    # (transposed values) when made with C-order flags over no data.
+    g = np.array([[[b"a", b"b", b"c"], [b"d", b"e", b"f"]]] * 2, dtype=object)
+    ds = sh.from_arrays({"g": g})
+    for e in (ds[1], next(iter(ds)), next(iter(ds.map(lambda e: e)))):
+        assert e["g"].shape == (2, 3) and e["g"].flags.c_contiguous
+        assert e["g"].tolist() == [[b"a", b"b", b"c"], [b"d", b"e", b"f"]]
+    assert next(iter(ds.batch(2)))["g"].tolist() == g.tolist()
+
+
+def test_a_map_function_gets_small_arrays_as_copies_and_larger_ones_as_views():
+    small = np.arange(8, dtype=np.float32).reshape(4, 2)
+    large = np.arange(4 * 512, dtype=np.float32).reshape(4, 512)
+    ds = sh.from_arrays({"s": small, "l": large})
+    seen = {}
+
+    def look(e):
+        seen["s"] = (np.shares_memory(e["s"], small), e["s"].flags.writeable)
+        seen["l"] = (np.shares_memory(e["l"], large), e["l"].flags.writeable)
+        return {"s": e["s"] * 2, "l": e["l"]}
+
+    out = ds.map(look)[3]
+    # A small copy of shared memory is read-only, as the view it replaces.
+    assert seen == {"s": (False, False), "l": (True, False)}
+    np.testing.assert_array_equal(out["s"], small[3] * 2)
+    np.testing.assert_array_equal(out["l"], large[3])
+
+
+def test_a_small_result_array_is_copied_so_reusing_it_changes_no_element():
+    buf = np.zeros(4, np.float32)
+
+    def fill(e):
+        buf[:] = e["i"]  # one array for every result, written again at each call
+        return {"x": buf}
+
+    got = list(sh.from_arrays({"i": np.arange(5)}).map(fill).batch(5))[0]["x"]
+    np.testing.assert_array_equal(got[:, 0], np.arange(5))
+
+
 def test_dtypes_round_trip():
     for dt in ["bool", "uint8", "int8", "uint16", "int16", "uint32", "int32", "uint64", "int64",
                "float16", "float32", "float64"]:

@@ -69,11 +69,15 @@ def test_a_key_that_is_not_a_str_is_refused():
         list(ds)
 
 
-def test_map_result_shares_a_contiguous_array():
-    a = np.arange(10, dtype=np.int64)
+def test_map_result_shares_a_contiguous_array_above_a_kib():
+    a = np.arange(129, dtype=np.int64)  # 1032 bytes: shared; up to 1024 bytes: copied
     out = list(sh.from_arrays({"i": np.arange(2)}).map(lambda e: {"y": a}))
     np.testing.assert_array_equal(out[1]["y"], a)
     a[0] = 99  # the result refers to the function's array (zero-copy), as documented
+    assert out[1]["y"][0] == 99
+    b = a[:128].copy()
+    out = list(sh.from_arrays({"i": np.arange(2)}).map(lambda e: {"y": b}))
+    b[0] = -1
     assert out[1]["y"][0] == 99
 
 

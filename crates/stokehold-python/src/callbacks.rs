@@ -23,7 +23,7 @@ use stokehold_core::{
     MapFn, ScopeFn,
 };
 
-use crate::convert::{dict_to_example, example_to_dict};
+use crate::convert::{dict_to_example, map_input};
 
 /// Set by [`shutdown`]: no new calls into Python.
 static SHUTDOWN: AtomicBool = AtomicBool::new(false);
@@ -153,7 +153,7 @@ pub fn py_map_fn(f: Py<PyAny>) -> MapFn {
     Arc::new(move |e: Example, ctx: &Ctx| {
         with_python(|py| {
             let run = || -> PyResult<Example> {
-                let out = f.bind(py).call1((example_to_dict(py, e)?,))?;
+                let out = f.bind(py).call1((map_input(py, e)?,))?;
                 dict_to_example(py, &out)
             };
             run().map_err(|err| callback_error(ctx, err))
@@ -185,9 +185,7 @@ pub fn py_filter_fn(f: Py<PyAny>) -> FilterFn {
     Arc::new(move |e: &Example, ctx: &Ctx| {
         with_python(|py| {
             let run = || -> PyResult<bool> {
-                f.bind(py)
-                    .call1((example_to_dict(py, e.clone())?,))?
-                    .is_truthy()
+                f.bind(py).call1((map_input(py, e.clone())?,))?.is_truthy()
             };
             run().map_err(|err| callback_error(ctx, err))
         })
@@ -199,7 +197,7 @@ pub fn py_key_fn(f: Py<PyAny>) -> KeyFn {
     key_fn(move |e: &Example, ctx: &Ctx| {
         with_python(|py| {
             let run = || -> PyResult<i64> {
-                let key = f.bind(py).call1((example_to_dict(py, e.clone())?,))?;
+                let key = f.bind(py).call1((map_input(py, e.clone())?,))?;
                 // numpy integers (what `e["x"] % 2` gives) index as ints.
                 key.call_method0("__index__")?.extract()
             };

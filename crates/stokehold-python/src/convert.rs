@@ -92,10 +92,11 @@ impl AsRef<[u8]> for ArrayOwner {
 
 /// A Python value (numpy array, scalar, bytes, str, nested list) as a tensor.
 ///
-/// Numeric arrays that are C-contiguous and native-endian are not copied; others are copied
-/// once by numpy. `S`/`U`/object arrays become [`DType::Bytes`] (str is UTF-8 encoded).
+/// Numeric arrays that are C-contiguous and native-endian are not copied (unless they are small,
+/// see [`SMALL_COPY`]); others are copied once by numpy. `S`/`U`/object arrays become
+/// [`DType::Bytes`] (str is UTF-8 encoded).
 pub fn py_to_tensor(py: Python<'_>, name: &str, obj: &Bound<'_, PyAny>) -> PyResult<Tensor> {
-    match plain_array(py, obj)? {
+    match plain_array(py, obj, Small::Share)? {
         Some(t) => Ok(t),
         None => general_tensor(py, name, obj),
     }
@@ -154,7 +155,7 @@ fn general_tensor(py: Python<'_>, name: &str, obj: &Bound<'_, PyAny>) -> PyResul
 /// of a constant, `perf record`), the general path reads about ten attributes. `None` sends
 /// anything else (not an array, byte-swapped, strided, strings, bfloat16, ...) down the general
 /// path.
-fn plain_array(py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<Option<Tensor>> {
+fn plain_array(py: Python<'_>, obj: &Bound<'_, PyAny>, small: Small) -> PyResult<Option<Tensor>> {
     let Ok(arr) = obj.cast::<PyUntypedArray>() else {
         return Ok(None);
     };
@@ -181,6 +182,9 @@ fn plain_array(py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<Option<Tensor
     let len = shape.iter().product::<usize>() * size;
     let data = if len == 0 {
         Bytes::new()
+    } else if small == Small::Copy && len <= SMALL_COPY {
+        // SAFETY: `data` is the array's memory, `len` (its nbytes) bytes, C-contiguous.
+        Bytes::copy_from_slice(unsafe { std::slice::from_raw_parts(data as *const u8, len) })
     } else {
         Bytes::from_owner(ArrayOwner {
             _array: obj.clone().unbind(),
@@ -226,8 +230,13 @@ fn strings(
 }
 
 /// A Python value as a feature value: a `stokehold.Ragged` or anything [`py_to_tensor`] takes.
-pub fn py_to_value(py: Python<'_>, name: &str, obj: &Bound<'_, PyAny>) -> PyResult<Value> {
-    if let Some(t) = plain_array(py, obj)? {
+fn py_to_value(
+    py: Python<'_>,
+    name: &str,
+    obj: &Bound<'_, PyAny>,
+    small: Small,
+) -> PyResult<Value> {
+    if let Some(t) = plain_array(py, obj, small)? {
         return Ok(Value::Tensor(t));
     }
     if obj.is_instance(ragged_class(py)?)? {
@@ -250,7 +259,7 @@ pub fn py_to_column(py: Python<'_>, name: &str, obj: &Bound<'_, PyAny>) -> PyRes
     } else if let Ok(t) = obj.cast::<PyTuple>() {
         t.iter().collect()
     } else {
-        return py_to_value(py, name, obj);
+        return py_to_value(py, name, obj, Small::Share);
     };
     if items.is_empty() {
         return Err(invalid(
@@ -349,7 +358,8 @@ fn descr(py: Python<'_>, d: DType) -> PyResult<Bound<'_, PyArrayDescr>> {
 }
 
 /// A C-order numpy array of `shape` over `data`, or over memory numpy allocates when `data` is
-/// null (zeroed for the object dtype). Over `data`, the caller sets a base that keeps it alive.
+/// null (zeroed for the object dtype; always writeable). Over `data`, the caller sets a base that
+/// keeps it alive.
 ///
 /// # Safety
 /// `data`, when not null, points to `shape`'s elements of `descr`'s type, valid (and, when
@@ -362,7 +372,13 @@ unsafe fn new_array<'py>(
     writeable: bool,
 ) -> PyResult<Bound<'py, PyAny>> {
     let mut dims: Vec<npy_intp> = shape.iter().map(|&d| d as npy_intp).collect();
-    let flags = NPY_ARRAY_C_CONTIGUOUS | if writeable { NPY_ARRAY_WRITEABLE } else { 0 };
+    // Over null data numpy reads any nonzero flags as "Fortran order" (a [2, 3] array of bytes
+    // made with the flags below came out transposed); 0 is C order, and writeable.
+    let flags = match (data.is_null(), writeable) {
+        (true, _) => 0,
+        (false, true) => NPY_ARRAY_C_CONTIGUOUS | NPY_ARRAY_WRITEABLE,
+        (false, false) => NPY_ARRAY_C_CONTIGUOUS,
+    };
     // SAFETY: numpy's C API under the GIL; `NewFromDescr` steals the reference to `descr` and
     // computes the strides, contiguity and alignment flags itself.
     unsafe {
@@ -382,9 +398,14 @@ unsafe fn new_array<'py>(
     }
 }
 
-/// A tensor as a numpy array: zero-copy for numeric dtypes, an object array of `bytes` for
-/// [`DType::Bytes`].
+/// A tensor as a numpy array: zero-copy for numeric dtypes (small ones copied, see
+/// [`SMALL_COPY`]; read-only either way when the memory is shared), an object array of `bytes`
+/// for [`DType::Bytes`].
 pub fn tensor_to_py(py: Python<'_>, t: Tensor) -> PyResult<Bound<'_, PyAny>> {
+    to_py(py, t, Small::Share)
+}
+
+fn to_py(py: Python<'_>, t: Tensor, small: Small) -> PyResult<Bound<'_, PyAny>> {
     let dtype = t.dtype();
     if dtype == DType::Bytes {
         // SAFETY: null data: numpy allocates the array's memory itself (zeroed: object arrays
@@ -407,6 +428,62 @@ pub fn tensor_to_py(py: Python<'_>, t: Tensor) -> PyResult<Bound<'_, PyAny>> {
         }
         return Ok(arr);
     }
+    let arr = if small == Small::Copy && t.data().len() <= SMALL_COPY {
+        small_array(py, &t)?
+    } else {
+        shared_array(py, t)?
+    };
+    if dtype == DType::BF16 {
+        if let Some(bf) = bfloat16(py) {
+            return arr.call_method1("view", (bf,));
+        }
+    }
+    Ok(arr)
+}
+
+/// Arrays of at most this many bytes are copied across the boundary of a per-element Python
+/// call (a map's input and its result, [`Small::Copy`]) instead of shared: a copy this small costs
+/// less than the object that keeps shared memory alive (a `TensorBuf` base one way; the other, a
+/// reference to the numpy array, whose release, off the GIL, waits in pyo3's pool for the next
+/// time it is held). Everywhere else ([`Small::Share`]: datasets' elements and batches, columns
+/// given to `from_arrays`) arrays are shared whatever their size.
+const SMALL_COPY: usize = 1024;
+
+/// Whether arrays of at most [`SMALL_COPY`] bytes are copied or shared.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Small {
+    Share,
+    Copy,
+}
+
+/// A numeric tensor copied into a new numpy array, read-only (as [`shared_array`] makes it)
+/// unless the tensor held the only reference to its memory.
+fn small_array<'py>(py: Python<'py>, t: &Tensor) -> PyResult<Bound<'py, PyAny>> {
+    let bytes = t.data();
+    let writeable = bytes.is_unique();
+    // SAFETY: null data: numpy allocates the array's memory itself (C order, `shape`'s elements
+    // of the dtype: exactly `bytes.len()` bytes for a dense numeric tensor), which the copy then
+    // fills in full.
+    unsafe {
+        let arr = new_array(
+            py,
+            descr(py, t.dtype())?,
+            t.shape(),
+            std::ptr::null_mut(),
+            true,
+        )?;
+        let a = &mut *arr.as_ptr().cast::<npyffi::PyArrayObject>();
+        std::ptr::copy_nonoverlapping(bytes.as_ptr(), a.fields.data.cast::<u8>(), bytes.len());
+        if !writeable {
+            a.fields.flags &= !NPY_ARRAY_WRITEABLE;
+        }
+        Ok(arr)
+    }
+}
+
+/// A numeric tensor as an array over its own memory (no copy), kept alive by the array's base.
+fn shared_array(py: Python<'_>, t: Tensor) -> PyResult<Bound<'_, PyAny>> {
+    let dtype = t.dtype();
     let shape = t.shape().to_vec();
     let data = t.data().clone();
     drop(t);
@@ -431,18 +508,13 @@ pub fn tensor_to_py(py: Python<'_>, t: Tensor) -> PyResult<Bound<'_, PyAny>> {
         }
         arr
     };
-    if dtype == DType::BF16 {
-        if let Some(bf) = bfloat16(py) {
-            return arr.call_method1("view", (bf,));
-        }
-    }
     Ok(arr)
 }
 
 /// A feature value as Python: a numpy array, or a `stokehold.Ragged`.
-pub fn value_to_py(py: Python<'_>, v: Value) -> PyResult<Bound<'_, PyAny>> {
+fn value_to_py(py: Python<'_>, v: Value, small: Small) -> PyResult<Bound<'_, PyAny>> {
     match v {
-        Value::Tensor(t) => tensor_to_py(py, t),
+        Value::Tensor(t) => to_py(py, t, small),
         Value::Ragged(r) => {
             let values = r.values().clone();
             let splits: Vec<i64> = r.splits().iter().map(|&s| s as i64).collect();
@@ -519,15 +591,26 @@ fn name_str<'py>(py: Python<'py>, name: &Arc<str>) -> Bound<'py, PyString> {
 
 /// An example as a dict of feature name to numpy array / `Ragged`, in feature order.
 pub fn example_to_dict(py: Python<'_>, e: Example) -> PyResult<Bound<'_, PyDict>> {
+    to_dict(py, e, Small::Share)
+}
+
+/// [`example_to_dict`] for the input of a Python function called once per element (a map):
+/// small arrays are copies (see [`SMALL_COPY`]), read-only when the memory was shared.
+pub fn map_input(py: Python<'_>, e: Example) -> PyResult<Bound<'_, PyDict>> {
+    to_dict(py, e, Small::Copy)
+}
+
+fn to_dict(py: Python<'_>, e: Example, small: Small) -> PyResult<Bound<'_, PyDict>> {
     let d = PyDict::new(py);
     // Taken out of the example, not cloned: memory only these values refer to stays unique.
     for (n, v) in e.into_features() {
-        d.set_item(name_str(py, &n), value_to_py(py, v)?)?;
+        d.set_item(name_str(py, &n), value_to_py(py, v, small)?)?;
     }
     Ok(d)
 }
 
-/// A mapping of feature name to value (a map function's result) as an example.
+/// A mapping of feature name to value (a map function's result) as an example; small arrays are
+/// copied (see [`SMALL_COPY`]), larger ones shared.
 pub fn dict_to_example(py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<Example> {
     let d = obj.cast::<PyDict>().map_err(|_| {
         let got = obj
@@ -548,7 +631,7 @@ pub fn dict_to_example(py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<Examp
     let mut e = Example::new();
     for (k, v) in d.iter() {
         let name = key_name(&k)?;
-        let value = py_to_value(py, &name, &v)?;
+        let value = py_to_value(py, &name, &v, Small::Copy)?;
         e.insert_shared(name, value);
     }
     Ok(e)

@@ -10,7 +10,7 @@ use stokehold_core::exec::{executor_of, ExecOptions, Executor, Parallelism};
 use stokehold_core::{interleave_fn, Ctx, Dataset, Error, Example};
 use stokehold_io::files;
 
-use crate::convert::example_to_dict;
+use crate::convert::map_input;
 use crate::dataset::PyDataset;
 use crate::errors::{guard, ok};
 
@@ -33,7 +33,7 @@ fn py_opener(f: Py<PyAny>) -> stokehold_core::InterleaveFn {
 
 /// Calls the opener and unwraps the native dataset it returns.
 fn open(py: Python<'_>, f: &Py<PyAny>, e: Example) -> PyResult<Dataset> {
-    let out = f.bind(py).call1((example_to_dict(py, e)?,))?;
+    let out = f.bind(py).call1((map_input(py, e)?,))?;
     let native = if out.hasattr("_native")? {
         out.getattr("_native")?
     } else {

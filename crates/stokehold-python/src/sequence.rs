@@ -13,7 +13,7 @@ use stokehold_core::rng::Rng;
 use stokehold_core::{Ctx, Dataset, Example, MapFn, Parallelism, INFINITE};
 
 use crate::callbacks::{callback_error, py_key_fn, py_scope, with_python};
-use crate::convert::{dict_to_example, example_to_dict};
+use crate::convert::{dict_to_example, map_input};
 use crate::dataset::PyDataset;
 use crate::errors::{guard, ok};
 
@@ -46,9 +46,7 @@ fn py_map_ctx_fn(f: Py<PyAny>, len: Option<u64>) -> MapFn {
         };
         with_python(|py| {
             let run = || -> PyResult<Example> {
-                let out = f
-                    .bind(py)
-                    .call1((example_to_dict(py, e)?, position, ctx.epoch))?;
+                let out = f.bind(py).call1((map_input(py, e)?, position, ctx.epoch))?;
                 dict_to_example(py, &out)
             };
             run().map_err(|err| callback_error(ctx, err))
