@@ -29,8 +29,12 @@
 //! starts inline and tries one worker after its first period (`Tuner::scoped`). The first
 //! period of an op's first iterator only warms up (it holds the start, and a step measured
 //! against it read as a gain whatever it did).
-//! Workers never exceed the executor's cores, summed over every autotuned op of the
-//! pipeline, so AUTOTUNE does not oversubscribe. The buffer depth follows the parallelism (2p + 2:
+//! Workers stay within the executor's cores, summed over every autotuned op of the pipeline,
+//! so AUTOTUNE does not oversubscribe, with one exception: at the core limit, workers that ran
+//! on a core for less than `BLOCKED` (3/4) of their busy time (their runs' thread CPU time against
+//! wall time) were waiting for reads or for cores another process holds, and AUTOTUNE tries more
+//! of them, past the cores (holding no core slot), up to `OVER_CORES` (4) times the cores; such a
+//! step is judged as any other. The buffer depth follows the parallelism (2p + 2:
 //! room for each worker to finish one element while the consumer takes another) and is capped by
 //! the memory budget. What it chose and why is the op's `autotune` note in the stats.
 
@@ -39,6 +43,7 @@ use std::time::{Duration, Instant};
 
 use super::executor::Executor;
 use super::parallel::INLINE;
+use super::process_cpu_ns;
 use super::stats::OpStats;
 
 const MIN_PERIOD: Duration = Duration::from_millis(100);
@@ -52,6 +57,11 @@ const GAIN_UP: f64 = 1.10;
 const INLINE_CPU: f64 = 0.8;
 const KEEP_DOWN: f64 = 0.95;
 const COOLDOWN: u32 = 20;
+/// Workers that ran on a core for less than this fraction of their busy time were waiting (for a
+/// read, or for a core another process holds): see [`Tuner::steady`].
+const BLOCKED: f64 = 0.75;
+/// How far past the cores AUTOTUNE may go for workers that wait, as a multiple of the cores.
+const OVER_CORES: usize = 4;
 const DOWN_EVERY: u32 = 30;
 /// How long after a reverted step up no iterator of the op tries one again (the cooldown in
 /// periods, as time, so that it outlives the iterator that reverted).
@@ -90,24 +100,15 @@ enum Phase {
 }
 
 /// One period as the consumer saw it: elements per second, the fraction of the period it
-/// spent waiting for this op, and the process's CPU time per element (ns; NaN where the platform
-/// does not say).
+/// spent waiting for this op, the process's CPU time per element (ns; NaN where the platform
+/// does not say), and the fraction of the workers' busy time that they ran on a core (NaN
+/// where unknown or no worker ran).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub(crate) struct Sample {
     rate: f64,
     wait: f64,
     cpu: f64,
-}
-
-/// CPU time of the whole process so far, in ns (`None` where the platform has no such clock).
-fn process_cpu_ns() -> Option<u64> {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid, writable timespec; the call only writes it.
-    let r = unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
-    (r == 0).then(|| ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64)
+    ran: f64,
 }
 
 /// Whether a trial step from `from` to `to` workers stays, given the period before the step
@@ -165,6 +166,8 @@ pub(crate) struct Tuner {
     last_elems: u64,
     last_wait_ns: u64,
     last_cpu_ns: Option<u64>,
+    /// The op's worker busy time and its CPU time at the start of the period.
+    last_busy: (u64, u64),
     phase: Phase,
     cooldown: u32,
     /// False for the first iterator of an op until its first period has passed: that period
@@ -190,6 +193,7 @@ impl Tuner {
             last_elems: stats.elements(),
             last_wait_ns: stats.consumer_wait_ns(),
             last_cpu_ns: process_cpu_ns(),
+            last_busy: stats.busy_and_cpu_ns(),
             phase: Phase::Steady,
             cooldown: 0,
             warmed: stats.elements() > 0,
@@ -225,7 +229,13 @@ impl Tuner {
         } else {
             let extra = exec.take_slots(slots(want).min(self.max - 1));
             self.held += extra;
-            1 + extra
+            if want > self.max && extra == self.max - 1 {
+                // Settled past the cores (workers that wait, see `steady`): every core slot is
+                // ours again, so the workers past them are too.
+                want.min(self.max * OVER_CORES)
+            } else {
+                1 + extra
+            }
         };
         if let Some(Trial {
             from,
@@ -289,11 +299,13 @@ impl Tuner {
         self.held = 0;
     }
 
+    /// Gives back the slots a step down from `from` to `to` workers frees (workers past the
+    /// cores hold none).
     fn set(&mut self, exec: &Executor, from: usize, to: usize) {
         if to < from {
-            let n = slots(from) - slots(to);
-            exec.give_slots(n);
-            self.held -= n;
+            let keep = slots(to).min(self.held);
+            exec.give_slots(self.held - keep);
+            self.held = keep;
         }
     }
 
@@ -327,6 +339,11 @@ impl Tuner {
     fn sample(&mut self, stats: &OpStats, n: u64, dt: Duration) -> Sample {
         let wait = stats.consumer_wait_ns();
         let cpu = process_cpu_ns();
+        let busy = stats.busy_and_cpu_ns();
+        let (wall, ran) = (
+            busy.0.saturating_sub(self.last_busy.0),
+            busy.1.saturating_sub(self.last_busy.1),
+        );
         let now = Sample {
             rate: n as f64 / dt.as_secs_f64(),
             wait: (wait - self.last_wait_ns) as f64 / dt.as_nanos() as f64,
@@ -334,7 +351,13 @@ impl Tuner {
                 (Some(c), Some(l)) if n > 0 => c.saturating_sub(l) as f64 / n as f64,
                 _ => f64::NAN,
             },
+            ran: if wall > 0 && ran > 0 {
+                ran as f64 / wall as f64
+            } else {
+                f64::NAN
+            },
         };
+        self.last_busy = busy;
         self.last = Instant::now();
         self.last_elems += n;
         self.last_wait_ns = wait;
@@ -384,8 +407,9 @@ impl Tuner {
             stats.mark_reverted_up();
         }
         if from > to {
-            // Going back up: take the slots again (they may have been taken meanwhile).
-            let need = slots(from) - slots(to);
+            // Going back up: take the slots again (they may have been taken meanwhile; workers
+            // past the cores need none).
+            let need = slots(from.min(self.max)) - slots(to.min(self.max));
             let got = exec.take_slots(need);
             self.held += got;
             return Some(from - (need - got));
@@ -473,6 +497,33 @@ impl Tuner {
             return None;
         }
         let reverted_up_lately = stats.since_reverted_up().is_some_and(|d| d < UP_COOLDOWN);
+        // At the core limit, workers that ran on a core for less than BLOCKED of their busy time
+        // spent the rest waiting (for a read, or for a core another process holds): more workers
+        // than cores can add throughput then (P=4 on two cores beside two spinning processes
+        // took a larger share of the machine than P=2, `bench/parallel`'s contended rows). Such
+        // a step takes no core slot and is judged as any other; not for a scoped op, whose
+        // workers wait for the lock their calls share, which more workers only contend.
+        if p >= self.max
+            && p < self.max * OVER_CORES
+            && !self.scoped
+            && !reverted_up_lately
+            && now.ran < BLOCKED
+        {
+            stats.set_note(format!(
+                "parallelism {p}: on trial at {} past the {} cores (the consumer waited {:.0}%, \
+                 the workers ran {:.0}% of their busy time)",
+                p + 1,
+                self.max,
+                wait_frac * 100.0,
+                now.ran * 100.0
+            ));
+            self.phase = Phase::Settling {
+                from: p,
+                to: p + 1,
+                base: now,
+            };
+            return Some(p + 1);
+        }
         // No further worker to try (one reverted lately, or no core for it) and the consumer
         // still waits: the hand-off itself may cost more than the workers gain (a Python
         // function holding the GIL runs no faster on two workers than on one): try inline, at
@@ -530,6 +581,15 @@ mod tests {
             rate,
             wait,
             cpu: 1000.0,
+            ran: 1.0,
+        }
+    }
+
+    /// A period whose workers ran on a core for the fraction `ran` of their busy time.
+    fn r(rate: f64, wait: f64, ran: f64) -> Sample {
+        Sample {
+            ran,
+            ..s(rate, wait)
         }
     }
 
@@ -538,6 +598,7 @@ mod tests {
             rate,
             wait: 0.5,
             cpu,
+            ran: 1.0,
         }
     }
 
@@ -820,6 +881,62 @@ mod tests {
         assert_eq!(t.steady(&exec, &stats, 2, s(150.0, 0.3)), None);
         t.finish(&exec, &stats);
         assert_eq!(exec.free_slots(), 1);
+    }
+
+    #[test]
+    fn workers_that_wait_are_tried_past_the_cores_kept_on_a_gain_and_resumed() {
+        let exec = Executor::new(crate::ExecOptions {
+            cores: 2,
+            ..Default::default()
+        });
+        let stats = OpStats::new("op".into());
+        let mut t = Tuner::new(&exec, &stats);
+        assert_eq!(t.start(&exec, &stats), 1);
+        assert_eq!(t.steady(&exec, &stats, 1, s(100.0, 0.5)), Some(2));
+        t.phase = Phase::Steady;
+        assert_eq!(
+            t.judge(&exec, &stats, 1, 2, s(100.0, 0.5), s(150.0, 0.3)),
+            None
+        );
+        assert_eq!(exec.free_slots(), 0);
+        // At the core limit, workers that ran on a core all their busy time: no step past it.
+        assert_eq!(t.steady(&exec, &stats, 2, r(150.0, 0.3, 0.95)), None);
+        // Workers that ran half of it (waiting for reads, or for cores another process holds):
+        // a trial at 3, which takes no core slot, kept on a gain.
+        assert_eq!(t.steady(&exec, &stats, 2, r(150.0, 0.3, 0.5)), Some(3));
+        assert_eq!(exec.free_slots(), 0);
+        t.phase = Phase::Steady;
+        let at3 = r(200.0, 0.2, 0.5);
+        assert_eq!(t.judge(&exec, &stats, 2, 3, r(150.0, 0.3, 0.5), at3), None);
+        assert_eq!(stats.tuned(), Some(3));
+        // A step without a gain goes back, and gives back no slot it never took.
+        assert_eq!(t.steady(&exec, &stats, 3, at3), Some(4));
+        t.phase = Phase::Steady;
+        assert_eq!(t.judge(&exec, &stats, 3, 4, at3, at3), Some(3));
+        assert_eq!((exec.free_slots(), t.held), (0, 1));
+        // The op's next iterator starts where this one settled, past the cores.
+        t.finish(&exec, &stats);
+        assert_eq!(exec.free_slots(), 1);
+        let mut next = Tuner::new(&exec, &stats);
+        assert_eq!(next.start(&exec, &stats), 3);
+        // Down from past the cores: the one slot it holds goes back only below two workers.
+        next.set(&exec, 3, 2);
+        assert_eq!(exec.free_slots(), 0);
+        next.set(&exec, 2, 1);
+        assert_eq!(exec.free_slots(), 1);
+        // Never past OVER_CORES times the cores, and never for a scoped op (fresh ops: no
+        // reverted step holds them back).
+        let (cap, fresh) = (2 * OVER_CORES, OpStats::new("fresh".into()));
+        let mut t = Tuner::new(&exec, &fresh);
+        assert_eq!(
+            t.steady(&exec, &fresh, cap - 1, r(150.0, 0.3, 0.5)),
+            Some(cap)
+        );
+        t.phase = Phase::Steady;
+        assert_eq!(t.steady(&exec, &fresh, cap, r(150.0, 0.3, 0.5)), None);
+        let py = OpStats::new("py".into());
+        let mut scoped = Tuner::new(&exec, &py).scoped(true);
+        assert_eq!(scoped.steady(&exec, &py, 2, r(150.0, 0.3, 0.2)), None);
     }
 
     #[test]

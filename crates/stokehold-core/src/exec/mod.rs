@@ -44,3 +44,23 @@ pub(crate) fn pid() -> u32 {
     PID.store(now, Ordering::Relaxed);
     now
 }
+
+/// CPU time of the calling thread so far, in ns (`None` where the platform has no such clock).
+pub(crate) fn thread_cpu_ns() -> Option<u64> {
+    cpu_clock_ns(libc::CLOCK_THREAD_CPUTIME_ID)
+}
+
+/// CPU time of the whole process so far, in ns (`None` where the platform has no such clock).
+pub(crate) fn process_cpu_ns() -> Option<u64> {
+    cpu_clock_ns(libc::CLOCK_PROCESS_CPUTIME_ID)
+}
+
+fn cpu_clock_ns(clock: libc::clockid_t) -> Option<u64> {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec; the call only writes it.
+    let r = unsafe { libc::clock_gettime(clock, &mut ts) };
+    (r == 0).then(|| ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64)
+}

@@ -624,6 +624,7 @@ fn claim(sh: &Shared, mut st: MutexGuard<'_, St>) -> Option<Vec<(u64, Option<Res
 fn run(sh: &Shared, claimed: Vec<(u64, Option<Result<Example>>)>) -> bool {
     let n = claimed.len();
     let t = Instant::now();
+    let cpu = super::thread_cpu_ns();
     let one_by_one = |claimed: Vec<(u64, Option<Result<Example>>)>| {
         claimed
             .into_iter()
@@ -647,7 +648,7 @@ fn run(sh: &Shared, claimed: Vec<(u64, Option<Result<Example>>)>) -> bool {
         }
         _ => one_by_one(claimed),
     };
-    sh.stats.add_busy(t);
+    sh.stats.add_busy_run(t, cpu);
     sh.exec.trace().span("element", &sh.label, t);
     let per = (t.elapsed().as_nanos() as u64 / n as u64).max(1);
     let mut st = sh.lock();

@@ -26,6 +26,9 @@ pub struct OpStats {
     elements: AtomicU64,
     bytes: AtomicU64,
     busy_ns: AtomicU64,
+    /// The CPU time of the threads in `busy_ns`'s spans (where the platform says): how much of
+    /// its busy time a worker ran, rather than waited for a read or for a core.
+    busy_cpu_ns: AtomicU64,
     consumer_wait_ns: AtomicU64,
     input_wait_ns: AtomicU64,
     fill_sum: AtomicU64,
@@ -57,6 +60,7 @@ impl OpStats {
             elements: AtomicU64::new(0),
             bytes: AtomicU64::new(0),
             busy_ns: AtomicU64::new(0),
+            busy_cpu_ns: AtomicU64::new(0),
             consumer_wait_ns: AtomicU64::new(0),
             input_wait_ns: AtomicU64::new(0),
             fill_sum: AtomicU64::new(0),
@@ -84,6 +88,24 @@ impl OpStats {
     pub fn add_busy(&self, since: Instant) {
         self.busy_ns
             .fetch_add(since.elapsed().as_nanos() as u64, Ordering::Relaxed);
+    }
+
+    /// Worker time spent producing elements, measured as wall time (`since`) and as the thread's
+    /// CPU time (`cpu_ns`, from [`super::thread_cpu_ns`] at `since`).
+    pub(crate) fn add_busy_run(&self, since: Instant, cpu_ns: Option<u64>) {
+        self.add_busy(since);
+        if let (Some(a), Some(b)) = (cpu_ns, super::thread_cpu_ns()) {
+            self.busy_cpu_ns
+                .fetch_add(b.saturating_sub(a), Ordering::Relaxed);
+        }
+    }
+
+    /// Worker wall time and thread CPU time spent producing elements so far (ns).
+    pub(crate) fn busy_and_cpu_ns(&self) -> (u64, u64) {
+        (
+            self.busy_ns.load(Ordering::Relaxed),
+            self.busy_cpu_ns.load(Ordering::Relaxed),
+        )
     }
 
     /// Consumer time spent waiting for this op.

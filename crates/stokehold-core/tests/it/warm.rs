@@ -132,7 +132,7 @@ fn a_warm_epoch_of_an_autotuned_op_starts_at_the_parallelism_the_last_one_settle
     use stokehold_core::exec::{ExecOptions, Executor, Parallelism};
     use stokehold_core::DatasetIter;
     // A map of 10 ms sleeps parallelized by AUTOTUNE on 2 cores: the consumer always waits, and a second
-    // worker doubles the rate, so epoch 0 settles on 2 workers. The thread that runs on into
+    // worker doubles the rate, so epoch 0 settles on 2 workers or more. The thread that runs on into
     // epoch 1 opened that epoch's iterator while epoch 0's still held the op's second core
     // slot, so epoch 1 started on one worker (and its trial of two was cut short by the end of
     // every later short epoch, so AUTOTUNE ran at half speed for good).
@@ -160,17 +160,24 @@ fn a_warm_epoch_of_an_autotuned_op_starts_at_the_parallelism_the_last_one_settle
     });
     let mut first = exec.iter(&ds, 0).unwrap();
     assert_eq!(first.collect_all().unwrap().len(), LEN as usize);
-    let table = first.stats().table();
+    let report = first.stats();
+    let settled = report
+        .ops
+        .iter()
+        .find(|o| o.op.starts_with("parallelize"))
+        .map(|o| o.parallelism);
+    // Two workers or more: sleeping workers run on a core for almost none of their busy time,
+    // so AUTOTUNE may also try them past the cores.
     assert!(
-        table.contains("parallelism 2"),
-        "epoch 0 did not settle on 2:\n{table}"
+        settled.is_some_and(|p| p >= 2),
+        "epoch 0 did not settle on 2 or more:\n{}",
+        report.table()
     );
     drop(first);
     let mut next = exec.iter(&ds, 1).unwrap();
     assert_eq!(next.collect_all().unwrap().len(), LEN as usize);
-    assert_eq!(
-        most.load(Ordering::SeqCst),
-        2,
+    assert!(
+        most.load(Ordering::SeqCst) >= 2,
         "epoch 1 started on one worker:\n{}",
         next.stats().table()
     );
