@@ -475,7 +475,7 @@ impl DatasetIter for ParallelIter {
                         message: "inline: no element left to compute before the end".into(),
                     });
                 };
-                run(&sh, claimed);
+                run(&sh, claimed, false);
                 st = sh.lock();
                 continue;
             }
@@ -596,7 +596,7 @@ fn worker(sh: Arc<Shared>, id: usize) {
         let Some(claimed) = claim(&sh, st) else {
             return;
         };
-        if !run(&sh, claimed) {
+        if !run(&sh, claimed, true) {
             return;
         }
     }
@@ -620,11 +620,13 @@ fn claim(sh: &Shared, mut st: MutexGuard<'_, St>) -> Option<Vec<(u64, Option<Res
 }
 
 /// Computes the claimed elements and hands them to the buffer (on a worker, or on the consumer
-/// when the stage runs inline); false when the stage is stopping.
-fn run(sh: &Shared, claimed: Vec<(u64, Option<Result<Example>>)>) -> bool {
+/// when the stage runs inline); false when the stage is stopping. A worker's run also records
+/// its thread's CPU time (two system calls, which an inline run of cheap Python calls would
+/// feel), for AUTOTUNE's look at workers that wait.
+fn run(sh: &Shared, claimed: Vec<(u64, Option<Result<Example>>)>, worker: bool) -> bool {
     let n = claimed.len();
     let t = Instant::now();
-    let cpu = super::thread_cpu_ns();
+    let cpu = if worker { super::thread_cpu_ns() } else { None };
     let one_by_one = |claimed: Vec<(u64, Option<Result<Example>>)>| {
         claimed
             .into_iter()

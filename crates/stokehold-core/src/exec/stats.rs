@@ -26,8 +26,9 @@ pub struct OpStats {
     elements: AtomicU64,
     bytes: AtomicU64,
     busy_ns: AtomicU64,
-    /// The CPU time of the threads in `busy_ns`'s spans (where the platform says): how much of
+    /// Workers' busy time whose thread CPU time was measured, and that CPU time: how much of
     /// its busy time a worker ran, rather than waited for a read or for a core.
+    timed_busy_ns: AtomicU64,
     busy_cpu_ns: AtomicU64,
     consumer_wait_ns: AtomicU64,
     input_wait_ns: AtomicU64,
@@ -60,6 +61,7 @@ impl OpStats {
             elements: AtomicU64::new(0),
             bytes: AtomicU64::new(0),
             busy_ns: AtomicU64::new(0),
+            timed_busy_ns: AtomicU64::new(0),
             busy_cpu_ns: AtomicU64::new(0),
             consumer_wait_ns: AtomicU64::new(0),
             input_wait_ns: AtomicU64::new(0),
@@ -90,20 +92,22 @@ impl OpStats {
             .fetch_add(since.elapsed().as_nanos() as u64, Ordering::Relaxed);
     }
 
-    /// Worker time spent producing elements, measured as wall time (`since`) and as the thread's
-    /// CPU time (`cpu_ns`, from [`super::thread_cpu_ns`] at `since`).
+    /// Worker time spent producing elements, measured as wall time (`since`) and, when `cpu_ns`
+    /// is the thread's CPU time at `since` ([`super::thread_cpu_ns`]), as CPU time too.
     pub(crate) fn add_busy_run(&self, since: Instant, cpu_ns: Option<u64>) {
-        self.add_busy(since);
+        let wall = since.elapsed().as_nanos() as u64;
+        self.busy_ns.fetch_add(wall, Ordering::Relaxed);
         if let (Some(a), Some(b)) = (cpu_ns, super::thread_cpu_ns()) {
+            self.timed_busy_ns.fetch_add(wall, Ordering::Relaxed);
             self.busy_cpu_ns
                 .fetch_add(b.saturating_sub(a), Ordering::Relaxed);
         }
     }
 
-    /// Worker wall time and thread CPU time spent producing elements so far (ns).
+    /// Worker wall time whose CPU time was measured, and that CPU time, so far (ns).
     pub(crate) fn busy_and_cpu_ns(&self) -> (u64, u64) {
         (
-            self.busy_ns.load(Ordering::Relaxed),
+            self.timed_busy_ns.load(Ordering::Relaxed),
             self.busy_cpu_ns.load(Ordering::Relaxed),
         )
     }
