@@ -22,7 +22,7 @@
 //! [`Dataset::peel_stages`] accepts), the thread does not stop at the end of epoch `e`: it opens
 //! epoch `e + 1` of its input and goes on filling the same buffer (at most `depth` elements, in
 //! the same memory budget). The consumer that reaches the end parks the running thread in the op
-//! ([`Warm`]); the next `iter(e + 1)` of the same op adopts it, so its first element is already
+//! (`Warm`); the next `iter(e + 1)` of the same op adopts it, so its first element is already
 //! computed. The adopted iterator is the iterator a fresh `iter(e + 1)` makes (the thread sends
 //! the new input's initial state first), so states and results are exactly a fresh one's.
 //! **The cost when no iterator comes**: the thread computes up to `depth` elements of an epoch
