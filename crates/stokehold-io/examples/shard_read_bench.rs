@@ -1,18 +1,19 @@
 //! Read throughput of a shard folder (used by `bench/shard/bench.py`; prints JSON lines).
 //!
-//! `shard_read_bench quality DIR SEED WINDOW[,WINDOW...] OUT_PREFIX`: writes 100 shards x 2000 records (an id
-//! and 16 bytes) in index order into DIR, then writes the id order of one epoch of the global
-//! shuffle and of each windowed shuffle as little-endian u64 arrays to
+//! `shard_read_bench quality DIR SEED WINDOW[,WINDOW...] OUT_PREFIX`: writes 100 shards x 2000
+//! records (an id and 16 bytes) in index order into DIR, then writes the id order of one epoch of
+//! the global shuffle and of each windowed shuffle as little-endian u64 arrays to
 //! OUT_PREFIX{global,window-W}.u64.
 //!
 //! `shard_read_bench DIR N RECORD_BYTES RUNS`: writes N records of RECORD_BYTES (uncompressed,
 //! 256 MiB shards) into DIR unless DIR already holds them, reads everything once to fill the page
-//! cache, then times RUNS passes of: sequential `get(i)`, random `get(i)` and random
-//! `get_batch` of 256 indices (uniform indices, with repetition; one and two threads, and two
-//! threads handing their batches to the main thread through a channel), and a sequential and a global-shuffle epoch through the
-//! iterator API: element by element, in batches of 256 (also after an identity `map`, which takes
-//! the reader's batch path and cuts it into rows), and in batches of 256 made by two workers. An optional fifth argument runs only
-//! the cases whose label contains it (for a profiler).
+//! cache, then times RUNS passes of: sequential `get(i)`, random `get(i)` and random `get_batch`
+//! of 256 indices (uniform indices, with repetition; one and two threads, and two threads handing
+//! their batches to the main thread through a channel), and a sequential and a global-shuffle
+//! epoch through the iterator API: element by element, in batches of 256 (also after an identity
+//! `map`, which takes the reader's batch path and cuts it into rows), and in batches of 256 made
+//! by two workers. An optional fifth argument runs only the cases whose label contains it (for a
+//! profiler).
 
 use std::time::Instant;
 
