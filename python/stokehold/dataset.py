@@ -132,9 +132,10 @@ class Dataset:
         ``fn`` receives a dict of numpy arrays and returns a dict (values: numpy arrays, Python
         scalars, bytes, :class:`Ragged`; a tuple is refused with a hint to name its parts). An
         exception raised by ``fn`` reaches the caller as itself, with a note naming the op and
-        the element index. Arrays of up to 1 KiB are copied on the way in and out; a larger
-        C-contiguous result array is used without a copy, so ``fn`` must not write into it
-        after returning it. Input arrays over the dataset's memory are read-only.
+        the element index. Numeric arrays of up to 1 KiB are copied on the way in and out (not
+        a :class:`Ragged`'s parts); a larger C-contiguous result array is used without a copy, so
+        ``fn`` must not write into it after returning it. Input arrays over the dataset's memory
+        are read-only.
 
         Args:
             fn: the function.

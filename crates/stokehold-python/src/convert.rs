@@ -92,9 +92,8 @@ impl AsRef<[u8]> for ArrayOwner {
 
 /// A Python value (numpy array, scalar, bytes, str, nested list) as a tensor.
 ///
-/// Numeric arrays that are C-contiguous and native-endian are not copied (unless they are small,
-/// see [`SMALL_COPY`]); others are copied once by numpy. `S`/`U`/object arrays become
-/// [`DType::Bytes`] (str is UTF-8 encoded).
+/// Numeric arrays that are C-contiguous and native-endian are not copied; others are copied
+/// once by numpy. `S`/`U`/object arrays become [`DType::Bytes`] (str is UTF-8 encoded).
 pub fn py_to_tensor(py: Python<'_>, name: &str, obj: &Bound<'_, PyAny>) -> PyResult<Tensor> {
     match plain_array(py, obj, Small::Share)? {
         Some(t) => Ok(t),
@@ -398,13 +397,14 @@ unsafe fn new_array<'py>(
     }
 }
 
-/// A tensor as a numpy array: zero-copy for numeric dtypes (small ones copied, see
-/// [`SMALL_COPY`]; read-only either way when the memory is shared), an object array of `bytes`
-/// for [`DType::Bytes`].
+/// A tensor as a numpy array: zero-copy for numeric dtypes (read-only when the memory is
+/// shared), an object array of `bytes` for [`DType::Bytes`].
 pub fn tensor_to_py(py: Python<'_>, t: Tensor) -> PyResult<Bound<'_, PyAny>> {
     to_py(py, t, Small::Share)
 }
 
+/// [`tensor_to_py`], with numeric tensors of at most [`SMALL_COPY`] bytes copied when `small`
+/// says so.
 fn to_py(py: Python<'_>, t: Tensor, small: Small) -> PyResult<Bound<'_, PyAny>> {
     let dtype = t.dtype();
     if dtype == DType::Bytes {
