@@ -310,11 +310,11 @@ impl ParallelIter {
         Some((seq, item))
     }
 
-    fn retune(&mut self) -> Result<()> {
+    /// Lets AUTOTUNE look at the stage, now at parallelism `p`, after an element.
+    fn retune(&mut self, p: usize) -> Result<()> {
         let Some(tuner) = self.tuner.as_mut() else {
             return Ok(());
         };
-        let p = self.shared.lock().target;
         if let Some(np) = tuner.tick(&self.exec, &self.stats, p) {
             let mut st = self.shared.lock();
             st.target = np;
@@ -487,6 +487,7 @@ impl DatasetIter for ParallelIter {
             }
             st = super::interrupt::wait(&sh.cv_out, st, || sh.lock())?;
         };
+        let target = st.target;
         drop(st);
         if waited {
             self.stats.add_consumer_wait(t0);
@@ -495,7 +496,7 @@ impl DatasetIter for ParallelIter {
         match out {
             None => Ok(None),
             Some(r) => {
-                self.retune()?;
+                self.retune(target)?;
                 r.map(Some)
             }
         }
@@ -678,11 +679,15 @@ fn run(sh: &Shared, claimed: Vec<(u64, Option<Result<Example>>)>, worker: bool) 
         added = true;
     }
     // In order, the consumer can take only the lowest element: a run finished ahead of it
-    // does not wake the consumer (on two cores, each wake-up took a core from a worker).
-    if added && (!sh.ordered || st.ready.contains_key(&st.low)) {
-        sh.cv_out.notify_all();
-    } else if !added {
-        sh.cv_in.notify_all();
+    // does not wake the consumer (on two cores, each wake-up took a core from a worker). An
+    // inline run is the consumer's own, and no worker claims at the inline setting: nobody to
+    // wake (a notify is a system call, waiter or not).
+    if worker {
+        if added && (!sh.ordered || st.ready.contains_key(&st.low)) {
+            sh.cv_out.notify_all();
+        } else if !added {
+            sh.cv_in.notify_all();
+        }
     }
     true
 }
