@@ -31,10 +31,10 @@
 //! against it read as a gain whatever it did).
 //! Workers stay within the executor's cores, summed over every autotuned op of the pipeline,
 //! so AUTOTUNE does not oversubscribe, with one exception: at the core limit, workers that ran
-//! on a core for less than `BLOCKED` (85 %) of their busy time (their runs' thread CPU time against
-//! wall time) were waiting for reads or for cores another process holds, and AUTOTUNE tries more
-//! of them, past the cores (holding no core slot), up to `OVER_CORES` (4) times the cores; such a
-//! step is judged as any other. The buffer depth follows the parallelism (2p + 2:
+//! on a core for less than `BLOCKED` (85 %) of their busy time (their runs' thread CPU time
+//! against wall time) were waiting for reads or for cores another process holds, and AUTOTUNE
+//! tries more of them, past the cores (holding no core slot), up to `OVER_CORES` (4) times the
+//! cores; such a step is judged as any other. The buffer depth follows the parallelism (2p + 2:
 //! room for each worker to finish one element while the consumer takes another) and is capped by
 //! the memory budget. What it chose and why is the op's `autotune` note in the stats.
 
@@ -364,7 +364,8 @@ impl Tuner {
                 (Some(c), Some(l)) if n > 0 => c.saturating_sub(l) as f64 / n as f64,
                 _ => f64::NAN,
             },
-            ran: if wall > 0 && ran > 0 {
+            // Busy time is timed only where the thread clock answered: none, unknown.
+            ran: if wall > 0 {
                 ran as f64 / wall as f64
             } else {
                 f64::NAN
