@@ -5,7 +5,8 @@
 turns a description back into numpy arrays that are views of the arena, or copies of it. The
 values an element can hold are those the engine hands to a map function and takes back: numeric
 arrays, bytes/str arrays (object, ``S`` or ``U``), :class:`~stokehold.Ragged`, and anything
-``numpy.asarray`` makes an array of (Python scalars, bytes, nested lists).
+``numpy.asarray`` makes an array of (Python scalars, bytes, nested lists; bytes and str kept
+exactly, ``ragged.values_array``).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any, Dict, List, Tuple
 
 import numpy as np
 
-from .ragged import Ragged
+from .ragged import Ragged, values_array
 
 #: Every array starts on this boundary (a cache line; also enough for any dtype's alignment).
 _ALIGN = 64
@@ -57,7 +58,7 @@ def _plan(name: str, v: Any, parts: List[Tuple[int, Any]], used: int) -> Tuple[M
         values, used = _plan(name, v.values, parts, used)
         splits, used = _plan(name, v.row_splits, parts, used)
         return ("r", values, splits), used
-    a = v if isinstance(v, np.ndarray) else np.asarray(v)
+    a = values_array(v)
     if a.dtype.kind in "SUO":
         items = _strings(name, a)
         data = b"".join(items)

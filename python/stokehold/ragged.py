@@ -9,6 +9,17 @@ import numpy as np
 __all__ = ["Ragged"]
 
 
+def values_array(v: Any) -> np.ndarray:
+    """``numpy.asarray(v)``, keeping bytes and str exactly: numpy makes fixed-width ``S``/``U``
+    arrays of Python bytes and str, which drop trailing NUL bytes and characters
+    (``np.asarray([b"a\\0"])[0] == b"a"``), so those become object arrays of the values
+    themselves (as the engine's own conversion does, ``convert.rs``)."""
+    if isinstance(v, np.ndarray):
+        return v
+    a = np.asarray(v)
+    return np.asarray(v, dtype=object) if a.dtype.kind in "SU" else a
+
+
 class Ragged:
     """Rows of varying length along axis 0: row ``i`` is ``values[row_splits[i]:row_splits[i+1]]``.
 
@@ -29,7 +40,7 @@ class Ragged:
     __slots__ = ("values", "row_splits")
 
     def __init__(self, values: Any, row_splits: Any) -> None:
-        self.values = np.asarray(values)
+        self.values = values_array(values)
         splits = np.asarray(row_splits)
         if splits.dtype != np.int64:
             splits = splits.astype(np.int64)
@@ -51,7 +62,7 @@ class Ragged:
     @classmethod
     def from_rows(cls, rows: Sequence[Any]) -> Ragged:
         """Builds a ragged value from a sequence of arrays that differ only along axis 0 (copies)."""
-        arrays = [np.asarray(r) for r in rows]
+        arrays = [values_array(r) for r in rows]
         if not arrays:
             raise ValueError("Ragged.from_rows needs at least one row")
         splits = np.zeros(len(arrays) + 1, dtype=np.int64)

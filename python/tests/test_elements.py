@@ -177,6 +177,29 @@ def test_from_list_and_bytes_features():
     assert s[1]["s"].item() == b"yy" and s[1]["o"].item() == b"q"
 
 
+def test_bytes_and_str_ending_in_nul_are_kept_exactly():
+    # numpy turns a list of bytes into a fixed-width S array, which drops trailing NUL bytes: a
+    # WAV or protobuf blob ending in zeros lost them (silently) on the way in.
+    blobs = [b"RIFF\x00\x00", b"\x00", b"", b"ab\x00c\x00"]
+    texts = ["a\x00", "\x00\x00"]
+    ds = sh.from_arrays({"b": blobs})
+    assert [ds[i]["b"].item() for i in range(4)] == blobs
+    assert next(iter(ds.batch(4)))["b"].tolist() == blobs
+    assert [e["w"].item() for e in sh.from_list([{"w": b} for b in blobs])] == blobs
+    assert sh.from_arrays({"t": texts})[1]["t"].item() == b"\x00\x00"
+    grid = sh.from_arrays({"g": [[b"x\x00", b"y"], [b"\x00", b""]]})
+    assert grid[0]["g"].tolist() == [b"x\x00", b"y"] and grid[1]["g"].tolist() == [b"\x00", b""]
+    rows = sh.from_arrays({"r": [[b"a\x00"], [b"b", b"\x00\x00"]]})  # ragged rows of bytes
+    assert rows[1]["r"].tolist() == [b"b", b"\x00\x00"]
+    mapped = sh.Dataset.range(3).map(
+        lambda e: {"s": b"q\x00" * int(e["x"]), "l": [b"\x00", b"z\x00"], "u": "v\x00"})
+    for i, e in enumerate(mapped):
+        assert e["s"].item() == b"q\x00" * i and e["l"].tolist() == [b"\x00", b"z\x00"]
+        assert e["u"].item() == b"v\x00"
+    r = sh.Ragged.from_rows([[b"a\x00"], [b"\x00", b"b"]])
+    assert r.values.tolist() == [b"a\x00", b"\x00", b"b"]
+
+
 def test_a_bytes_feature_of_two_or_more_axes_keeps_its_order():
     # Object arrays are made by numpy in memory it allocates; they came out in Fortran order
     # (transposed values) when made with C-order flags over no data.

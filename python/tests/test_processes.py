@@ -33,6 +33,7 @@ def features(e):
         "text": f"n{x}",  # str: encoded as UTF-8 bytes by both executors
         "raw": bytes(range(x % 7)),
         "words": np.array([b"a" * x, b"b"], dtype=object),
+        "nul": [b"z\x00" * (x % 3), b"\x00"],  # a list of bytes: trailing NULs kept
         "scalar": 2.5 * x,
         "empty": np.zeros((0, 3), np.int16),
     }
@@ -169,6 +170,9 @@ def test_bytes_strings_scalars_and_empty_arrays_travel_like_the_thread_map():
         for k in a:
             assert a[k].dtype == b[k].dtype and a[k].shape == b[k].shape, k
             assert a[k].tolist() == b[k].tolist(), k
+    for i, e in enumerate(procs):
+        assert e["nul"].tolist() == [b"z\x00" * (i % 3), b"\x00"]
+        assert e["raw"].item() == bytes(range(i % 7))
 
 
 def test_ragged_batches_travel_through_the_arena():

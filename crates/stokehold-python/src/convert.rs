@@ -19,7 +19,7 @@ use numpy::{PyArrayDescr, PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMet
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
+use pyo3::types::{IntoPyDict, PyBytes, PyDict, PyList, PyString, PyTuple};
 use std::ffi::{c_int, c_void};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use stokehold_core::{stack, DType, Error, Example, Ragged, Tensor, Value};
@@ -101,12 +101,32 @@ pub fn py_to_tensor(py: Python<'_>, name: &str, obj: &Bound<'_, PyAny>) -> PyRes
     }
 }
 
+/// `numpy.asarray` of Python values (not an array), keeping bytes and str exactly: numpy would
+/// make fixed-width `S`/`U` arrays of them, which drop trailing NUL bytes and characters
+/// (`np.asarray([b"a\0"])[0] == b"a"`), so those become object arrays of the values themselves.
+/// Also says whether numpy found the values rectangular (an object array of values that were not
+/// all bytes or str is not: rows of different lengths, or other objects).
+fn values_to_array<'py>(
+    py: Python<'py>,
+    obj: &Bound<'py, PyAny>,
+) -> PyResult<(Bound<'py, PyAny>, bool)> {
+    let arr = asarray(py)?.call1((obj,))?;
+    let kind: String = arr.getattr("dtype")?.getattr("kind")?.extract()?;
+    match kind.as_str() {
+        "S" | "U" => {
+            let kw = [("dtype", "object")].into_py_dict(py)?;
+            Ok((asarray(py)?.call((obj,), Some(&kw))?, true))
+        }
+        k => Ok((arr, k != "O")),
+    }
+}
+
 /// [`py_to_tensor`] for what [`plain_array`] declined: anything numpy can make an array of.
 fn general_tensor(py: Python<'_>, name: &str, obj: &Bound<'_, PyAny>) -> PyResult<Tensor> {
     let arr = if obj.is_instance_of::<PyUntypedArray>() {
         obj.clone()
     } else {
-        asarray(py)?.call1((obj,))?
+        values_to_array(py, obj)?.0
     };
     let dt = arr.getattr("dtype")?;
     let kind: String = dt.getattr("kind")?.extract()?;
@@ -269,10 +289,8 @@ pub fn py_to_column(py: Python<'_>, name: &str, obj: &Bound<'_, PyAny>) -> PyRes
     let any_array = items.iter().any(|i| i.is_instance_of::<PyUntypedArray>());
     if !any_array {
         // Plain Python values: numpy builds the column in one go when it is rectangular.
-        if let Ok(arr) = numpy(py)?.call_method1("asarray", (obj,)) {
-            if arr.getattr("dtype")?.getattr("kind")?.extract::<String>()? != "O" {
-                return Ok(Value::Tensor(py_to_tensor(py, name, &arr)?));
-            }
+        if let Ok((arr, true)) = values_to_array(py, obj) {
+            return Ok(Value::Tensor(py_to_tensor(py, name, &arr)?));
         }
     }
     let rows = items
