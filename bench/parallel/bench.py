@@ -11,6 +11,8 @@ tf.data side, in the same run, as its docs recommend:
     -> prefetch(AUTOTUNE)
 P = 1, 2 and AUTOTUNE. CPU-bound: range(N) -> map(sum of W sin()), P = 1, 2, 4, AUTOTUNE; each
 system uses its own native kernels for the same math (tf.sin is vectorised; ours is scalar libm).
+The peers (bench/peers/) run a Python function (numpy's vectorised sin); `stokehold/python` runs
+that same function as a stokehold thread map, the like-for-like row beside them.
 Contended (issue 17: AUTOTUNE under load): the lazy file map again, P = 1, 2, 4 and AUTOTUNE,
 while the bench runs one CPU-spinning process per core beside it; the AUTOTUNE row's note gives
 its fraction of the best fixed setting (goal >= 90%), tf.data's AUTOTUNE beside it.
@@ -104,6 +106,30 @@ def tf_cpu(n, par, work):
     return lambda: tf.data.Dataset.range(n).map(f, num_parallel_calls=par)
 
 
+def PY_NOTE(n):  # noqa: N802 - a note, like peers.CPU_NOTES
+    return (f"the peers' Python function (numpy's vectorised sin) as a thread map, "
+            f"{n // 4} of the {n} elements per epoch as theirs")
+
+
+def stokehold_py_cpu(n, par, work, epochs):
+    """The peers' own Python function (numpy's vectorised sin) as a stokehold thread map: the
+    like-for-like row beside the peers, whose maps are Python; the runner's map is native."""
+    from peers import ops
+
+    import stokehold as sh
+
+    f = ops.sin_work(work)
+    ds = sh.Dataset.range(n).map(lambda e: {"s": f(e["x"])},
+                                 num_parallel_calls=sh.AUTOTUNE if par == "auto" else int(par))
+    figs = []
+    for e in range(epochs + 1):
+        t = time.perf_counter()
+        k = sum(1 for _ in ds)
+        if e > 0:
+            figs.append(k / (time.perf_counter() - t))
+    return figs
+
+
 def main():
     args = rows.workload_args(__doc__.splitlines()[0]).parse_args()
     nfiles = 800 if args.quick else 4000
@@ -144,6 +170,10 @@ def main():
                                    "elements/s", params=p, note=note))
         out.append(rows.median_row(CPU_WL, "tf.data", cfg + f", P={label}", "throughput", theirs,
                                    "elements/s", params=p))
+        py = stokehold_py_cpu(ncpu // 4, par, work, epochs)
+        log(f"cpu P={label}: stokehold/python {py}")
+        out.append(rows.median_row(CPU_WL, "stokehold/python", cfg + f", P={label}", "throughput",
+                                   py, "elements/s", params=p, note=PY_NOTE(ncpu)))
         out += peers.throughput_rows(
             CPU_WL, cfg + f", P={label}", "throughput", "elements/s", "cpu",
             {"n": ncpu // 4, "par": par if par == "auto" else int(par), "work": work,

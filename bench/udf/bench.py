@@ -20,7 +20,13 @@ Systems, at 1 and 2 workers:
   spdl               PipelineBuilder().add_source(elements).pipe(fn, concurrency=N)
                      .add_sink(3).build(num_threads=N), one per epoch (threads)
   dataloader-rs      PyDataloader(Dataset(elements -> fn), batch_size=1 (a loader yields lists),
-                     num_workers=N threads), a new one per epoch; CPython 3.13 (GIL)
+                     num_workers=N threads), a new one per epoch; CPython 3.13 (GIL), with the
+                     glibc malloc thresholds its README sets (GLIBC_TUNABLES)
+  stokehold/threads+malloc
+                     the thread map again, in a fresh process with those same malloc thresholds:
+                     glibc's defaults trim the heap whenever a large block at its top is freed,
+                     so each element's arrays of 128 KiB or more are faulted in afresh (in a plain
+                     Python loop too); this row shows what is the loader and what is malloc
 The peers (bench/peers/) run each in its own process after the others, the same function on
 the same seeded elements (made in their process by this module's py_elements/wav_elements).
 Each timed run is one epoch: "throughput" counts the elements after the first (steady state),
@@ -37,6 +43,7 @@ is the real footprint).
 
 import io
 import json
+import os
 import subprocess
 import sys
 import time
@@ -119,6 +126,16 @@ def mem_elements(mib):
     return [{"x": data[i]} for i in range(len(data))]
 
 
+def source_data(fn, n):
+    """(stokehold's columns, the peers' list of elements) for ``fn``'s workload."""
+    elements = globals()[PEER_ELEMENTS[fn]](n)
+    if fn is wav_fft:
+        col = np.empty(n, dtype=object)
+        col[:] = [e["wav"] for e in elements]
+        return {"wav": col}, elements
+    return {"x": np.arange(n, dtype=np.int64)}, elements
+
+
 # The peers (bench/peers/, each in its own process) call these by name: "udf.bench:NAME".
 PEER_ELEMENTS = {pure_python: "py_elements", wav_fft: "wav_elements", row_mean: "mem_elements"}
 
@@ -198,6 +215,7 @@ def throughput_rows(workload, columns, elements, fn, n, unit, quick):
             speed[(name, workers)] = sorted(rates)[len(rates) // 2]
         if not have_torch:
             out.append(rows.unavailable(workload, "torch", config, "torch is not installed"))
+        out += malloc_rows(workload, config, fn, n, workers, unit)
         out += peers.throughput_rows(workload, config, "throughput", unit, "udf", peer_args(
             fn, n=n, par=workers, runs=RUNS), params={"parallelism": workers},
             systems=peers.WITH_PROCESSES)
@@ -209,6 +227,43 @@ def throughput_rows(workload, columns, elements, fn, n, unit, quick):
             out.append(rows.row(workload, name, f"{n} elements", "speed-up 2 workers / 1",
                                 speed[(name, 2)] / speed[(name, 1)], "x", better="higher"))
     return out
+
+
+# ---- the thread map under dataloader-rs's malloc settings (a fresh process) ---------------------
+
+MALLOC = "stokehold/threads+malloc"
+
+
+def malloc_child(fn_name, n, workers):
+    """The thread map's timed runs, printed as JSON: run with dataloader-rs's GLIBC_TUNABLES."""
+    import stokehold as sh
+
+    fn = {f.__name__: f for f in PEER_ELEMENTS}[fn_name]
+    columns, _ = source_data(fn, n)
+    source = sh.from_arrays(columns)
+    got = [timed(lambda: stokehold_epoch(source, fn, workers, False)) for _ in range(RUNS)]
+    print(json.dumps({"rates": [g[0] for g in got], "firsts": [g[1] for g in got]}))
+
+
+def malloc_rows(workload, config, fn, n, workers, unit):
+    """The thread map again, in a process with the malloc thresholds dataloader-rs's row runs
+    with (its README's GLIBC_TUNABLES): glibc's default trims the heap each time a large block at
+    its top is freed, so every element's arrays of 128 KiB and more are faulted in afresh, in a
+    plain Python loop as much as in any loader. This row separates that from the loaders."""
+    cmd = [sys.executable, __file__, "--json", "-", "--malloc-child", fn.__name__, str(n),
+           str(workers)]
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=900,
+                         env=dict(os.environ, **peers.DLRS_ENV))
+    if res.returncode != 0:
+        print(res.stderr, file=sys.stderr)
+        return [rows.unavailable(workload, MALLOC, config, f"failed: {res.stderr[-200:]}")]
+    got = json.loads(res.stdout.strip().splitlines()[-1])
+    note = "the thread map with dataloader-rs's GLIBC_TUNABLES malloc thresholds"
+    print(f"{workload} {config} {MALLOC}: {got}", file=sys.stderr)
+    return [rows.median_row(workload, MALLOC, config, "throughput", got["rates"], unit,
+                            params={"parallelism": workers}, note=note),
+            rows.median_row(workload, MALLOC, config, "time to first element", got["firsts"], "s",
+                            better="lower")]
 
 
 # ---- memory (each system in a fresh process) ----------------------------------------------------
@@ -286,7 +341,12 @@ def memory_rows(quick):
 def main():
     p = rows.workload_args(__doc__.splitlines()[0])
     p.add_argument("--mem-child", nargs=3, help=argparse_hidden())
+    p.add_argument("--malloc-child", nargs=3, help=argparse_hidden())
     args = p.parse_args()
+    if args.malloc_child:
+        fn_name, n, workers = args.malloc_child
+        malloc_child(fn_name, int(n), int(workers))
+        return
     if args.mem_child:
         name, workers, mib = args.mem_child
         mem_child(name, int(workers), int(mib))
@@ -295,14 +355,9 @@ def main():
     # element is a small part of the steady-state window.
     n_py, n_wav = (150, 200) if args.quick else (2400, 3000)
     out = []
-    ids = np.arange(n_py, dtype=np.int64)
-    out += throughput_rows(W_PY, {"x": ids}, py_elements(n_py), pure_python, n_py,
-                           "elements/s", args.quick)
-    elements = wav_elements(n_wav)
-    col = np.empty(n_wav, dtype=object)
-    col[:] = [e["wav"] for e in elements]
-    out += throughput_rows(W_WAV, {"wav": col}, elements, wav_fft, n_wav, "elements/s",
-                           args.quick)
+    for workload, fn, n in ((W_PY, pure_python, n_py), (W_WAV, wav_fft, n_wav)):
+        columns, elements = source_data(fn, n)
+        out += throughput_rows(workload, columns, elements, fn, n, "elements/s", args.quick)
     out += memory_rows(args.quick)
     rows.write_json(args.json, out)
 

@@ -48,6 +48,34 @@ def test_map_result_of_every_layout_round_trips(k):
             np.testing.assert_array_equal(got, want)
 
 
+SCALARS = [True, False, 0, -5, 2**63 - 1, -(2**63), 2**63, 2.5, float("nan"), b"", b"a\x00",
+           "", "h\u00e9\x00", np.int8(-3), np.uint16(7), np.float32(1.5), np.bool_(True),
+           np.float64(-0.0), np.bytes_(b"xy")]
+
+
+@pytest.mark.parametrize("k", range(len(SCALARS)))
+def test_a_scalar_result_comes_out_as_numpy_makes_it(k):
+    # Python bool/int/float/bytes/str and numpy scalars take their own quick paths; each must
+    # give what numpy's own conversion gives (int beyond int64: numpy's uint64 rule).
+    v = SCALARS[k]
+    want = np.asarray(v.encode() if isinstance(v, str) else v)
+    for par in (None, 2):
+        for e in sh.Dataset.range(3).map(lambda e: {"v": v}, num_parallel_calls=par):
+            got = e["v"]
+            assert got.shape == ()
+            if want.dtype.kind == "S":
+                assert got.dtype == object and got.item() == (v.encode() if isinstance(v, str) else bytes(v))
+            else:
+                assert got.dtype == want.dtype, (got.dtype, want.dtype)
+                np.testing.assert_array_equal(got, want)
+                assert np.signbit(got) == np.signbit(want)
+
+
+def test_an_int_numpy_cannot_hold_is_refused_with_the_feature_named():
+    with pytest.raises(Exception, match="big"):
+        list(sh.Dataset.range(2).map(lambda e: {"big": 2**70}))
+
+
 def test_feature_names_made_afresh_or_beyond_those_kept_convert_the_same():
     # 200 names, each a new str object at every call (the name cache holds 64 and matches by
     # object), then the same names again in a second map that reads them back.

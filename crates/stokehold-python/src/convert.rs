@@ -19,7 +19,7 @@ use numpy::{PyArrayDescr, PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMet
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{IntoPyDict, PyBytes, PyDict, PyList, PyString, PyTuple};
+use pyo3::types::{IntoPyDict, PyBool, PyBytes, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
 use std::ffi::{c_int, c_void};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use stokehold_core::{stack, DType, Error, Example, Ragged, Tensor, Value};
@@ -101,6 +101,31 @@ pub fn py_to_tensor(py: Python<'_>, name: &str, obj: &Bound<'_, PyAny>) -> PyRes
     }
 }
 
+/// A Python `bool`, `int`, `float`, `bytes` or `str` as numpy makes it (bool, int64, float64; a
+/// bytes scalar, str UTF-8 encoded), without numpy: a map returning a label as a plain number
+/// went down the general path, about 8 us an element where the whole sequential map of an array
+/// costs about 1 us. `None` for anything else, and for an int outside int64 (numpy's rules for
+/// those are the general path's).
+fn python_scalar(obj: &Bound<'_, PyAny>) -> Option<Tensor> {
+    let text = |b: &[u8]| {
+        let data = Bytes::copy_from_slice(b);
+        Tensor::strings_from_parts(vec![], data, vec![0, b.len() as u64].into()).ok()
+    };
+    if let Ok(b) = obj.cast_exact::<PyBytes>() {
+        text(b.as_bytes())
+    } else if let Ok(s) = obj.cast_exact::<PyString>() {
+        text(s.to_cow().ok()?.as_bytes())
+    } else if let Ok(b) = obj.cast_exact::<PyBool>() {
+        Some(Tensor::scalar(b.is_true()))
+    } else if let Ok(i) = obj.cast_exact::<PyInt>() {
+        i.extract::<i64>().ok().map(Tensor::scalar)
+    } else if let Ok(f) = obj.cast_exact::<PyFloat>() {
+        Some(Tensor::scalar(f.value()))
+    } else {
+        None
+    }
+}
+
 /// `numpy.asarray` of Python values (not an array), keeping bytes and str exactly: numpy would
 /// make fixed-width `S`/`U` arrays of them, which drop trailing NUL bytes and characters
 /// (`np.asarray([b"a\0"])[0] == b"a"`), so those become object arrays of the values themselves.
@@ -111,22 +136,31 @@ fn values_to_array<'py>(
     obj: &Bound<'py, PyAny>,
 ) -> PyResult<(Bound<'py, PyAny>, bool)> {
     let arr = asarray(py)?.call1((obj,))?;
-    let kind: String = arr.getattr("dtype")?.getattr("kind")?.extract()?;
-    match kind.as_str() {
-        "S" | "U" => {
+    let kind = arr.cast::<PyUntypedArray>()?.dtype().kind();
+    match kind {
+        b'S' | b'U' => {
             let kw = [("dtype", "object")].into_py_dict(py)?;
             Ok((asarray(py)?.call((obj,), Some(&kw))?, true))
         }
-        k => Ok((arr, k != "O")),
+        k => Ok((arr, k != b'O')),
     }
 }
 
 /// [`py_to_tensor`] for what [`plain_array`] declined: anything numpy can make an array of.
 fn general_tensor(py: Python<'_>, name: &str, obj: &Bound<'_, PyAny>) -> PyResult<Tensor> {
+    if let Some(t) = python_scalar(obj) {
+        return Ok(t);
+    }
     let arr = if obj.is_instance_of::<PyUntypedArray>() {
         obj.clone()
     } else {
-        values_to_array(py, obj)?.0
+        // A numpy scalar, a nested list, ...: the array numpy makes of it is ours alone, so a
+        // plain one is read as any map result is (small ones copied).
+        let arr = values_to_array(py, obj)?.0;
+        if let Some(t) = plain_array(py, &arr, Small::Copy)? {
+            return Ok(t);
+        }
+        arr
     };
     let dt = arr.getattr("dtype")?;
     let kind: String = dt.getattr("kind")?.extract()?;
