@@ -162,12 +162,27 @@ fn general_tensor(py: Python<'_>, name: &str, obj: &Bound<'_, PyAny>) -> PyResul
         }
         arr
     };
-    let dt = arr.getattr("dtype")?;
-    let kind: String = dt.getattr("kind")?.extract()?;
-    let shape: Vec<usize> = arr.getattr("shape")?.extract()?;
-    if matches!(kind.as_str(), "S" | "U" | "O") {
+    let (kind, shape) = {
+        let a = arr.cast::<PyUntypedArray>()?;
+        (a.dtype().kind(), a.shape().to_vec())
+    };
+    if matches!(kind, b'S' | b'U' | b'O') {
         return strings(py, name, &arr, shape);
     }
+    // Byte-swapped or not C-contiguous: numpy makes the copy, which is ours alone and plain.
+    let mut arr = arr;
+    let dt = arr.getattr("dtype")?;
+    if !dt.getattr("isnative")?.is_truthy()? {
+        arr = arr.call_method1("astype", (dt.call_method1("newbyteorder", ("=",))?,))?;
+    }
+    if !arr.cast::<PyUntypedArray>()?.is_c_contiguous() {
+        arr = arr.call_method1("copy", ("C",))?;
+    }
+    if let Some(t) = plain_array(py, &arr, Small::Copy)? {
+        return Ok(t);
+    }
+    // What plain_array does not read: dtypes numpy names but has no type code of ours for
+    // (bfloat16), unaligned memory.
     let dname: String = dt.getattr("name")?.extract()?;
     let dtype: DType = dname.parse().map_err(|e: Error| {
         let m = match e {
@@ -176,13 +191,6 @@ fn general_tensor(py: Python<'_>, name: &str, obj: &Bound<'_, PyAny>) -> PyResul
         };
         invalid(py, format!("feature {name:?}: {m}"))
     })?;
-    let mut arr = arr;
-    if !dt.getattr("isnative")?.is_truthy()? {
-        arr = arr.call_method1("astype", (dt.call_method1("newbyteorder", ("=",))?,))?;
-    }
-    if !arr.getattr("flags")?.getattr("c_contiguous")?.is_truthy()? {
-        arr = arr.call_method1("copy", ("C",))?;
-    }
     let len: usize = arr.getattr("nbytes")?.extract()?;
     let data = if len == 0 {
         Bytes::new()
