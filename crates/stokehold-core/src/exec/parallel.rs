@@ -14,7 +14,7 @@
 //! (as-completed mode only) and, for a stream, the input's state before `low`: restoring
 //! recomputes whatever was in flight, so save -> restore -> continue equals an uninterrupted run.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -134,11 +134,96 @@ struct Item {
     bytes: usize,
 }
 
+/// Computed elements not yet taken, by sequence number: a ring of slots from `base`, which
+/// follows the consumer's `low` (every number inserted is at or above it). Each number in the
+/// window is filled once and taken once; a `BTreeMap`'s insert and remove were 2.5 % of an inline
+/// Python map's samples.
+#[derive(Default)]
+struct Ready {
+    base: u64,
+    slots: VecDeque<Option<Item>>,
+    len: usize,
+}
+
+impl Ready {
+    fn starting_at(base: u64) -> Self {
+        Ready {
+            base,
+            ..Ready::default()
+        }
+    }
+
+    fn insert(&mut self, seq: u64, item: Item) {
+        while seq < self.base {
+            // Not reached (numbers below `low` are never computed); kept correct all the same.
+            self.base -= 1;
+            self.slots.push_front(None);
+        }
+        let i = (seq - self.base) as usize;
+        if i >= self.slots.len() {
+            self.slots.resize_with(i + 1, || None);
+        }
+        if self.slots[i].replace(item).is_none() {
+            self.len += 1;
+        }
+    }
+
+    fn remove(&mut self, seq: u64) -> Option<Item> {
+        let i = usize::try_from(seq.checked_sub(self.base)?).ok()?;
+        let item = self.slots.get_mut(i)?.take();
+        self.len -= usize::from(item.is_some());
+        item
+    }
+
+    /// The lowest-numbered element (as-completed mode).
+    fn pop_first(&mut self) -> Option<(u64, Item)> {
+        if self.len == 0 {
+            return None;
+        }
+        let i = self.slots.iter().position(Option::is_some)?;
+        self.len -= 1;
+        Some((self.base + i as u64, self.slots[i].take()?))
+    }
+
+    fn contains(&self, seq: u64) -> bool {
+        seq.checked_sub(self.base)
+            .and_then(|i| self.slots.get(usize::try_from(i).ok()?))
+            .is_some_and(Option::is_some)
+    }
+
+    /// Drops the (empty) slots below `low`, the consumer's next number.
+    fn advance(&mut self, low: u64) {
+        while self.base < low {
+            if self.slots.pop_front().is_none() {
+                self.base = low;
+                break;
+            }
+            self.base += 1;
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Empties the ring; the bytes its elements held.
+    fn clear(&mut self) -> usize {
+        let held = self.slots.iter().flatten().map(|i| i.bytes).sum();
+        self.slots.clear();
+        self.len = 0;
+        held
+    }
+}
+
 struct St {
     next_claim: u64,
     /// Sequence numbers handed out before a restore (as-completed mode): not recomputed.
     skip: BTreeSet<u64>,
-    ready: BTreeMap<u64, Item>,
+    ready: Ready,
     in_flight: usize,
     end: Option<u64>,
     low: u64,
@@ -287,7 +372,7 @@ impl ParallelIter {
     fn take(&self, st: &mut St) -> Option<(u64, Item)> {
         let (seq, item) = if self.shared.ordered {
             let low = st.low;
-            (low, st.ready.remove(&low)?)
+            (low, st.ready.remove(low)?)
         } else {
             st.ready.pop_first()?
         };
@@ -301,6 +386,7 @@ impl ParallelIter {
                 st.low += 1;
             }
             let low = st.low;
+            st.ready.advance(low);
             if !st.states.is_empty() {
                 st.states = st.states.split_off(&low);
             }
@@ -388,7 +474,7 @@ fn build(
     let st = St {
         next_claim: low,
         skip: ahead.clone(),
-        ready: BTreeMap::new(),
+        ready: Ready::starting_at(low),
         in_flight: 0,
         end,
         low,
@@ -427,8 +513,7 @@ impl Drop for ParallelIter {
 fn stop(sh: &Shared) {
     let mut st = sh.lock();
     st.stop = true;
-    let held: usize = st.ready.values().map(|i| i.bytes).sum();
-    st.ready.clear();
+    let held = st.ready.clear();
     sh.exec.budget().sub(held);
     sh.cv_in.notify_all();
     sh.cv_out.notify_all();
@@ -448,8 +533,9 @@ impl DatasetIter for ParallelIter {
         if st.spawned == 0 {
             self.start(&mut st)?;
         }
-        let t0 = Instant::now();
-        let mut waited = false;
+        // The clock is read only once the consumer finds nothing ready (a read per element was
+        // 2.6 % of an inline Python map's samples, whose consumer finds 63 of 64 ready).
+        let mut waited: Option<Instant> = None;
         let out = loop {
             if let Some((_, item)) = self.take(&mut st) {
                 sh.exec.budget().sub(item.bytes);
@@ -462,7 +548,7 @@ impl DatasetIter for ParallelIter {
             if st.end.is_some_and(|e| st.low >= e) {
                 break None;
             }
-            waited = true;
+            waited.get_or_insert_with(Instant::now);
             if st.target == INLINE && st.in_flight == 0 {
                 // Inline: the consumer computes the next element itself (no worker, no hand-off).
                 let Some(claimed) = claim(&sh, st) else {
@@ -489,7 +575,7 @@ impl DatasetIter for ParallelIter {
         };
         let target = st.target;
         drop(st);
-        if waited {
+        if let Some(t0) = waited {
             self.stats.add_consumer_wait(t0);
             self.exec.trace().span("wait", &self.spec.label, t0);
         }
@@ -683,7 +769,7 @@ fn run(sh: &Shared, claimed: Vec<(u64, Option<Result<Example>>)>, worker: bool) 
     // inline run is the consumer's own, and no worker claims at the inline setting: nobody to
     // wake (a notify is a system call, waiter or not).
     if worker {
-        if added && (!sh.ordered || st.ready.contains_key(&st.low)) {
+        if added && (!sh.ordered || st.ready.contains(st.low)) {
             sh.cv_out.notify_all();
         } else if !added {
             sh.cv_in.notify_all();
@@ -826,6 +912,31 @@ mod tests {
 
     fn square() -> MapFn {
         map_fn(|e: Example, _| Ok(Example::new().with("x", Tensor::scalar(x(&e) * x(&e)))))
+    }
+
+    #[test]
+    fn the_ready_ring_takes_each_number_once_in_any_order() {
+        let item = |v: i64, bytes| Item {
+            res: Ok(Example::new().with("x", Tensor::scalar(v))),
+            bytes,
+        };
+        let mut r = Ready::starting_at(10);
+        for seq in [13, 10, 12] {
+            r.insert(seq, item(seq as i64, 1));
+        }
+        assert_eq!(r.len(), 3);
+        assert!(r.contains(12) && !r.contains(11) && !r.contains(9) && !r.contains(99));
+        assert!(r.remove(11).is_none() && r.remove(3).is_none());
+        let first = r.pop_first().unwrap();
+        assert_eq!((first.0, x(&first.1.res.unwrap())), (10, 10));
+        r.advance(11);
+        assert_eq!(x(&r.remove(13).unwrap().res.unwrap()), 13);
+        r.advance(12); // 10 taken; 13 taken ahead of 12, the next
+        assert!(r.contains(12) && !r.contains(10));
+        r.insert(20, item(20, 5));
+        assert_eq!((r.len(), r.clear(), r.len()), (2, 6, 0));
+        r.insert(7, item(7, 1)); // below the base: extends the ring downwards
+        assert!(r.contains(7) && r.pop_first().is_some_and(|(s, _)| s == 7));
     }
 
     fn inputs() -> Vec<Dataset> {
