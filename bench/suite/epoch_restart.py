@@ -4,6 +4,11 @@ The time lost at each epoch boundary (the wait for epoch k+1's first batch,
 iterator creation included, minus the steady wait per batch), for stokehold,
 tf.data and torch, each in its own process. The users' case is ~5 GB
 (H = W ~ 560); this shared 24 GiB machine runs it scaled down (H, W in config).
+
+The "first batch" row is timed once per system, so one untimed child runs before them: on
+this virtual machine the first process to allocate memory after a pause pays for the host
+backing it again (the first batch of whichever system ran first took 200-400 ms, the same
+system's next run about 20 ms: stokehold 196-223 vs 19-24 ms, grain 410 vs 47 ms).
 """
 
 import json
@@ -105,6 +110,20 @@ NOTES = {
 }
 
 
+def run_child(py, variant, hw, epochs):
+    """child() of one variant in its own process: its result, or {"error": why}."""
+    cmd = [py, __file__, "--child", variant, str(hw), str(epochs)]
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=240,
+                           env=peers.env_for(variant))
+    except subprocess.TimeoutExpired:
+        return {"error": "timed out after 240 s"}
+    lines = p.stdout.strip().splitlines()
+    if p.returncode == 0 and lines:
+        return json.loads(lines[-1])
+    return {"error": f"exit {p.returncode}: {(p.stderr.strip().splitlines() or ['?'])[-1][:300]}"}
+
+
 def main():
     if len(sys.argv) > 1 and sys.argv[1] == "--child":
         variant, hw, epochs = sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
@@ -123,19 +142,13 @@ def main():
     gb = N * 10 * hw * hw * 4 / 1e9
     cfg = f"400 x 10x{hw}x{hw} f32 ({gb:.2f} GB; users' case ~5 GB), batch 32, step 0.15 s"
     out = []
+    run_child(sys.executable, variants[0], hw, epochs)  # untimed: see the module doc
     for v in variants:
         py, why = peers.python_for(v)
         if why:
             out.append(rows.unavailable(W, v, cfg, why))
             continue
-        cmd = [py, __file__, "--child", v, str(hw), str(epochs)]
-        try:
-            p = subprocess.run(cmd, capture_output=True, text=True, timeout=240, env=peers.env_for(v))
-            lines = p.stdout.strip().splitlines()
-            r = json.loads(lines[-1]) if p.returncode == 0 and lines else {
-                "error": f"exit {p.returncode}: {(p.stderr.strip().splitlines() or ['?'])[-1][:300]}"}
-        except subprocess.TimeoutExpired:
-            r = {"error": "timed out after 240 s"}
+        r = run_child(py, v, hw, epochs)
         if "error" in r:
             missing = os.environ.get("BENCH_STOKEHOLD_MISSING") if v.startswith("stokehold") else None
             out.append(rows.unavailable(W, v, cfg, missing or r["error"]))
