@@ -127,7 +127,10 @@ def write_docs(root, result):
         parts += ["\n**stokehold was not built for this run**: " + result["stokehold_build"] + "\n"]
     parts += ["## Summary: stokehold against the best peer\n",
               "`advantage` > 1: stokehold is better by that factor (for ↓ metrics, peer / stokehold; "
-              "for ↑ metrics, stokehold / peer); < 1: the best peer wins.\n",
+              "for ↑ metrics, stokehold / peer); < 1: the best peer wins. Not counted as peers: "
+              "machine limits (memcpy) and floors (numpy's own part of a hand-off); not compared: "
+              "the bench's set-up (rows marked `bench set-up`, the same code for every system). "
+              "The full tables below show them.\n",
               report.summary(rows),
               "## Results\n", report.LEGEND, report.table(rows), NOTES, others(root),
               "## Plots\n"]

@@ -96,8 +96,11 @@ def summary(rows):
     """Markdown: per (workload, config, metric), stokehold against its BEST peer.
 
     ``advantage`` > 1 means stokehold is better by that factor (peer/stokehold for ↓ metrics,
-    stokehold/peer for ↑ ones); < 1 means the best peer wins. Peers that could not run, and
-    machine limits (memcpy), are not counted; where stokehold's figure is 0 there is no factor.
+    stokehold/peer for ↑ ones); < 1 means the best peer wins. Peers that could not run, machine
+    limits (memcpy) and floors (``numpy floor``: the part of a hand-off that numpy itself costs,
+    inside every system's figure) are not counted, nor the bench's own set-up (metrics marked
+    ``bench set-up``: the same code for every system); where stokehold's figure is 0 there is no
+    factor.
     """
     out = ["| workload | config | metric | stokehold | best peer | advantage |",
            "|---|---|---|---|---|---|"]
@@ -110,10 +113,12 @@ def summary(rows):
         for r in group:
             keyed.setdefault((r["config"], r["metric"]), []).append(r)
         for (config, metric), rs in keyed.items():
+            if "bench set-up" in metric:
+                continue
             ref = [r for r in rs if r["system"] == REFERENCE and r["value"] is not None]
             peers = [r for r in rs if not r["system"].startswith(REFERENCE)
                      and r["value"] is not None
-                     and r["system"] not in ("machine", "raw bytes", "memcpy")]
+                     and r["system"] not in ("machine", "raw bytes", "memcpy", "numpy floor")]
             if not ref or not peers:
                 continue
             ref = ref[0]
