@@ -15,7 +15,8 @@ function, ``np.load(path)``, over the same N paths, padded into batches of 64:
 
 A second workload isolates the cost per element of calling Python: the function returns a
 constant 100-float array (no work of its own), so the figures are elements/s of pure overhead
-(conversion, GIL hand-offs, batching), stokehold's map against torch's ``num_workers=0`` loop.
+(conversion, GIL hand-offs, batching), stokehold's map against torch's ``num_workers=0`` loop,
+beside its two parts each alone (the function in a plain loop; torch's collate).
 
 Each figure is the median of 3 timed epochs after one warm-up epoch (page cache warm for all).
 """
@@ -115,6 +116,40 @@ def tf_run(paths, epochs):
     return timed(lambda: iter(ds), epochs, lambda b: int(b.shape[0]))
 
 
+def floors(epochs):
+    """The constant workload's two parts, each alone: the function called in a plain loop on a
+    dict like the one a map gets (what any loader must spend per element), and torch's collate
+    (the pad above, in Python) over lists of 64 results, per element: torch's figure is the sum
+    of the two and its sampler loop, stokehold's is the call, the element's conversion both ways
+    and a native batch."""
+    import numpy as np
+
+    const = np.zeros(100, np.float32)
+
+    def load(e):
+        return {"x": const}
+
+    e = {"path": np.array(b"/none/0", dtype=object)}
+    items = [const] * 64
+    call, collate = [], []
+    for k in range(epochs + 1):
+        t = time.perf_counter()
+        for _ in range(OVERHEAD_N):
+            load(e)
+        mid = time.perf_counter()
+        for _ in range(OVERHEAD_N // 64):
+            pad(items)
+        end = time.perf_counter()
+        if k > 0:
+            call.append(OVERHEAD_N / (mid - t))
+            collate.append(OVERHEAD_N // 64 * 64 / (end - mid))
+    c = f"{OVERHEAD_N} elements"
+    return [rows.median_row(WL_OVERHEAD, "python/call alone", c, "throughput", call,
+                            "elements/s", note="the function alone in a plain loop: the floor"),
+            rows.median_row(WL_OVERHEAD, "torch/collate alone", c, "throughput", collate,
+                            "elements/s", note="torch's collate (pad) alone, per element")]
+
+
 def main():
     args = rows.workload_args(__doc__.splitlines()[0]).parse_args()
     n = 800 if args.quick else 4000
@@ -138,6 +173,7 @@ def main():
             p = {"parallelism": 1 if label == "sequential" else
                  (int(label) if label.isdigit() else "autotune")}
             out.append(rows.median_row(wl, system, c, "throughput", figs, unit, params=p))
+    out += floors(epochs)
     try:
         figs = tf_run(paths, epochs)
         log(f"tf.data: {figs}")
