@@ -128,7 +128,8 @@ def write_docs(root, result):
     parts += ["## Summary: stokehold against the best peer\n",
               "`advantage` > 1: stokehold is better by that factor (for ↓ metrics, peer / stokehold; "
               "for ↑ metrics, stokehold / peer); < 1: the best peer wins. Not counted as peers: "
-              "machine limits (memcpy) and floors (numpy's own part of a hand-off); not compared: "
+              "machine limits (memcpy) and floors (a part of the work alone, such as numpy's own part "
+              "of a hand-off); not compared: "
               "the bench's set-up (rows marked `bench set-up`, the same code for every system). "
               "The full tables below show them.\n",
               report.summary(rows),

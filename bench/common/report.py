@@ -97,8 +97,9 @@ def summary(rows):
 
     ``advantage`` > 1 means stokehold is better by that factor (peer/stokehold for ↓ metrics,
     stokehold/peer for ↑ ones); < 1 means the best peer wins. Peers that could not run, machine
-    limits (memcpy) and floors (``numpy floor``: the part of a hand-off that numpy itself costs,
-    inside every system's figure) are not counted, nor the bench's own set-up (metrics marked
+    limits (memcpy) and floors (systems named with ``floor``: a part of the work measured alone,
+    such as numpy's own part of a hand-off, inside every system's figure) are not counted, nor
+    the bench's own set-up (metrics marked
     ``bench set-up``: the same code for every system); where stokehold's figure is 0 there is no
     factor.
     """
@@ -118,7 +119,8 @@ def summary(rows):
             ref = [r for r in rs if r["system"] == REFERENCE and r["value"] is not None]
             peers = [r for r in rs if not r["system"].startswith(REFERENCE)
                      and r["value"] is not None
-                     and r["system"] not in ("machine", "raw bytes", "memcpy", "numpy floor")]
+                     and r["system"] not in ("machine", "raw bytes", "memcpy")
+                     and "floor" not in r["system"]]
             if not ref or not peers:
                 continue
             ref = ref[0]

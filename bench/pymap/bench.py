@@ -144,9 +144,9 @@ def floors(epochs):
             call.append(OVERHEAD_N / (mid - t))
             collate.append(OVERHEAD_N // 64 * 64 / (end - mid))
     c = f"{OVERHEAD_N} elements"
-    return [rows.median_row(WL_OVERHEAD, "python/call alone", c, "throughput", call,
+    return [rows.median_row(WL_OVERHEAD, "floor/function alone", c, "throughput", call,
                             "elements/s", note="the function alone in a plain loop: the floor"),
-            rows.median_row(WL_OVERHEAD, "torch/collate alone", c, "throughput", collate,
+            rows.median_row(WL_OVERHEAD, "floor/torch collate", c, "throughput", collate,
                             "elements/s", note="torch's collate (pad) alone, per element")]
 
 
