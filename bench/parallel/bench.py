@@ -31,6 +31,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import peers  # noqa: E402  (Grain, SPDL, dataloader-rs: bench/peers/)
 from common import rows  # noqa: E402
+from peers import ops  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 RUNNER = HERE / "runner" / "target" / "release" / "par-bench-runner"
@@ -111,20 +112,22 @@ def PY_NOTE(n):  # noqa: N802 - a note, like peers.CPU_NOTES
             f"{n // 4} of the {n} elements per epoch as theirs")
 
 
-def stokehold_py_cpu(n, par, work, epochs):
+def stokehold_py_cpu(n, par, work, epochs, batch=None):
     """The peers' own Python function (numpy's vectorised sin) as a stokehold thread map: the
-    like-for-like row beside the peers, whose maps are Python; the runner's map is native."""
-    from peers import ops
-
+    like-for-like row beside the peers, whose maps are Python; the runner's map is native.
+    Element by element as Grain and SPDL yield them, or in batches of ``batch`` as
+    dataloader-rs's DataLoader yields them (``peers.ops.CPU_BATCH``)."""
     import stokehold as sh
 
     f = ops.sin_work(work)
     ds = sh.Dataset.range(n).map(lambda e: {"s": f(e["x"])},
                                  num_parallel_calls=sh.AUTOTUNE if par == "auto" else int(par))
+    if batch:
+        ds = ds.batch(batch)
     figs = []
     for e in range(epochs + 1):
         t = time.perf_counter()
-        k = sum(1 for _ in ds)
+        k = sum(len(b["s"]) if batch else 1 for b in ds)
         if e > 0:
             figs.append(k / (time.perf_counter() - t))
     return figs
@@ -174,6 +177,12 @@ def main():
         log(f"cpu P={label}: stokehold/python {py}")
         out.append(rows.median_row(CPU_WL, "stokehold/python", cfg + f", P={label}", "throughput",
                                    py, "elements/s", params=p, note=PY_NOTE(ncpu)))
+        py = stokehold_py_cpu(ncpu // 4, par, work, epochs, batch=ops.CPU_BATCH)
+        log(f"cpu P={label}: stokehold/python+batch {py}")
+        out.append(rows.median_row(CPU_WL, "stokehold/python+batch", cfg + f", P={label}",
+                                   "throughput", py, "elements/s", params=p,
+                                   note=f"{PY_NOTE(ncpu)}, batch({ops.CPU_BATCH}) as "
+                                        "dataloader-rs's"))
         out += peers.throughput_rows(
             CPU_WL, cfg + f", P={label}", "throughput", "elements/s", "cpu",
             {"n": ncpu // 4, "par": par if par == "auto" else int(par), "work": work,

@@ -19,8 +19,6 @@ from dataloader_rs import PyDataloader, PyDataset
 
 from peers import ops
 
-CPU_BATCH = 64  # a DataLoader yields batches; 64 matches the file workload's batch
-
 
 def _workers(par):
     return os.cpu_count() if par == "auto" else int(par)
@@ -88,7 +86,7 @@ def files(paths, par, variant=""):
 
 
 def cpu(n, par, work):
-    loader = PyDataloader(_Fn(n, ops.sin_work(work)), batch_size=CPU_BATCH,
+    loader = PyDataloader(_Fn(n, ops.sin_work(work)), batch_size=ops.CPU_BATCH,
                           num_workers=_workers(par))
     return lambda: loader
 

@@ -23,6 +23,11 @@ def pad_batch(arrays):
     return out
 
 
+#: The CPU-bound map's batch where a system yields batches (dataloader-rs's DataLoader, and
+#: stokehold's like-for-like row beside it); 64 matches the file workload's batch.
+CPU_BATCH = 64
+
+
 def sin_work(work):
     """The CPU-bound map: sum of `work` sin() values offset by the element (numpy, vectorised)."""
     base = np.arange(work, dtype=np.float32) * np.float32(1e-3)
