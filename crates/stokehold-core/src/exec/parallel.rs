@@ -540,7 +540,7 @@ impl DatasetIter for ParallelIter {
             if let Some((_, item)) = self.take(&mut st) {
                 sh.exec.budget().sub(item.bytes);
                 self.stats.produced(item.bytes, st.ready.len());
-                if st.idle > 0 {
+                if st.idle > 0 && has_room(&st) {
                     sh.cv_in.notify_all();
                 }
                 break Some(item.res);
@@ -657,7 +657,7 @@ fn admit(sh: &Shared, id: usize) -> Option<MutexGuard<'_, St>> {
         if st.stop || st.end.is_some_and(|e| st.next_claim >= e) {
             return None;
         }
-        let room = st.in_flight + st.ready.len() < limit(&st);
+        let room = has_room(&st);
         let empty = st.in_flight == 0 && st.ready.is_empty();
         // Until one element has been measured its size is unknown: one at a time.
         let known = st.est_bytes > 0 || st.ready.len() + st.in_flight == 0;
@@ -799,10 +799,18 @@ fn run_len(st: &St) -> usize {
 }
 
 /// Claimed-but-not-taken elements allowed: the window, widened so that every worker (or the
-/// consumer, inline) can hold a whole run (unchanged for elements slow enough to be claimed one
-/// at a time).
+/// consumer, inline) can hold two whole runs, one being taken while the next is computed
+/// (unchanged for elements slow enough to be claimed one at a time).
 fn limit(st: &St) -> usize {
-    st.window + st.target.max(1) * (run_len(st) - 1)
+    st.window + st.target.max(1) * 2 * (run_len(st) - 1)
+}
+
+/// Whether a worker may claim: a whole run fits under [`limit`]. With room for only part of one,
+/// a worker woken by every element the consumer took claimed runs of one or two elements, each
+/// with its own wake-up and its own turn at the GIL for a Python map (one wake-up per element
+/// while the consumer emptied a batch's worth).
+fn has_room(st: &St) -> bool {
+    st.in_flight + st.ready.len() + run_len(st) <= limit(st)
 }
 
 /// Claims the next run of free sequence numbers (random-access input), within the widened
