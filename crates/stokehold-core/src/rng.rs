@@ -167,20 +167,36 @@ impl Permutation {
         x
     }
 
-    /// [`Permutation::apply`] of each of `xs` (each < n), appended to `out`. Eight at a time,
-    /// each round over all eight: the rounds of one value depend on each other (six multiply
-    /// chains back to back), those of eight values do not, so the core overlaps them. A batch of
-    /// a global shuffle maps its indices through here (`shard_read_bench`'s shuffled two-worker
-    /// epoch spent 7-9 % of its time in one `apply` per record).
+    /// [`Permutation::apply`] of each of `xs` (each < n), appended to `out`, in order. Eight
+    /// lanes, each round over all eight: the rounds of one value depend on each other (six
+    /// multiply chains back to back), those of eight values do not, so the core overlaps them.
+    /// A lane whose value landed past n (cycle walking: on average `4^half_bits / n - 1` more
+    /// encryptions, 1.6 for n = 400k) stays in the pass, overlapped with the others; a lane that
+    /// is done takes the next input. Walking one value at a time after the pass was 12 % of a
+    /// shuffled `batch(256)` epoch over shards (`shard_read_bench`, `perf record`).
     pub fn apply_many(&self, xs: &[u64], out: &mut Vec<u64>) {
         const LANES: usize = 8;
+        const IDLE: usize = usize::MAX;
         let mask = (1u64 << self.half_bits) - 1;
-        out.reserve(xs.len());
-        for chunk in xs.chunks(LANES) {
-            let (mut l, mut r) = ([0u64; LANES], [0u64; LANES]);
-            for (j, &x) in chunk.iter().enumerate() {
-                debug_assert!(x < self.n);
-                (l[j], r[j]) = (x >> self.half_bits, x & mask);
+        let base = out.len();
+        out.resize(base + xs.len(), 0);
+        let dst = &mut out[base..];
+        let (mut l, mut r) = ([0u64; LANES], [0u64; LANES]);
+        // The output position of each lane's value; IDLE when the lane has none.
+        let mut slot = [IDLE; LANES];
+        let mut next = 0;
+        let mut busy = 0;
+        loop {
+            for j in 0..LANES {
+                if slot[j] == IDLE && next < xs.len() {
+                    debug_assert!(xs[next] < self.n);
+                    (l[j], r[j], slot[j]) = (xs[next] >> self.half_bits, xs[next] & mask, next);
+                    next += 1;
+                    busy += 1;
+                }
+            }
+            if busy == 0 {
+                return;
             }
             for k in &self.keys {
                 for j in 0..LANES {
@@ -188,14 +204,19 @@ impl Permutation {
                     (l[j], r[j]) = (r[j], l[j] ^ f);
                 }
             }
-            out.extend((0..chunk.len()).map(|j| {
-                // Cycle walking, for the few that landed past n.
-                let mut x = (l[j] << self.half_bits) | r[j];
-                while x >= self.n {
-                    x = self.encrypt(x);
+            for j in 0..LANES {
+                if slot[j] == IDLE {
+                    continue;
                 }
-                x
-            }));
+                let x = (l[j] << self.half_bits) | r[j];
+                if x < self.n {
+                    dst[slot[j]] = x;
+                    slot[j] = IDLE;
+                    busy -= 1;
+                } else {
+                    (l[j], r[j]) = (x >> self.half_bits, x & mask);
+                }
+            }
         }
     }
 }
