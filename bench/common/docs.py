@@ -126,6 +126,10 @@ def write_docs(root, result):
     if result.get("stokehold_build"):
         parts += ["\n**stokehold was not built for this run**: " + result["stokehold_build"] + "\n"]
     parts += ["## Summary: stokehold against the best peer\n",
+              "Each side at its best setting among its own rows: the best peer (a peer's variants "
+              "included, e.g. `grain/mp_prefetch`) against stokehold's best (its variants "
+              "included, named in brackets when not the plain `stokehold` row, e.g. the thread "
+              "map `stokehold/threads` where the workload's subject is the process map). "
               "`advantage` > 1: stokehold is better by that factor (for ↓ metrics, peer / stokehold; "
               "for ↑ metrics, stokehold / peer); < 1: the best peer wins. Not counted as peers: "
               "machine limits (memcpy) and floors (a part of the work alone, such as numpy's own part "
