@@ -184,10 +184,11 @@ impl MapBatch {
         };
         let end = (start + b).min(n);
         let indices: Vec<u64> = (start..end).map(|i| base + i).collect();
-        if self.opts.padding.is_none() {
-            if let Some(batch) = self.parent.get_batch(&indices)? {
-                return Ok(batch);
-            }
+        if let Some(batch) = self.parent.get_batch(&indices)? {
+            return match &self.opts.padding {
+                None => Ok(batch),
+                Some(specs) => pad_batch(&self.name(), &batch, specs, &self.opts.default_pad),
+            };
         }
         if self.parent.prefetch_useful() {
             crate::dataset::hint_batch(&*self.parent, &indices);
@@ -300,15 +301,7 @@ fn pad_examples(
     let first = elements
         .first()
         .ok_or_else(|| Error::invalid(format!("{op}: empty batch")))?;
-    if let Some(unknown) = specs.keys().find(|k| first.get(k).is_none()) {
-        return Err(Error::schema(
-            op,
-            format!(
-                "padding given for feature {unknown:?}, but elements have {:?}",
-                first.names()
-            ),
-        ));
-    }
+    check_specs(op, first, specs)?;
     let mut out = Example::new();
     for (name, _) in first.iter() {
         let items = elements
@@ -316,22 +309,103 @@ fn pad_examples(
             .map(|e| e.tensor(op, name))
             .collect::<Result<Vec<_>>>()?;
         let spec = specs.get(name).unwrap_or(default);
-        let (padded, lengths) = pad_stack(op, name, &items, spec)?;
-        out.insert(name, padded);
-        if let Some(l) = lengths {
-            let lname = format!("{name}_lengths");
-            if first.get(&lname).is_some() {
-                // Inserting would replace the element's own feature (or it would replace ours):
-                // either way real data would be lost without a word.
-                return Err(Error::invalid(format!(
-                    "padded_batch: feature {lname:?} already exists; the lengths of padded \
-                     feature {name:?} would overwrite it: rename it first"
-                )));
-            }
-            out.insert(&lname, l);
-        }
+        let padded = pad_stack(op, name, &items, spec)?;
+        insert_padded(&mut out, first, name, padded)?;
     }
     Ok(out)
+}
+
+/// A batch made by the input's batch path (`get_batch`: its elements stacked, dense or ragged),
+/// padded exactly as [`pad_examples`] pads the elements: no example is built per element. A
+/// feature whose rows all have the target shape already (a dense column, unless
+/// `padded_shapes` asks for more) keeps its column as it is; the others are padded from
+/// zero-copy views of their rows. `padded_batch(64)` of 128 int32 per element from memory
+/// built an example per element: 0.126 us an element against `batch(64)`'s 0.027.
+fn pad_batch(
+    op: &str,
+    batch: &Example,
+    specs: &HashMap<String, PadSpec>,
+    default: &PadSpec,
+) -> Result<Example> {
+    check_specs(op, batch, specs)?;
+    let mut out = Example::new();
+    for (name, value) in batch.iter() {
+        let spec = specs.get(name).unwrap_or(default);
+        let padded = match value {
+            // A scalar per element is stacked as is, as `pad_stack` stacks it.
+            Value::Tensor(t) if t.shape().len() == 1 => (value.clone(), None),
+            Value::Tensor(t) if has_shape(spec, &t.shape()[1..]) => {
+                let (rows, inner) = (t.shape()[0], &t.shape()[1..]);
+                let lengths: Vec<i64> = inner.iter().map(|&d| d as i64).collect();
+                let lshape = if inner.len() == 1 {
+                    vec![rows]
+                } else {
+                    vec![rows, inner.len()]
+                };
+                let lengths = Tensor::from_vec(lshape, lengths.repeat(rows))?;
+                (value.clone(), Some(lengths))
+            }
+            _ => {
+                let rows = (0..value.rows()?)
+                    .map(|k| value.row(k))
+                    .collect::<Result<Vec<_>>>()?;
+                let items: Vec<&Tensor> = rows.iter().collect();
+                pad_stack(op, name, &items, spec)?
+            }
+        };
+        insert_padded(&mut out, batch, name, padded)?;
+    }
+    Ok(out)
+}
+
+/// Whether rows of shape `inner` are already padded to what `spec` asks for (no fixed size, or
+/// exactly theirs, on every axis).
+fn has_shape(spec: &PadSpec, inner: &[usize]) -> bool {
+    spec.shape.as_ref().is_none_or(|fixed| {
+        fixed.len() == inner.len()
+            && fixed
+                .iter()
+                .zip(inner)
+                .all(|(want, &have)| want.is_none_or(|w| w == have))
+    })
+}
+
+/// A `padded_shapes` / `padding_values` entry naming a feature that `example` lacks is an error.
+fn check_specs(op: &str, example: &Example, specs: &HashMap<String, PadSpec>) -> Result<()> {
+    match specs.keys().find(|k| example.get(k).is_none()) {
+        Some(unknown) => Err(Error::schema(
+            op,
+            format!(
+                "padding given for feature {unknown:?}, but elements have {:?}",
+                example.names()
+            ),
+        )),
+        None => Ok(()),
+    }
+}
+
+/// Puts feature `name`, padded, and its lengths (`{name}_lengths`) into `out`; `source` is an
+/// element (or the batch) the feature came from, whose own features the lengths must not replace.
+fn insert_padded(
+    out: &mut Example,
+    source: &Example,
+    name: &str,
+    (padded, lengths): (Value, Option<Tensor>),
+) -> Result<()> {
+    out.insert(name, padded);
+    if let Some(l) = lengths {
+        let lname = format!("{name}_lengths");
+        if source.get(&lname).is_some() {
+            // Inserting would replace the element's own feature (or it would replace ours):
+            // either way real data would be lost without a word.
+            return Err(Error::invalid(format!(
+                "padded_batch: feature {lname:?} already exists; the lengths of padded \
+                 feature {name:?} would overwrite it: rename it first"
+            )));
+        }
+        out.insert(&lname, l);
+    }
+    Ok(())
 }
 
 /// Pads tensors of one feature to a common shape and stacks them; returns the batch and, for

@@ -616,3 +616,115 @@ fn batch_fast_path_equals_element_by_element() {
         }
     }
 }
+
+/// `padded_batch` over an input with a batch path (in-memory columns: `get_batch` stacks the
+/// elements, dense or ragged, and the batch is padded whole) gives what padding its elements one
+/// by one gives (the same columns behind a filter, a stream): values, lengths and errors, for a
+/// ragged clip, a dense 2-D feature, bytes, a scalar, fixed shapes and padding values.
+#[test]
+fn padded_batch_of_a_stacked_batch_equals_padding_its_elements() {
+    let n = 7;
+    let clips: Vec<Tensor> = (0..n)
+        .map(|i| Tensor::from_vec(vec![1 + i % 4], vec![i as i16; 1 + i % 4]).unwrap())
+        .collect();
+    let clips: Vec<&Tensor> = clips.iter().collect();
+    let words: Vec<String> = (0..n * 2).map(|k| format!("w{k}")).collect();
+    let columns = Example::new()
+        .with("audio", stack("test", "audio", &clips).unwrap())
+        .with(
+            "grid",
+            Tensor::from_vec(vec![n, 2, 3], (0..n as i32 * 6).collect()).unwrap(),
+        )
+        .with(
+            "words",
+            Tensor::strings(&words).reshape(vec![n, 2]).unwrap(),
+        )
+        .with("w", Tensor::from_vec(vec![n], vec![0.5f32; n]).unwrap());
+    // In-memory bytes columns have no batch path of their own (a shard folder's has): this one
+    // stacks its elements (`stack_examples`, as a reader's batch path must agree with).
+    struct Stacked(Arc<dyn stokehold_core::MapDataset>);
+    impl stokehold_core::MapDataset for Stacked {
+        fn len(&self) -> u64 {
+            self.0.len()
+        }
+        fn get(&self, index: u64) -> stokehold_core::Result<Example> {
+            self.0.get(index)
+        }
+        fn name(&self) -> String {
+            "stacked".into()
+        }
+        fn get_batch(&self, indices: &[u64]) -> stokehold_core::Result<Option<Example>> {
+            let rows = indices
+                .iter()
+                .map(|&i| self.0.get(i))
+                .collect::<stokehold_core::Result<Vec<_>>>()?;
+            stack_examples("stacked", &rows).map(Some)
+        }
+    }
+    let columns = Dataset::from_columns(columns).unwrap();
+    let input = Dataset::from_map(Stacked(columns.as_map().unwrap().clone()));
+    let spec = |value: f64, shape: Option<Vec<Option<usize>>>| PadSpec { value, shape };
+    let cases: Vec<(&str, Vec<(&str, PadSpec)>)> = vec![
+        ("defaults", vec![]),
+        ("clip to 8", vec![("audio", spec(3.0, Some(vec![Some(8)])))]),
+        (
+            "grid to 4x3",
+            vec![("grid", spec(-1.0, Some(vec![Some(4), None])))],
+        ),
+        (
+            "grid as it is",
+            vec![("grid", spec(9.0, Some(vec![Some(2), Some(3)])))],
+        ),
+        (
+            "words to 3",
+            vec![("words", spec(0.0, Some(vec![Some(3)])))],
+        ),
+        (
+            "clip too small",
+            vec![("audio", spec(0.0, Some(vec![Some(2)])))],
+        ),
+        (
+            "grid wrong rank",
+            vec![("grid", spec(0.0, Some(vec![Some(2)])))],
+        ),
+        ("no such feature", vec![("audo", spec(0.0, None))]),
+    ];
+    for (what, specs) in cases {
+        let mut opts = padded(3);
+        opts.padding = Some(specs.into_iter().map(|(k, v)| (k.to_string(), v)).collect());
+        let by_batch = input.batch_with(opts.clone()).unwrap();
+        assert!(by_batch.as_map().is_some(), "{what}: random access");
+        let by_element = input
+            .filter("all", filter_fn(|_, _| Ok(true)))
+            .batch_with(opts)
+            .unwrap();
+        let a: Vec<_> = (0..3)
+            .map(|i| by_batch.get(i).map_err(|e| e.to_string()))
+            .collect();
+        let b = match by_element.iter(0) {
+            Ok(mut it) => (0..3)
+                .map(|_| it.next().map(|e| e.unwrap()).map_err(|e| e.to_string()))
+                .collect::<Vec<_>>(),
+            Err(e) => vec![Err(e.to_string())],
+        };
+        assert_eq!(a[0], b[0], "{what}");
+        if b[0].is_ok() {
+            assert_eq!(a, b, "{what}");
+        }
+    }
+    // The lengths of a padded feature may not replace a feature of the input's.
+    let clash = Dataset::from_columns(
+        Example::new()
+            .with(
+                "x",
+                Tensor::from_vec(vec![2, 2], vec![1i64, 2, 3, 4]).unwrap(),
+            )
+            .with(
+                "x_lengths",
+                Tensor::from_vec(vec![2], vec![0i64, 0]).unwrap(),
+            ),
+    )
+    .unwrap();
+    let err = clash.batch_with(padded(2)).unwrap().get(0).unwrap_err();
+    assert!(err.to_string().contains("already exists"), "{err}");
+}
