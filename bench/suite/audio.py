@@ -75,6 +75,7 @@ def system_rows(system, results, cfg, raw):
         return [rows.unavailable(W, system, cfg, missing or results[0]["error"])]
     note = ok[0].get("note") or None
     med = lambda key, scale=1.0: [r[key] * scale for r in ok if key in r]  # noqa: E731
+    copies = all(r.get("copies") for r in ok)
     out = [
         rows.median_row(W, system, cfg, "cache RSS growth", med("cache_growth", 1 / MiB), "MiB",
                         note=note, params={"dataset_bytes": raw}),
@@ -84,12 +85,14 @@ def system_rows(system, results, cfg, raw):
         rows.median_row(W, system, cfg, "total PSS growth (main + workers)",
                         med("pss_growth", 1 / MiB), "MiB"),
         rows.median_row(W, system, cfg, "cache build time", med("build_s"), "s",
-                        note="the build alone; loading the clips is timed apart"),
+                        note="the build alone; loading the clips is timed apart" + (
+                            "" if copies else "; holds the caller's list: nothing copied, "
+                            "no memory of its own (a list of arrays, one allocation each)")),
         rows.median_row(W, system, cfg, "peak growth / raw bytes",
                         [r["peak_growth"] / raw for r in ok], "x",
                         note="peak RSS (main + workers) during build + first epoch"),
     ]
-    if all(r.get("copies") for r in ok):
+    if copies:
         out.append(rows.median_row(W, system, cfg, "cache build bandwidth",
                                    [raw / 1e6 / r["build_s"] for r in ok], "MB/s",
                                    note="raw bytes / build time"))
