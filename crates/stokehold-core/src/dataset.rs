@@ -83,6 +83,15 @@ pub trait MapDataset: Send + Sync + 'static {
         None
     }
 
+    /// True when [`MapDataset::get_batch`] only gathers what is stored and answers `None` where
+    /// the elements do not stack (shapes that differ beyond axis 0), so that `padded_batch` may
+    /// take it and pad the stacked batch. A batch path that runs a function (map's) stacks its
+    /// results and fails where they differ, which padding the elements one by one would pad.
+    /// Index-arithmetic ops forward their input's answer. Default: false.
+    fn batch_pads(&self) -> bool {
+        false
+    }
+
     /// True when [`MapDataset::prefetch`] hints help this dataset (it reads memory-mapped files).
     /// Index-arithmetic ops forward their input's answer; iterators only send hints when true.
     fn prefetch_useful(&self) -> bool {

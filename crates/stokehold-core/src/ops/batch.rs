@@ -184,11 +184,13 @@ impl MapBatch {
         };
         let end = (start + b).min(n);
         let indices: Vec<u64> = (start..end).map(|i| base + i).collect();
-        if let Some(batch) = self.parent.get_batch(&indices)? {
-            return match &self.opts.padding {
-                None => Ok(batch),
-                Some(specs) => pad_batch(&self.name(), &batch, specs, &self.opts.default_pad),
-            };
+        if self.opts.padding.is_none() || self.parent.batch_pads() {
+            if let Some(batch) = self.parent.get_batch(&indices)? {
+                return match &self.opts.padding {
+                    None => Ok(batch),
+                    Some(specs) => pad_batch(&self.name(), &batch, specs, &self.opts.default_pad),
+                };
+            }
         }
         if self.parent.prefetch_useful() {
             crate::dataset::hint_batch(&*self.parent, &indices);

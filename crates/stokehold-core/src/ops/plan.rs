@@ -237,6 +237,10 @@ impl MapDataset for EpochRange {
         self.parent.prefetch_useful()
     }
 
+    fn batch_pads(&self) -> bool {
+        self.parent.batch_pads()
+    }
+
     fn prefetch(&self, index: u64, hint: crate::dataset::Hint) {
         self.parent.prefetch(self.start.saturating_add(index), hint)
     }

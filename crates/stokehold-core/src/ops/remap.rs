@@ -55,6 +55,10 @@ impl<M: IndexMap> MapDataset for Remap<M> {
         self.0.input().prefetch_useful()
     }
 
+    fn batch_pads(&self) -> bool {
+        self.0.input().batch_pads()
+    }
+
     fn prefetch(&self, index: u64, hint: Hint) {
         if let Ok(i) = self.0.source_index(index) {
             self.0.input().prefetch(i, hint);

@@ -65,6 +65,11 @@ impl MapDataset for InMemory {
         self.columns.row((index % self.len) as usize)
     }
 
+    /// Columns are dense, or ragged along axis 0 only: every batch stacks.
+    fn batch_pads(&self) -> bool {
+        true
+    }
+
     fn get_batch(&self, indices: &[u64]) -> Result<Option<Example>> {
         if self.len == 0 || indices.is_empty() {
             return Ok(None);

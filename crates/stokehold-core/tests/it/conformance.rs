@@ -653,6 +653,9 @@ fn padded_batch_of_a_stacked_batch_equals_padding_its_elements() {
         fn name(&self) -> String {
             "stacked".into()
         }
+        fn batch_pads(&self) -> bool {
+            true
+        }
         fn get_batch(&self, indices: &[u64]) -> stokehold_core::Result<Option<Example>> {
             let rows = indices
                 .iter()
@@ -727,4 +730,47 @@ fn padded_batch_of_a_stacked_batch_equals_padding_its_elements() {
     .unwrap();
     let err = clash.batch_with(padded(2)).unwrap().get(0).unwrap_err();
     assert!(err.to_string().contains("already exists"), "{err}");
+}
+
+/// `padded_batch` over a map whose results differ beyond axis 0 pads them, also where the map
+/// has a batch path (an input on storage: it maps the input's batch row by row and stacks the
+/// results, which cannot stack these): the map's batch path is not taken for padding.
+#[test]
+fn padded_batch_over_a_map_pads_results_that_do_not_stack() {
+    struct OnStorage(Dataset);
+    impl stokehold_core::MapDataset for OnStorage {
+        fn len(&self) -> u64 {
+            self.0.len().unwrap()
+        }
+        fn get(&self, index: u64) -> stokehold_core::Result<Example> {
+            self.0.get(index)
+        }
+        fn name(&self) -> String {
+            "on_storage".into()
+        }
+        fn prefetch_useful(&self) -> bool {
+            true
+        }
+        fn get_batch(&self, indices: &[u64]) -> stokehold_core::Result<Option<Example>> {
+            let rows = indices
+                .iter()
+                .map(|&i| self.0.get(i))
+                .collect::<stokehold_core::Result<Vec<_>>>()?;
+            stack_examples("on_storage", &rows).map(Some)
+        }
+    }
+    let square = map_fn(|e, _| {
+        let k = 1 + e.tensor("t", "x")?.to_vec::<i64>()?[0] as usize % 3;
+        Ok(e.with("img", Tensor::from_vec(vec![k, k], vec![1u8; k * k])?))
+    });
+    let input = Dataset::from_map(OnStorage(Dataset::range(4))).map("square", square);
+    let b = input.batch_with(padded(3)).unwrap().get(0).unwrap();
+    assert_eq!(b.tensor("t", "img").unwrap().shape(), &[3, 3, 3]);
+    assert_eq!(
+        b.tensor("t", "img_lengths")
+            .unwrap()
+            .to_vec::<i64>()
+            .unwrap(),
+        vec![1, 1, 2, 2, 3, 3]
+    );
 }

@@ -589,6 +589,11 @@ impl MapDataset for ShardDataset {
         true
     }
 
+    /// Records that do not stack give `None` (see `get_batch`).
+    fn batch_pads(&self) -> bool {
+        true
+    }
+
     /// `Locate` prefetches the record's index entry; `Read`, sent closer, decodes that (by now
     /// cached) entry and prefetches the record's first [`PREFETCH_BYTES`], so a random read
     /// overlaps its dependent misses with the work on earlier records; `Whole` (a batch's hint)
