@@ -13,11 +13,12 @@ P = 1, 2 and AUTOTUNE. CPU-bound: range(N) -> map(sum of W sin()), P = 1, 2, 4, 
 system uses its own native kernels for the same math (tf.sin is vectorised; ours is scalar libm).
 The peers (bench/peers/) run a Python function (numpy's vectorised sin); `stokehold/python` runs
 that same function as a stokehold thread map, the like-for-like row beside them.
-Contended (issue 17: AUTOTUNE under load): the lazy file map again, P = 1, 2, 4 and AUTOTUNE in turns,
-while the bench runs one CPU-spinning process per core beside it; the AUTOTUNE row's note gives
-its fraction of the best fixed setting (goal >= 90%), tf.data's AUTOTUNE beside it.
+Contended (issue 17: AUTOTUNE under load): the lazy file map again, P = 1, 2, 4 and AUTOTUNE
+in turns, while the bench runs one CPU-spinning process per core beside it; the AUTOTUNE row's
+note gives its fraction of the best fixed setting (goal >= 90%), tf.data's AUTOTUNE beside it.
 
-Each figure is the median of 3 timed epochs after one warm-up epoch (page cache warm for both).
+Each figure is the median of 3 timed epochs after one warm-up epoch (page cache warm for both);
+a contended one, of 9 (3 rounds of 3).
 """
 
 import json

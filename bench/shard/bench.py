@@ -14,8 +14,8 @@ Throughput: N records of 1 KiB, uncompressed, page-cached, read by the Rust read
 (`crates/stokehold-io/examples/shard_read_bench.rs`, built in release): sequential get(i),
 random get(i) (one and two threads), get_batch on two threads over the records of a
 sequential and of a global-shuffle epoch in its order, a sequential and a global-shuffle epoch
-through the iterator API, element by element and in batches of 256 (the reader's batch path); tf.data's
-sequential TFRecordDataset read of the same records (batched by 1024, counted in C++) as the peer;
+through the iterator API, element by element and in batches of 256 (the reader's batch path);
+tf.data's sequential TFRecordDataset read of the same records (batched by 1024, counted in C++) as the peer;
 and `memprobe.c`, which reads every line of every record through the index in both orders with
 nothing decoded: its shuffled/sequential ratio is what this machine's memory allows.
 """

@@ -10,8 +10,8 @@
 //! cache, then times RUNS passes of: sequential `get(i)`, random `get(i)` and random `get_batch`
 //! of 256 indices (uniform indices, with repetition; one and two threads, and two threads handing
 //! their batches to the main thread through a channel; the same on two threads over the records
-//! of a sequential and of a global-shuffle epoch, in its order), and a sequential and a global-shuffle
-//! epoch through the iterator API: element by element, in batches of 256 (also after an identity
+//! of a sequential and of a global-shuffle epoch, in its order), and a sequential and a
+//! global-shuffle epoch through the iterator API: element by element, in batches of 256 (also after an identity
 //! `map`, which takes the reader's batch path and cuts it into rows), and in batches of 256 made
 //! by two workers. An optional fifth argument runs only the cases whose label contains it (for a
 //! profiler).

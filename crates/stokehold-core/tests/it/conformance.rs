@@ -617,7 +617,37 @@ fn batch_fast_path_equals_element_by_element() {
     }
 }
 
-/// `padded_batch` over an input with a batch path (in-memory columns: `get_batch` stacks the
+/// A random-access input standing for one on storage, as a shard folder is: prefetch hints
+/// help it, and its batch path stacks the stored elements (`stack_examples`, which a reader's
+/// batch path must agree with). In-memory bytes columns have no batch path of their own.
+struct Stacked(Dataset);
+
+impl stokehold_core::MapDataset for Stacked {
+    fn len(&self) -> u64 {
+        self.0.len().unwrap()
+    }
+    fn get(&self, index: u64) -> stokehold_core::Result<Example> {
+        self.0.get(index)
+    }
+    fn name(&self) -> String {
+        "stacked".into()
+    }
+    fn prefetch_useful(&self) -> bool {
+        true
+    }
+    fn batch_pads(&self) -> bool {
+        true
+    }
+    fn get_batch(&self, indices: &[u64]) -> stokehold_core::Result<Option<Example>> {
+        let rows = indices
+            .iter()
+            .map(|&i| self.0.get(i))
+            .collect::<stokehold_core::Result<Vec<_>>>()?;
+        stack_examples("stacked", &rows).map(Some)
+    }
+}
+
+/// `padded_batch` over an input with a batch path ([`Stacked`]: `get_batch` stacks the
 /// elements, dense or ragged, and the batch is padded whole) gives what padding its elements one
 /// by one gives (the same columns behind a filter, a stream): values, lengths and errors, for a
 /// ragged clip, a dense 2-D feature, bytes, a scalar, fixed shapes and padding values.
@@ -640,32 +670,8 @@ fn padded_batch_of_a_stacked_batch_equals_padding_its_elements() {
             Tensor::strings(&words).reshape(vec![n, 2]).unwrap(),
         )
         .with("w", Tensor::from_vec(vec![n], vec![0.5f32; n]).unwrap());
-    // In-memory bytes columns have no batch path of their own (a shard folder's has): this one
-    // stacks its elements (`stack_examples`, as a reader's batch path must agree with).
-    struct Stacked(Arc<dyn stokehold_core::MapDataset>);
-    impl stokehold_core::MapDataset for Stacked {
-        fn len(&self) -> u64 {
-            self.0.len()
-        }
-        fn get(&self, index: u64) -> stokehold_core::Result<Example> {
-            self.0.get(index)
-        }
-        fn name(&self) -> String {
-            "stacked".into()
-        }
-        fn batch_pads(&self) -> bool {
-            true
-        }
-        fn get_batch(&self, indices: &[u64]) -> stokehold_core::Result<Option<Example>> {
-            let rows = indices
-                .iter()
-                .map(|&i| self.0.get(i))
-                .collect::<stokehold_core::Result<Vec<_>>>()?;
-            stack_examples("stacked", &rows).map(Some)
-        }
-    }
     let columns = Dataset::from_columns(columns).unwrap();
-    let input = Dataset::from_map(Stacked(columns.as_map().unwrap().clone()));
+    let input = Dataset::from_map(Stacked(columns));
     let spec = |value: f64, shape: Option<Vec<Option<usize>>>| PadSpec { value, shape };
     let cases: Vec<(&str, Vec<(&str, PadSpec)>)> = vec![
         ("defaults", vec![]),
@@ -737,33 +743,11 @@ fn padded_batch_of_a_stacked_batch_equals_padding_its_elements() {
 /// results, which cannot stack these): the map's batch path is not taken for padding.
 #[test]
 fn padded_batch_over_a_map_pads_results_that_do_not_stack() {
-    struct OnStorage(Dataset);
-    impl stokehold_core::MapDataset for OnStorage {
-        fn len(&self) -> u64 {
-            self.0.len().unwrap()
-        }
-        fn get(&self, index: u64) -> stokehold_core::Result<Example> {
-            self.0.get(index)
-        }
-        fn name(&self) -> String {
-            "on_storage".into()
-        }
-        fn prefetch_useful(&self) -> bool {
-            true
-        }
-        fn get_batch(&self, indices: &[u64]) -> stokehold_core::Result<Option<Example>> {
-            let rows = indices
-                .iter()
-                .map(|&i| self.0.get(i))
-                .collect::<stokehold_core::Result<Vec<_>>>()?;
-            stack_examples("on_storage", &rows).map(Some)
-        }
-    }
     let square = map_fn(|e, _| {
         let k = 1 + e.tensor("t", "x")?.to_vec::<i64>()?[0] as usize % 3;
         Ok(e.with("img", Tensor::from_vec(vec![k, k], vec![1u8; k * k])?))
     });
-    let input = Dataset::from_map(OnStorage(Dataset::range(4))).map("square", square);
+    let input = Dataset::from_map(Stacked(Dataset::range(4))).map("square", square);
     let b = input.batch_with(padded(3)).unwrap().get(0).unwrap();
     assert_eq!(b.tensor("t", "img").unwrap().shape(), &[3, 3, 3]);
     assert_eq!(
