@@ -18,7 +18,10 @@ in turns, while the bench runs one CPU-spinning process per core beside it; the 
 note gives its fraction of the best fixed setting (goal >= 90%), tf.data's AUTOTUNE beside it.
 
 Each figure is the median of 3 timed epochs after one warm-up epoch (page cache warm for both);
-a contended one, of 9 (3 rounds of 3).
+a contended one, of 24 (3 rounds of 8 epochs: beside the spinners one setting's epochs ranged
+from 13k to 72k files/s, and P=2's median of 9 from 38k to 49k over six runs; a run of 8
+epochs, about a second, is still far shorter than a training run, so AUTOTUNE's first steps
+weigh more here than they would there).
 """
 
 import json
@@ -188,15 +191,16 @@ def main():
             CPU_WL, cfg + f", P={label}", "throughput", "elements/s", "cpu",
             {"n": ncpu // 4, "par": par if par == "auto" else int(par), "work": work,
              "epochs": epochs}, params=p, extra_note=peers.CPU_NOTES(ncpu))
-    out += contended(d, nfiles, epochs, tf_files)
+    out += contended(d, nfiles, tf_files)
     rows.write_json(args.json, out)
     print_table(out)
 
 
 CONTENDED_ROUNDS = 3
+CONTENDED_EPOCHS = 8
 
 
-def contended(d, nfiles, epochs, tf_files):
+def contended(d, nfiles, tf_files):
     """The file map with one spinning process per core running beside it (started and stopped
     here): AUTOTUNE against each fixed parallelism under the same load. The settings take turns,
     ``CONTENDED_ROUNDS`` rounds in a rotating order, so that a slow stretch of the shared
@@ -213,7 +217,7 @@ def contended(d, nfiles, epochs, tf_files):
         for k in range(CONTENDED_ROUNDS):
             for label in labels[k % len(labels):] + labels[:k % len(labels)]:
                 ours, tables[label] = run_stokehold(
-                    ["files", d, "auto" if label == "autotune" else label], epochs)
+                    ["files", d, "auto" if label == "autotune" else label], CONTENDED_EPOCHS)
                 log(f"contended stokehold P={label} (round {k + 1}): {ours}")
                 figs[label] += ours
         for label in labels:
@@ -227,7 +231,8 @@ def contended(d, nfiles, epochs, tf_files):
             else:
                 fixed[label] = row["value"]
             out.append(row)
-        theirs = tf_epochs(tf_files(d, tf.data.AUTOTUNE), epochs, lambda b: int(b.shape[0]))
+        theirs = tf_epochs(tf_files(d, tf.data.AUTOTUNE), CONTENDED_EPOCHS,
+                           lambda b: int(b.shape[0]))
         out.append(rows.median_row(CONTENDED_WL, "tf.data", cfg + ", P=autotune", "throughput",
                                    theirs, "files/s", params={"parallelism": "autotune"}))
     finally:

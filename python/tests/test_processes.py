@@ -82,13 +82,13 @@ def test_same_order_and_values_as_thread_map(calls):
     assert rows(pipeline(calls, True)) == want
 
 
-def test_autotune_starts_a_process_map_on_a_worker():
+def test_autotune_starts_a_process_map_on_workers():
     # Unlike a Python function on threads (started inline), a process map waits for its workers
-    # with the GIL released: AUTOTUNE starts it on a worker thread.
+    # with the GIL released: AUTOTUNE starts it as any native op, a worker thread per free core.
     ds = pipeline(sh.AUTOTUNE, True)
     rows(ds)
     (stage,) = [op for op in ds.stats()["ops"] if op["op"].startswith("parallelize")]
-    assert stage["parallelism"] == 1, stage
+    assert 1 <= stage["parallelism"] <= 4 * (os.cpu_count() or 1), stage
 
 
 def keyed_noise(e):

@@ -1,5 +1,12 @@
 //! AUTOTUNE for one parallel op: online hill climbing on measured throughput.
 //!
+//! A new op starts with a worker per free core, as tf.data starts an autotuned op at its thread
+//! pool's size; an op whose functions share a lock (a Python map) starts inline (see below).
+//! Started at one worker, the lazy file map of `bench/parallel` (runs of four short epochs in a
+//! fresh process) ran at 52 % of two workers on an idle machine, 55k against 106k files/s: the
+//! climb took two periods a step, most of such a run. Too many workers are shed by the periodic
+//! trial of one fewer.
+//!
 //! Every period (at least 100 ms and 8 elements, or 300 ms and 2 elements for slow elements) the
 //! tuner looks at the consumer's waiting time. If the consumer waited more than 5% of the period,
 //! this op is on the critical path: the tuner asks the executor for one more CPU slot and tries one
@@ -33,8 +40,9 @@
 //! so AUTOTUNE does not oversubscribe, with one exception: at the core limit, workers that ran
 //! on a core for less than `BLOCKED` (85 %) of their busy time (their runs' thread CPU time
 //! against wall time) were waiting for reads or for cores another process holds, and AUTOTUNE
-//! tries more of them, past the cores (holding no core slot), up to `OVER_CORES` (4) times the
-//! cores; such a step is judged as any other. The buffer depth follows the parallelism (2p + 2:
+//! tries more of them, past the cores (holding no core slot), as many as fill the cores at the
+//! fraction they ran (`past_the_cores`), up to `OVER_CORES` (4) times the cores; such a step is
+//! judged as any other. The buffer depth follows the parallelism (2p + 2:
 //! room for each worker to finish one element while the consumer takes another) and is capped by
 //! the memory budget. What it chose and why is the op's `autotune` note in the stats.
 
@@ -71,6 +79,20 @@ const UP_COOLDOWN: Duration =
     Duration::from_millis(MIN_PERIOD.as_millis() as u64 * COOLDOWN as u64);
 /// How long after a reverted step to inline no iterator of the op tries inline again.
 const INLINE_COOLDOWN: Duration = Duration::from_secs(10);
+
+/// The step past the cores from `p` workers that ran on a core for the fraction `ran` of their
+/// busy time: as many as it takes for their running time to fill `p` cores again (`p / ran`),
+/// at least one more and at most `most`. One worker a step took two periods each (settle,
+/// probe): a run of half a second beside two spinning processes ended before it reached the four
+/// workers that did best there (`bench/parallel`'s contended rows).
+fn past_the_cores(p: usize, ran: f64, most: usize) -> usize {
+    let want = if ran > 0.0 {
+        (p as f64 / ran).ceil() as usize
+    } else {
+        most
+    };
+    want.clamp(p + 1, most.max(p + 1))
+}
 
 /// CPU slots a parallelism holds: every worker beyond the first (inline holds none).
 fn slots(p: usize) -> usize {
@@ -181,6 +203,8 @@ pub(crate) struct Tuner {
     /// The stage's functions run in a scope their calls share (Python's GIL): a new op starts
     /// inline and tries one worker after its first period (see [`Tuner::scoped`]).
     scoped: bool,
+    /// Where a new op starts (see [`Tuner::new`]).
+    first: usize,
 }
 
 impl Tuner {
@@ -203,7 +227,15 @@ impl Tuner {
             cooldown: 0,
             warmed: stats.elements() > 0,
             scoped: false,
+            first: exec.options().cores.max(1),
         }
+    }
+
+    /// The tuner of [`Tuner::new`] starting a new op at `p` (a test of the steps from there).
+    #[cfg(test)]
+    fn starting_at(mut self, p: usize) -> Self {
+        self.first = p;
+        self
     }
 
     /// The tuner of a stage whose functions run in a scope their calls share (Python's GIL,
@@ -218,6 +250,9 @@ impl Tuner {
     /// pipeline spent entirely on trials.
     pub(crate) fn scoped(mut self, scoped: bool) -> Self {
         self.scoped = scoped;
+        if scoped {
+            self.first = INLINE;
+        }
         self
     }
 
@@ -227,8 +262,7 @@ impl Tuner {
     pub(crate) fn start(&mut self, exec: &Executor, stats: &OpStats) -> usize {
         let trial = stats.take_trial();
         self.warmed |= trial.is_some() || stats.tuned().is_some();
-        let first = if self.scoped { INLINE } else { 1 };
-        let want = trial.map_or(stats.tuned().unwrap_or(first), |t| t.to);
+        let want = trial.map_or(stats.tuned().unwrap_or(self.first), |t| t.to);
         let p = if want == INLINE {
             INLINE
         } else {
@@ -259,6 +293,16 @@ impl Tuner {
             } else {
                 Phase::Settling { from, to, base }
             };
+        } else if trial.is_none() && stats.tuned().is_none() {
+            stats.set_note(format!(
+                "parallelism {}: where a new op starts ({})",
+                shown(p),
+                if self.scoped {
+                    "inline: its function holds a lock the workers share"
+                } else {
+                    "a worker per free core"
+                }
+            ));
         }
         p
     }
@@ -524,20 +568,20 @@ impl Tuner {
             && !reverted_up_lately
             && now.ran < BLOCKED
         {
+            let to = past_the_cores(p, now.ran, self.max * OVER_CORES);
             stats.set_note(format!(
-                "parallelism {p}: on trial at {} past the {} cores (the consumer waited {:.0}%, \
+                "parallelism {p}: on trial at {to} past the {} cores (the consumer waited {:.0}%, \
                  the workers ran {:.0}% of their busy time)",
-                p + 1,
                 self.max,
                 wait_frac * 100.0,
                 now.ran * 100.0
             ));
             self.phase = Phase::Settling {
                 from: p,
-                to: p + 1,
+                to,
                 base: now,
             };
-            return Some(p + 1);
+            return Some(to);
         }
         // No further worker to try (one reverted lately, or no core for it) and the consumer
         // still waits: the hand-off itself may cost more than the workers gain (a Python
@@ -639,11 +683,42 @@ mod tests {
     }
 
     #[test]
+    fn a_step_past_the_cores_takes_as_many_workers_as_fill_them() {
+        assert_eq!(past_the_cores(2, 0.5, 8), 4);
+        assert_eq!(past_the_cores(2, 0.7, 8), 3);
+        // At least one more, at most the cap.
+        assert_eq!(past_the_cores(2, 0.84, 8), 3);
+        assert_eq!(past_the_cores(2, 0.1, 8), 8);
+        assert_eq!(past_the_cores(7, 0.5, 8), 8);
+        assert_eq!(past_the_cores(2, 0.0, 8), 8);
+    }
+
+    #[test]
+    fn a_new_op_starts_at_a_worker_per_free_core_and_a_scoped_one_inline() {
+        let (exec, stats) = four_cores_and_an_op();
+        let mut t = Tuner::new(&exec, &stats);
+        assert_eq!(t.start(&exec, &stats), 4);
+        let note = stats.report().autotune;
+        assert!(note.contains("a worker per free core"), "{note}");
+        // A second op of the pipeline gets what is left: one worker.
+        let other = OpStats::new("other".into());
+        let mut second = Tuner::new(&exec, &other);
+        assert_eq!(second.start(&exec, &other), 1);
+        second.finish(&exec, &other);
+        let py = OpStats::new("python".into());
+        let mut scoped = Tuner::new(&exec, &py).scoped(true);
+        assert_eq!(scoped.start(&exec, &py), INLINE);
+        scoped.finish(&exec, &py);
+        t.finish(&exec, &stats);
+        assert_eq!(exec.take_slots(4), 3, "finish returns every slot");
+    }
+
+    #[test]
     fn a_step_up_reverted_by_one_iterator_is_not_retried_by_the_next() {
         let (exec, stats) = four_cores_and_an_op();
         let waiting = s(100.0, 0.5);
         // A fresh tuner whose consumer waits tries one more worker.
-        let mut first = Tuner::new(&exec, &stats);
+        let mut first = Tuner::new(&exec, &stats).starting_at(1);
         assert_eq!(first.steady(&exec, &stats, 1, waiting), Some(2));
         // The trial loses: reverted, and recorded in the op's stats (inline is tried next).
         first.phase = Phase::Steady;
@@ -655,7 +730,7 @@ mod tests {
         first.release(&exec);
         // The next epoch's tuner starts fresh but does not repeat it within the cooldown (it
         // tries inline, as the first would have: that trial was dropped above).
-        let mut next = Tuner::new(&exec, &stats);
+        let mut next = Tuner::new(&exec, &stats).starting_at(1);
         assert_eq!(next.steady(&exec, &stats, 1, waiting), Some(INLINE));
         assert!(stats.since_reverted_up().unwrap() < UP_COOLDOWN);
         // An op with no reverted trial steps up as before.
@@ -667,7 +742,7 @@ mod tests {
     fn a_step_up_left_on_trial_is_judged_by_the_next_iterator() {
         let (exec, stats) = four_cores_and_an_op();
         let waiting = s(100.0, 0.5);
-        let mut first = Tuner::new(&exec, &stats);
+        let mut first = Tuner::new(&exec, &stats).starting_at(1);
         assert_eq!(first.start(&exec, &stats), 1);
         assert_eq!(first.steady(&exec, &stats, 1, waiting), Some(2));
         // The epoch ends before the trial is judged.
@@ -675,7 +750,7 @@ mod tests {
         assert_eq!(exec.take_slots(4), 3, "finish returns the trial's slot");
         exec.give_slots(3);
         // The next iterator starts at the trial's parallelism, settles, then judges it.
-        let mut next = Tuner::new(&exec, &stats);
+        let mut next = Tuner::new(&exec, &stats).starting_at(1);
         assert_eq!(next.start(&exec, &stats), 2);
         assert!(matches!(next.phase, Phase::Settling { from: 1, to: 2, .. }));
         let period = |t: &mut Tuner| {
@@ -692,7 +767,7 @@ mod tests {
         assert_eq!(stats.tuned(), Some(2));
         next.finish(&exec, &stats);
         assert_eq!(stats.take_trial(), None, "a judged trial is not handed on");
-        let mut third = Tuner::new(&exec, &stats);
+        let mut third = Tuner::new(&exec, &stats).starting_at(1);
         assert_eq!(third.start(&exec, &stats), 2);
         assert!(matches!(third.phase, Phase::Steady));
         third.finish(&exec, &stats);
@@ -701,7 +776,7 @@ mod tests {
     #[test]
     fn a_trial_whose_iterator_ends_after_a_long_enough_probe_is_judged_there() {
         let (exec, stats) = four_cores_and_an_op();
-        let mut t = Tuner::new(&exec, &stats);
+        let mut t = Tuner::new(&exec, &stats).starting_at(1);
         assert_eq!(t.start(&exec, &stats), 1);
         assert_eq!(t.steady(&exec, &stats, 1, s(100.0, 0.5)), Some(2));
         t.phase = Phase::Probing {
@@ -730,13 +805,13 @@ mod tests {
                 stats.produced(1, 0);
             }
         };
-        let mut first = Tuner::new(&exec, &stats);
+        let mut first = Tuner::new(&exec, &stats).starting_at(1);
         first.start(&exec, &stats);
         assert_eq!(first.steady(&exec, &stats, 1, s(100.0, 0.5)), Some(2));
         // Epoch 1 ends most of a period into the settling: handed on as settled.
         most_of_a_period();
         first.finish(&exec, &stats);
-        let mut second = Tuner::new(&exec, &stats);
+        let mut second = Tuner::new(&exec, &stats).starting_at(1);
         assert_eq!(second.start(&exec, &stats), 2);
         assert!(matches!(second.phase, Phase::Probing { .. }));
         // Epoch 2 probes for most of a period and is judged when it ends.
@@ -755,7 +830,7 @@ mod tests {
         }
         stats.add_consumer_wait(Instant::now() - Duration::from_secs(5));
         // This epoch: a period in which the pipeline keeps up (the consumer never waits).
-        let mut t = Tuner::new(&exec, &stats);
+        let mut t = Tuner::new(&exec, &stats).starting_at(1);
         std::thread::sleep(MIN_PERIOD + Duration::from_millis(10));
         for _ in 0..MIN_ELEMENTS {
             stats.produced(1, 0);
@@ -795,7 +870,7 @@ mod tests {
     fn a_second_worker_that_did_not_help_leads_to_a_trial_of_inline() {
         let (exec, stats) = four_cores_and_an_op();
         let waiting = s(100.0, 0.5);
-        let mut t = Tuner::new(&exec, &stats);
+        let mut t = Tuner::new(&exec, &stats).starting_at(1);
         assert_eq!(t.start(&exec, &stats), 1);
         assert_eq!(t.steady(&exec, &stats, 1, waiting), Some(2));
         // Two workers lose (a function holding the GIL): reverted, and inline tried at once.
@@ -821,7 +896,7 @@ mod tests {
         );
         assert_eq!(stats.tuned(), Some(INLINE));
         t.finish(&exec, &stats);
-        let mut next = Tuner::new(&exec, &stats);
+        let mut next = Tuner::new(&exec, &stats).starting_at(1);
         assert_eq!(next.start(&exec, &stats), INLINE);
         assert_eq!(exec.take_slots(4), 3);
         exec.give_slots(3);
@@ -839,7 +914,7 @@ mod tests {
     fn a_reverted_inline_trial_is_not_retried_within_its_cooldown() {
         let (exec, stats) = four_cores_and_an_op();
         let waiting = s(100.0, 0.5);
-        let mut t = Tuner::new(&exec, &stats);
+        let mut t = Tuner::new(&exec, &stats).starting_at(1);
         t.start(&exec, &stats);
         assert_eq!(t.steady(&exec, &stats, 1, waiting), Some(2));
         assert_eq!(
@@ -855,7 +930,7 @@ mod tests {
         assert_eq!(stats.tuned(), Some(1));
         t.finish(&exec, &stats);
         // The next iterator, still waiting at one worker, tries neither two nor inline.
-        let mut next = Tuner::new(&exec, &stats);
+        let mut next = Tuner::new(&exec, &stats).starting_at(1);
         assert_eq!(next.start(&exec, &stats), 1);
         assert_eq!(next.steady(&exec, &stats, 1, waiting), None);
         next.finish(&exec, &stats);
@@ -869,7 +944,7 @@ mod tests {
             ..Default::default()
         });
         let stats = OpStats::new("op".into());
-        let mut t = Tuner::new(&exec, &stats);
+        let mut t = Tuner::new(&exec, &stats).starting_at(1);
         t.start(&exec, &stats);
         let waiting = s(100.0, 0.5);
         assert_eq!(t.steady(&exec, &stats, 1, waiting), Some(2));
@@ -907,7 +982,7 @@ mod tests {
             ..Default::default()
         });
         let stats = OpStats::new("op".into());
-        let mut t = Tuner::new(&exec, &stats);
+        let mut t = Tuner::new(&exec, &stats).starting_at(1);
         assert_eq!(t.start(&exec, &stats), 1);
         assert_eq!(t.steady(&exec, &stats, 1, s(100.0, 0.5)), Some(2));
         t.phase = Phase::Steady;
@@ -918,13 +993,14 @@ mod tests {
         assert_eq!(exec.free_slots(), 0);
         // At the core limit, workers that ran on a core all their busy time: no step past it.
         assert_eq!(t.steady(&exec, &stats, 2, r(150.0, 0.3, 0.95)), None);
-        // Workers that ran half of it (waiting for reads, or for cores another process holds):
-        // a trial at 3, which takes no core slot, kept on a gain.
-        assert_eq!(t.steady(&exec, &stats, 2, r(150.0, 0.3, 0.5)), Some(3));
+        // Workers that ran 70 % of it (waiting for reads, or for cores another process holds):
+        // a trial at 3 (2 / 0.7 workers fill two cores), which takes no core slot, kept on a
+        // gain.
+        assert_eq!(t.steady(&exec, &stats, 2, r(150.0, 0.3, 0.7)), Some(3));
         assert_eq!(exec.free_slots(), 0);
         t.phase = Phase::Steady;
-        let at3 = r(200.0, 0.2, 0.5);
-        assert_eq!(t.judge(&exec, &stats, 2, 3, r(150.0, 0.3, 0.5), at3), None);
+        let at3 = r(200.0, 0.2, 0.8);
+        assert_eq!(t.judge(&exec, &stats, 2, 3, r(150.0, 0.3, 0.7), at3), None);
         assert_eq!(stats.tuned(), Some(3));
         // A step without a gain goes back, and gives back no slot it never took.
         assert_eq!(t.steady(&exec, &stats, 3, at3), Some(4));
@@ -934,7 +1010,7 @@ mod tests {
         // The op's next iterator starts where this one settled, past the cores.
         t.finish(&exec, &stats);
         assert_eq!(exec.free_slots(), 1);
-        let mut next = Tuner::new(&exec, &stats);
+        let mut next = Tuner::new(&exec, &stats).starting_at(1);
         assert_eq!(next.start(&exec, &stats), 3);
         // Down from past the cores: the one slot it holds goes back only below two workers.
         next.set(&exec, 3, 2);
@@ -944,7 +1020,7 @@ mod tests {
         // Never past OVER_CORES times the cores, and never for a scoped op (fresh ops: no
         // reverted step holds them back).
         let (cap, fresh) = (2 * OVER_CORES, OpStats::new("fresh".into()));
-        let mut t = Tuner::new(&exec, &fresh);
+        let mut t = Tuner::new(&exec, &fresh).starting_at(1);
         assert_eq!(
             t.steady(&exec, &fresh, cap - 1, r(150.0, 0.3, 0.5)),
             Some(cap)
@@ -996,7 +1072,7 @@ mod tests {
     #[test]
     fn the_first_period_of_a_new_op_only_warms_up() {
         let (exec, stats) = four_cores_and_an_op();
-        let mut t = Tuner::new(&exec, &stats);
+        let mut t = Tuner::new(&exec, &stats).starting_at(1);
         assert_eq!(t.start(&exec, &stats), 1);
         let waiting_period = |t: &mut Tuner| {
             std::thread::sleep(MIN_PERIOD + Duration::from_millis(10));

@@ -16,7 +16,7 @@ fn busy(micros: u64) -> stokehold_core::MapFn {
 }
 
 #[test]
-fn autotune_stays_within_cores_and_explains_itself() {
+fn autotune_stays_within_cores_unless_its_workers_wait_and_explains_itself() {
     for cores in [1, 2, 3] {
         let ds = Dataset::range(1500).map_parallel("busy", busy(300), Parallelism::Autotune, true);
         let exec = Executor::new(ExecOptions {
@@ -30,7 +30,13 @@ fn autotune_stays_within_cores_and_explains_itself() {
         assert_eq!(s.ops.len(), 1);
         let op = &s.ops[0];
         // 0 is inline (the consumer computing each element), which AUTOTUNE may pick at one core.
-        assert!(op.parallelism <= cores, "{cores} cores: {op:?}");
+        // A new op starts at the cores; it goes past them only for workers that waited for a
+        // core (this suite's other tests hold them), and says so.
+        assert!(
+            op.parallelism <= cores || op.autotune.contains("past the"),
+            "{cores} cores: {op:?}"
+        );
+        assert!(op.parallelism <= 4 * cores, "{cores} cores: {op:?}");
         assert_eq!(op.elements, 1500);
         assert!(!op.autotune.is_empty(), "no autotune note: {op:?}");
         assert!(s.table().contains("verdict:"));
