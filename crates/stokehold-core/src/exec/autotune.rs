@@ -83,8 +83,8 @@ const INLINE_COOLDOWN: Duration = Duration::from_secs(10);
 /// The step past the cores from `p` workers that ran on a core for the fraction `ran` of their
 /// busy time: as many as it takes for their running time to fill `p` cores again (`p / ran`),
 /// at least one more and at most `most`. One worker a step took two periods each (settle,
-/// probe): a run of half a second beside two spinning processes ended before it reached the four
-/// workers that did best there (`bench/parallel`'s contended rows).
+/// probe): a run of half a second beside two spinning processes ended before it could try four
+/// (`bench/parallel`'s contended rows, where two and four workers take turns at doing best).
 fn past_the_cores(p: usize, ran: f64, most: usize) -> usize {
     let want = if ran > 0.0 {
         (p as f64 / ran).ceil() as usize
@@ -93,6 +93,9 @@ fn past_the_cores(p: usize, ran: f64, most: usize) -> usize {
     };
     want.clamp(p + 1, most.max(p + 1))
 }
+
+/// The note of an op that has taken no step yet (replaced by the first thing the tuner sees).
+const START_NOTE: &str = "where a new op starts";
 
 /// CPU slots a parallelism holds: every worker beyond the first (inline holds none).
 fn slots(p: usize) -> usize {
@@ -295,7 +298,7 @@ impl Tuner {
             };
         } else if trial.is_none() && stats.tuned().is_none() {
             stats.set_note(format!(
-                "parallelism {}: where a new op starts ({})",
+                "parallelism {}: {START_NOTE} ({})",
                 shown(p),
                 if self.scoped {
                     "inline: its function holds a lock the workers share"
@@ -546,7 +549,8 @@ impl Tuner {
             return Some(p - 1);
         }
         if wait_frac < WAIT_TRIGGER {
-            if stats.report().autotune.is_empty() {
+            let note = stats.report().autotune;
+            if note.is_empty() || note.contains(START_NOTE) {
                 stats.set_note(format!(
                     "parallelism {p} (max {}): the consumer waits {:.0}% of the time, no need for more",
                     self.max,
