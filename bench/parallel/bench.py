@@ -19,9 +19,9 @@ note gives its fraction of the best fixed setting (goal >= 90%), tf.data's AUTOT
 
 Each figure is the median of 3 timed epochs after one warm-up epoch (page cache warm for both);
 a contended one, of 24 (3 rounds of 8 epochs: beside the spinners one setting's epochs ranged
-from 13k to 72k files/s, and P=2's median of 9 from 38k to 49k over six runs; a run of 8
-epochs, about a second, is still far shorter than a training run, so AUTOTUNE's first steps
-weigh more here than they would there).
+from 13k to 72k files/s, and P=2's median over 12-24 epochs from 37k to 49k across seven runs
+of this part alone; a run of 8 epochs, about a second, is still far shorter than a training run,
+so AUTOTUNE's first steps weigh more here than they would there).
 """
 
 import json
