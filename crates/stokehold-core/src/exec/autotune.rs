@@ -37,12 +37,14 @@
 //! period of an op's first iterator only warms up (it holds the start, and a step measured
 //! against it read as a gain whatever it did).
 //! Workers stay within the executor's cores, summed over every autotuned op of the pipeline,
-//! so AUTOTUNE does not oversubscribe, with one exception: at the core limit, workers that ran
-//! on a core for less than `BLOCKED` (85 %) of their busy time (their runs' thread CPU time
-//! against wall time) were waiting for reads or for cores another process holds, and AUTOTUNE
-//! tries more of them, past the cores (holding no core slot), as many as fill the cores at the
-//! fraction they ran (`past_the_cores`), up to `OVER_CORES` (4) times the cores; such a step is
-//! judged as any other. The buffer depth follows the parallelism (2p + 2:
+//! so AUTOTUNE does not oversubscribe, with one exception: at the core limit, workers blocked
+//! for more than `BLOCKED` (25 %) of their busy time (wall time less their thread CPU time and
+//! their wait for a core, the kernel's schedstat run delay) were waiting for reads or page
+//! faults, and AUTOTUNE tries more of them, past the cores (holding no core slot), as many as
+//! fill the cores at the fraction they were not blocked (`past_the_cores`), up to `OVER_CORES`
+//! (4) times the cores; such a step is judged as any other. Workers that waited for a core
+//! (other processes holding the cores) get no more company: more threads would only take
+//! turns with those processes. The buffer depth follows the parallelism (2p + 2:
 //! room for each worker to finish one element while the consumer takes another) and is capped by
 //! the memory budget. What it chose and why is the op's `autotune` note in the stats.
 
@@ -52,7 +54,7 @@ use std::time::{Duration, Instant};
 use super::executor::Executor;
 use super::parallel::INLINE;
 use super::process_cpu_ns;
-use super::stats::OpStats;
+use super::stats::{BusyTimes, OpStats};
 
 const MIN_PERIOD: Duration = Duration::from_millis(100);
 const MIN_ELEMENTS: u64 = 8;
@@ -65,11 +67,13 @@ const GAIN_UP: f64 = 1.10;
 const INLINE_CPU: f64 = 0.8;
 const KEEP_DOWN: f64 = 0.95;
 const COOLDOWN: u32 = 20;
-/// Workers that ran on a core for less than this fraction of their busy time were waiting (for a
-/// read, or for a core another process holds): see [`Tuner::steady`]. CPU-bound workers on an
-/// idle machine ran 91-99 % of it (`bench/parallel/runner cpu`, about 60 periods); the file map
-/// beside two spinning processes 51-91 % (six periods, four under 85 %).
-const BLOCKED: f64 = 0.85;
+/// Workers blocked (neither running nor waiting for a core) for more than this fraction of their
+/// busy time wait for reads or page faults, and more of them than cores can add throughput: see
+/// [`Tuner::steady`]. CPU-bound workers on an idle machine ran 91-99 % of their busy time
+/// (`bench/parallel/runner cpu`, about 60 periods); the lazy file map's two workers were blocked
+/// 52 % on an idle machine, and 0-3 % beside two spinning processes (0.17 in one first period,
+/// which holds the start).
+const BLOCKED: f64 = 0.25;
 /// How far past the cores AUTOTUNE may go for workers that wait, as a multiple of the cores.
 const OVER_CORES: usize = 4;
 const DOWN_EVERY: u32 = 30;
@@ -80,9 +84,9 @@ const UP_COOLDOWN: Duration =
 /// How long after a reverted step to inline no iterator of the op tries inline again.
 const INLINE_COOLDOWN: Duration = Duration::from_secs(10);
 
-/// The step past the cores from `p` workers that ran on a core for the fraction `ran` of their
-/// busy time: as many as it takes for their running time to fill `p` cores again (`p / ran`),
-/// at least one more and at most `most`. One worker a step took two periods each (settle,
+/// The step past the cores from `p` workers that were not blocked for the fraction `ran` of
+/// their busy time: as many as it takes for that time to fill `p` cores again (`p / ran`), at
+/// least one more and at most `most`. One worker a step took two periods each (settle,
 /// probe): a run of half a second beside two spinning processes ended before it could try four
 /// (`bench/parallel`'s contended rows, where two and four workers take turns at doing best).
 fn past_the_cores(p: usize, ran: f64, most: usize) -> usize {
@@ -92,6 +96,19 @@ fn past_the_cores(p: usize, ran: f64, most: usize) -> usize {
         most
     };
     want.clamp(p + 1, most.max(p + 1))
+}
+
+/// How the workers spent their busy time in `s`, as the notes show it.
+fn workers_time(s: Sample) -> String {
+    let mut out = format!("the workers ran {:.0}% of their busy time", s.ran * 100.0);
+    if !s.queued.is_nan() {
+        out += &format!(
+            ", waited {:.0}% for a core and were blocked {:.0}%",
+            s.queued * 100.0,
+            s.blocked() * 100.0
+        );
+    }
+    out
 }
 
 /// The note of an op that has taken no step yet (replaced by the first thing the tuner sees).
@@ -128,14 +145,29 @@ enum Phase {
 
 /// One period as the consumer saw it: elements per second, the fraction of the period it
 /// spent waiting for this op, the process's CPU time per element (ns; NaN where the platform
-/// does not say), and the fraction of the workers' busy time that they ran on a core (NaN
-/// where unknown or no worker ran).
+/// does not say), and the fractions of the workers' busy time that they ran on a core and that
+/// they waited, runnable, for a core (NaN where unknown or no worker ran).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub(crate) struct Sample {
     rate: f64,
     wait: f64,
     cpu: f64,
     ran: f64,
+    queued: f64,
+}
+
+impl Sample {
+    /// The fraction of the workers' busy time that they were blocked (a read, a page fault, a
+    /// lock): neither running nor waiting for a core. Where the wait for a core is unknown, all
+    /// that they did not run.
+    fn blocked(&self) -> f64 {
+        let queued = if self.queued.is_nan() {
+            0.0
+        } else {
+            self.queued
+        };
+        (1.0 - self.ran - queued).max(0.0)
+    }
 }
 
 /// Whether a trial step from `from` to `to` workers stays, given the period before the step
@@ -193,8 +225,8 @@ pub(crate) struct Tuner {
     last_elems: u64,
     last_wait_ns: u64,
     last_cpu_ns: Option<u64>,
-    /// The op's worker busy time and its CPU time at the start of the period.
-    last_busy: (u64, u64),
+    /// The op's worker busy times at the start of the period.
+    last_busy: BusyTimes,
     /// Elements of the period when [`Tuner::tick`] last read the clock.
     checked: u64,
     phase: Phase,
@@ -224,7 +256,7 @@ impl Tuner {
             last_elems: stats.elements(),
             last_wait_ns: stats.consumer_wait_ns(),
             last_cpu_ns: process_cpu_ns(),
-            last_busy: stats.busy_and_cpu_ns(),
+            last_busy: stats.busy_times(),
             checked: 0,
             phase: Phase::Steady,
             cooldown: 0,
@@ -399,11 +431,8 @@ impl Tuner {
     fn sample(&mut self, stats: &OpStats, n: u64, dt: Duration) -> Sample {
         let wait = stats.consumer_wait_ns();
         let cpu = process_cpu_ns();
-        let busy = stats.busy_and_cpu_ns();
-        let (wall, ran) = (
-            busy.0.saturating_sub(self.last_busy.0),
-            busy.1.saturating_sub(self.last_busy.1),
-        );
+        let busy = stats.busy_times();
+        let d = busy.since(self.last_busy);
         let now = Sample {
             rate: n as f64 / dt.as_secs_f64(),
             wait: (wait - self.last_wait_ns) as f64 / dt.as_nanos() as f64,
@@ -411,12 +440,8 @@ impl Tuner {
                 (Some(c), Some(l)) if n > 0 => c.saturating_sub(l) as f64 / n as f64,
                 _ => f64::NAN,
             },
-            // Busy time is timed only where the thread clock answered: none, unknown.
-            ran: if wall > 0 {
-                ran as f64 / wall as f64
-            } else {
-                f64::NAN
-            },
+            ran: d.ran(),
+            queued: d.queued(),
         };
         self.last_busy = busy;
         self.checked = 0;
@@ -560,25 +585,29 @@ impl Tuner {
             return None;
         }
         let reverted_up_lately = stats.since_reverted_up().is_some_and(|d| d < UP_COOLDOWN);
-        // At the core limit, workers that ran on a core for less than BLOCKED of their busy time
-        // spent the rest waiting (for a read, or for a core another process holds): more workers
-        // than cores can add throughput then (P=4 on two cores beside two spinning processes
-        // took a larger share of the machine than P=2, `bench/parallel`'s contended rows). Such
-        // a step takes no core slot and is judged as any other; not for a scoped op, whose
-        // workers wait for the lock their calls share, which more workers only contend.
+        // At the core limit, workers blocked for more than BLOCKED of their busy time (a read, a
+        // page fault) leave their cores idle meanwhile: more workers than cores can add
+        // throughput then. Such a step takes no core slot and is judged as any other; not for a
+        // scoped op, whose workers block on the lock their calls share, which more workers only
+        // contend. Workers that waited for a core instead (runnable, while other processes held
+        // the cores) are not short of workers: more of them only take turns with those
+        // processes. Counted as blocked (before the wait for a core was measured apart), that
+        // wait sent the lazy file map beside two spinning processes past the cores, where two
+        // workers did better than four (46.3k against 36.2k files/s, `make bench` of 0e1313e).
+        let blocked = now.blocked();
         if p >= self.max
             && p < self.max * OVER_CORES
             && !self.scoped
             && !reverted_up_lately
-            && now.ran < BLOCKED
+            && blocked > BLOCKED
         {
-            let to = past_the_cores(p, now.ran, self.max * OVER_CORES);
+            let to = past_the_cores(p, 1.0 - blocked, self.max * OVER_CORES);
             stats.set_note(format!(
                 "parallelism {p}: on trial at {to} past the {} cores (the consumer waited {:.0}%, \
-                 the workers ran {:.0}% of their busy time)",
+                 {})",
                 self.max,
                 wait_frac * 100.0,
-                now.ran * 100.0
+                workers_time(now)
             ));
             self.phase = Phase::Settling {
                 from: p,
@@ -606,11 +635,10 @@ impl Tuner {
         }
         if p >= self.max {
             stats.set_note(format!(
-                "parallelism {p}: at the core limit ({}); consumer waits {:.0}%, workers ran \
-                 {:.0}% of their busy time",
+                "parallelism {p}: at the core limit ({}); consumer waits {:.0}%, {}",
                 self.max,
                 wait_frac * 100.0,
-                now.ran * 100.0
+                workers_time(now)
             ));
             return None;
         }
@@ -647,10 +675,12 @@ mod tests {
             wait,
             cpu: 1000.0,
             ran: 1.0,
+            queued: 0.0,
         }
     }
 
-    /// A period whose workers ran on a core for the fraction `ran` of their busy time.
+    /// A period whose workers ran on a core for the fraction `ran` of their busy time and were
+    /// blocked the rest.
     fn r(rate: f64, wait: f64, ran: f64) -> Sample {
         Sample {
             ran,
@@ -664,6 +694,7 @@ mod tests {
             wait: 0.5,
             cpu,
             ran: 1.0,
+            queued: 0.0,
         }
     }
 
@@ -997,19 +1028,38 @@ mod tests {
         assert_eq!(exec.free_slots(), 0);
         // At the core limit, workers that ran on a core all their busy time: no step past it.
         assert_eq!(t.steady(&exec, &stats, 2, r(150.0, 0.3, 0.95)), None);
-        // Workers that ran 70 % of it (waiting for reads, or for cores another process holds):
-        // a trial at 3 (2 / 0.7 workers fill two cores), which takes no core slot, kept on a
+        // Workers that ran 70 % of it and waited for cores another process holds the rest: more
+        // workers would only take turns with it, no step; the note says where the time went.
+        let queued = Sample {
+            queued: 0.25,
+            ..r(150.0, 0.3, 0.7)
+        };
+        assert!((queued.blocked() - 0.05).abs() < 1e-9);
+        assert_eq!(t.steady(&exec, &stats, 2, queued), None);
+        let note = stats.report().autotune;
+        assert!(
+            note.contains("at the core limit") && note.contains("waited 25% for a core"),
+            "{note}"
+        );
+        // Where the wait for a core is unknown, all that they did not run counts as blocked.
+        let unknown = Sample {
+            queued: f64::NAN,
+            ..r(150.0, 0.3, 0.7)
+        };
+        assert!((unknown.blocked() - 0.3).abs() < 1e-9);
+        // Workers that ran 70 % of it and were blocked the rest (waiting for reads): a trial at
+        // 3 (2 / 0.7 workers fill two cores), which takes no core slot, kept on a
         // gain.
         assert_eq!(t.steady(&exec, &stats, 2, r(150.0, 0.3, 0.7)), Some(3));
         assert_eq!(exec.free_slots(), 0);
         t.phase = Phase::Steady;
-        let at3 = r(200.0, 0.2, 0.8);
+        let at3 = r(200.0, 0.2, 0.7);
         assert_eq!(t.judge(&exec, &stats, 2, 3, r(150.0, 0.3, 0.7), at3), None);
         assert_eq!(stats.tuned(), Some(3));
         // A step without a gain goes back, and gives back no slot it never took.
-        assert_eq!(t.steady(&exec, &stats, 3, at3), Some(4));
+        assert_eq!(t.steady(&exec, &stats, 3, at3), Some(5));
         t.phase = Phase::Steady;
-        assert_eq!(t.judge(&exec, &stats, 3, 4, at3, at3), Some(3));
+        assert_eq!(t.judge(&exec, &stats, 3, 5, at3, at3), Some(3));
         assert_eq!((exec.free_slots(), t.held), (0, 1));
         // The op's next iterator starts where this one settled, past the cores.
         t.finish(&exec, &stats);

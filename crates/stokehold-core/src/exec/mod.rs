@@ -50,6 +50,49 @@ pub(crate) fn thread_cpu_ns() -> Option<u64> {
     cpu_clock_ns(libc::CLOCK_THREAD_CPUTIME_ID)
 }
 
+/// What a worker's run is timed by: its thread's CPU time and the time it spent runnable but
+/// waiting for a core, so far (ns). Busy time that is neither was spent blocked (a read, a page
+/// fault, a lock).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub(crate) struct ThreadTimes {
+    pub cpu: u64,
+    /// `None` where the kernel does not say (no `/proc/thread-self/schedstat`).
+    pub queued: Option<u64>,
+}
+
+/// The calling thread's [`ThreadTimes`] (`None` where the platform has no thread CPU clock).
+pub(crate) fn thread_times() -> Option<ThreadTimes> {
+    Some(ThreadTimes {
+        cpu: thread_cpu_ns()?,
+        queued: thread_queued_ns(),
+    })
+}
+
+/// Time the calling thread has spent runnable but waiting for a core so far, in ns: the second
+/// field of `/proc/thread-self/schedstat` (the scheduler's run delay, kept wherever
+/// `CONFIG_SCHED_INFO` is, as on the distributions' kernels). A thread that waits there is short
+/// of a core, not of work: more threads only take turns with whoever holds the cores. The file
+/// is opened once per thread (it names the thread that opens it) and read with one `pread`.
+#[cfg(target_os = "linux")]
+pub(crate) fn thread_queued_ns() -> Option<u64> {
+    use std::os::unix::fs::FileExt;
+    thread_local! {
+        static SCHEDSTAT: Option<std::fs::File> =
+            std::fs::File::open("/proc/thread-self/schedstat").ok();
+    }
+    SCHEDSTAT.with(|f| {
+        let mut buf = [0u8; 96];
+        let n = f.as_ref()?.read_at(&mut buf, 0).ok()?;
+        let text = std::str::from_utf8(&buf[..n]).ok()?;
+        text.split_ascii_whitespace().nth(1)?.parse().ok()
+    })
+}
+
+#[cfg(not(target_os = "linux"))]
+pub(crate) fn thread_queued_ns() -> Option<u64> {
+    None
+}
+
 /// CPU time of the whole process so far, in ns (`None` where the platform has no such clock).
 pub(crate) fn process_cpu_ns() -> Option<u64> {
     cpu_clock_ns(libc::CLOCK_PROCESS_CPUTIME_ID)
@@ -63,4 +106,39 @@ fn cpu_clock_ns(clock: libc::clockid_t) -> Option<u64> {
     // SAFETY: `ts` is a valid, writable timespec; the call only writes it.
     let r = unsafe { libc::clock_gettime(clock, &mut ts) };
     (r == 0).then(|| ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64)
+}
+
+#[cfg(all(test, target_os = "linux"))]
+mod tests {
+    use super::*;
+
+    /// More spinning threads than cores: each one waits for a core part of the time, and its
+    /// schedstat says so; a thread that sleeps does not.
+    #[test]
+    fn a_thread_short_of_a_core_counts_its_wait_and_a_sleeping_one_does_not() {
+        let spinners = std::thread::available_parallelism().map_or(2, |n| n.get()) * 2 + 1;
+        let queued: Vec<u64> = std::thread::scope(|s| {
+            let hs: Vec<_> = (0..spinners)
+                .map(|_| {
+                    s.spawn(|| {
+                        let a = thread_queued_ns().expect("schedstat");
+                        let t = std::time::Instant::now();
+                        let mut x = 0u64;
+                        while t.elapsed() < std::time::Duration::from_millis(300) {
+                            x = std::hint::black_box(x.wrapping_add(1));
+                        }
+                        thread_queued_ns().expect("schedstat") - a
+                    })
+                })
+                .collect();
+            hs.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        assert!(queued.iter().any(|&q| q > 0), "{queued:?}");
+        let a = thread_times().expect("thread clock");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        let b = thread_times().expect("thread clock");
+        // Asleep, a thread neither runs nor waits for a core: both clocks stand (within the
+        // scheduler's bookkeeping of waking it, well under the 50 ms it slept).
+        assert!(b.cpu - a.cpu < 10_000_000 && b.queued.unwrap() - a.queued.unwrap() < 10_000_000);
+    }
 }

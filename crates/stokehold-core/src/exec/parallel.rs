@@ -708,12 +708,12 @@ fn claim(sh: &Shared, mut st: MutexGuard<'_, St>) -> Option<Vec<(u64, Option<Res
 
 /// Computes the claimed elements and hands them to the buffer (on a worker, or on the consumer
 /// when the stage runs inline); false when the stage is stopping. A worker's run also records
-/// its thread's CPU time (two system calls, which an inline run of cheap Python calls would
-/// feel), for AUTOTUNE's look at workers that wait.
+/// its thread's CPU time and its wait for a core (four system calls, which an inline run of
+/// cheap Python calls would feel), for AUTOTUNE's look at workers that wait.
 fn run(sh: &Shared, claimed: Vec<(u64, Option<Result<Example>>)>, worker: bool) -> bool {
     let n = claimed.len();
     let t = Instant::now();
-    let cpu = if worker { super::thread_cpu_ns() } else { None };
+    let at = if worker { super::thread_times() } else { None };
     let one_by_one = |claimed: Vec<(u64, Option<Result<Example>>)>| {
         claimed
             .into_iter()
@@ -737,7 +737,7 @@ fn run(sh: &Shared, claimed: Vec<(u64, Option<Result<Example>>)>, worker: bool) 
         }
         _ => one_by_one(claimed),
     };
-    sh.stats.add_busy_run(t, cpu);
+    sh.stats.add_busy_run(t, at);
     sh.exec.trace().span("element", &sh.label, t);
     let per = (t.elapsed().as_nanos() as u64 / n as u64).max(1);
     let mut st = sh.lock();
