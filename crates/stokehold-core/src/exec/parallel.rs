@@ -784,7 +784,12 @@ fn run(sh: &Shared, claimed: Vec<(u64, Option<Result<Example>>)>, worker: bool) 
 /// microseconds on a loaded machine) per element. 64, not 16: a Python map returning a constant
 /// (3 us an element) ran at 110k elements/s with one worker and runs of 16, the consumer woken
 /// and the worker blocked on the GIL about once every 9 elements; 220-290k with runs of 64.
-const MAX_RUN: usize = 64;
+/// 256, not 64: the same map at under a microsecond an element (`bench/pymap`'s constant map,
+/// 50000 elements into padded_batch(64), two alternating runs each) took 1.33-1.37 us an
+/// element with one worker and 1.19 with two at runs of 64, 0.98-1.05 and 0.79-0.80 at runs of
+/// 256; numpy's sin of 2000 values (4-5 us) on one worker went from 187-213k to 208-223k
+/// elements/s. Only elements under 4 us (1 ms / 256) are held to fewer than `RUN_NS` of work.
+const MAX_RUN: usize = 256;
 /// A claim covers about this much compute: long enough to amortise a hand-off, short enough
 /// that the consumer never waits for a long run (an element this slow is claimed alone).
 const RUN_NS: u64 = 1_000_000;
