@@ -84,14 +84,14 @@ const UP_COOLDOWN: Duration =
 /// How long after a reverted step to inline no iterator of the op tries inline again.
 const INLINE_COOLDOWN: Duration = Duration::from_secs(10);
 
-/// The step past the cores from `p` workers that were not blocked for the fraction `ran` of
-/// their busy time: as many as it takes for that time to fill `p` cores again (`p / ran`), at
-/// least one more and at most `most`. One worker a step took two periods each (settle,
+/// The step past the cores from `p` workers that were not blocked for the fraction `active` of
+/// their busy time: as many as it takes for that time to fill `p` cores again (`p / active`),
+/// at least one more and at most `most`. One worker a step took two periods each (settle,
 /// probe): a run of half a second beside two spinning processes ended before it could try four
 /// (`bench/parallel`'s contended rows, where two and four workers take turns at doing best).
-fn past_the_cores(p: usize, ran: f64, most: usize) -> usize {
-    let want = if ran > 0.0 {
-        (p as f64 / ran).ceil() as usize
+fn past_the_cores(p: usize, active: f64, most: usize) -> usize {
+    let want = if active > 0.0 {
+        (p as f64 / active).ceil() as usize
     } else {
         most
     };
