@@ -121,17 +121,10 @@ impl Value {
     /// Row `i` of this value seen as a column: one element of a batch or of an arena.
     pub fn row(&self, i: usize) -> Result<Tensor> {
         match self {
-            Value::Tensor(t) => {
-                if let Some(row) = t.row_view(i) {
-                    return Ok(row);
-                }
-                let n = self.rows()?;
-                if i >= n {
-                    return Err(out_of_range(i, n));
-                }
-                let row = t.slice_rows(i, i + 1)?;
-                row.reshape(t.shape()[1..].to_vec())
-            }
+            Value::Tensor(t) => match t.row_view(i) {
+                Some(row) => Ok(row),
+                None => Err(out_of_range(i, self.rows()?)),
+            },
             Value::Ragged(r) => r.row(i),
         }
     }

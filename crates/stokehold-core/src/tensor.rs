@@ -249,20 +249,33 @@ impl Tensor {
         }
     }
 
-    /// Row `i` along axis 0 as a zero-copy view of shape `shape[1..]` (one element of a batch);
-    /// `None` for a scalar, a row past the end or a bytes tensor (which [`Tensor::slice_rows`]
-    /// serves).
+    /// Row `i` along axis 0 as a zero-copy view of shape `shape[1..]` (one element of a batch; a
+    /// bytes tensor's row shares the data, with its own offsets); `None` for a scalar or a row
+    /// past the end.
     pub fn row_view(&self, i: usize) -> Option<Tensor> {
         let (&rows, inner) = self.shape.split_first()?;
-        if i >= rows || self.offsets.is_some() {
+        if i >= rows {
             return None;
         }
-        let rb = self.row_bytes();
+        let (data, offsets) = match &self.offsets {
+            None => {
+                let rb = self.row_bytes();
+                (self.data.slice(i * rb..(i + 1) * rb), None)
+            }
+            // The row's strings share the data; only their offsets are rebased to it.
+            Some(off) => {
+                let per_row: usize = inner.iter().product();
+                let off = off.get(i * per_row..=(i + 1) * per_row)?;
+                let (start, end) = (off[0], off[per_row]);
+                let data = self.data.slice(start as usize..end as usize);
+                (data, Some(off.iter().map(|o| o - start).collect()))
+            }
+        };
         Some(Tensor {
             dtype: self.dtype,
             shape: inner.to_vec(),
-            data: self.data.slice(i * rb..(i + 1) * rb),
-            offsets: None,
+            data,
+            offsets,
         })
     }
 
@@ -289,6 +302,19 @@ mod tests {
     fn size_mismatch_is_rejected() {
         let e = Tensor::new(DType::F32, vec![3], Bytes::from(vec![0u8; 8])).unwrap_err();
         assert!(e.to_string().contains("needs 12 bytes"), "{e}");
+    }
+
+    #[test]
+    fn a_bytes_row_view_shares_the_data_and_rebases_its_offsets() {
+        let t = Tensor::strings(&["a", "bcd", "", "ef", "g", "hij"]);
+        let r = t.row_view(1).unwrap();
+        assert_eq!((r.shape(), r.string(0)), (&[][..], Some(&b"bcd"[..])));
+        assert_eq!(r.data().as_ptr(), t.data()[1..].as_ptr(), "a view, not a copy");
+        let m = t.reshape(vec![3, 2]).unwrap();
+        let r = m.row_view(1).unwrap();
+        assert_eq!(r.shape(), &[2]);
+        assert_eq!((r.string(0), r.string(1)), (Some(&b""[..]), Some(&b"ef"[..])));
+        assert!(m.row_view(3).is_none() && Tensor::scalar(1i64).row_view(0).is_none());
     }
 
     #[test]
