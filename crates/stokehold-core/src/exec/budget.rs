@@ -48,7 +48,11 @@ impl Budget {
     /// Accounts `n` bytes (already admitted by the caller).
     pub fn add(&self, n: usize) {
         let now = self.used.fetch_add(n, Ordering::Relaxed) + n;
-        self.peak.fetch_max(now, Ordering::Relaxed);
+        // Read first: `fetch_max` is a locked compare-and-swap even when the peak stands, and
+        // this runs per element.
+        if now > self.peak.load(Ordering::Relaxed) {
+            self.peak.fetch_max(now, Ordering::Relaxed);
+        }
     }
 
     /// Releases `n` bytes.

@@ -747,6 +747,11 @@ fn run(sh: &Shared, claimed: Vec<(u64, Option<Result<Example>>)>, worker: bool) 
     } else {
         (st.est_ns * 7 + per) / 8
     };
+    if st.stop {
+        return false;
+    }
+    // The run's bytes enter the budget in one add (under the lock, before anyone can take them).
+    let mut held = 0;
     let mut added = false;
     for (seq, res) in done {
         let Some(res) = res else { continue };
@@ -757,13 +762,11 @@ fn run(sh: &Shared, claimed: Vec<(u64, Option<Result<Example>>)>, worker: bool) 
         } else {
             (st.est_bytes * 7 + b) / 8
         };
-        if st.stop {
-            return false;
-        }
-        sh.exec.budget().add(bytes);
+        held += bytes;
         st.ready.insert(seq, Item { res, bytes });
         added = true;
     }
+    sh.exec.budget().add(held);
     // In order, the consumer can take only the lowest element: a run finished ahead of it
     // does not wake the consumer (on two cores, each wake-up took a core from a worker). An
     // inline run is the consumer's own, and no worker claims at the inline setting: nobody to

@@ -84,8 +84,8 @@ pub struct OpStats {
     busy_queued_ns: AtomicU64,
     consumer_wait_ns: AtomicU64,
     input_wait_ns: AtomicU64,
+    /// Elements buffered after each element was taken, summed (its mean is over `elements`).
     fill_sum: AtomicU64,
-    fill_samples: AtomicU64,
     capacity: AtomicUsize,
     parallelism: AtomicUsize,
     /// One more than the parallelism AUTOTUNE settled on last (0: none yet, as 0 is the inline
@@ -120,7 +120,6 @@ impl OpStats {
             consumer_wait_ns: AtomicU64::new(0),
             input_wait_ns: AtomicU64::new(0),
             fill_sum: AtomicU64::new(0),
-            fill_samples: AtomicU64::new(0),
             capacity: AtomicUsize::new(0),
             parallelism: AtomicUsize::new(0),
             tuned: AtomicUsize::new(0),
@@ -137,7 +136,6 @@ impl OpStats {
         self.elements.fetch_add(1, Ordering::Relaxed);
         self.bytes.fetch_add(bytes as u64, Ordering::Relaxed);
         self.fill_sum.fetch_add(buffered as u64, Ordering::Relaxed);
-        self.fill_samples.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Worker time spent producing elements.
@@ -279,7 +277,7 @@ impl OpStats {
     pub fn report(&self) -> OpReport {
         let secs = self.created.elapsed().as_secs_f64().max(1e-9);
         let n = self.elements.load(Ordering::Relaxed);
-        let samples = self.fill_samples.load(Ordering::Relaxed).max(1);
+        let samples = n.max(1);
         let cap = self.capacity.load(Ordering::Relaxed);
         let p = self.parallelism.load(Ordering::Relaxed);
         let busy = self.busy_ns.load(Ordering::Relaxed) as f64 / 1e9;
