@@ -309,11 +309,18 @@ mod tests {
         let t = Tensor::strings(&["a", "bcd", "", "ef", "g", "hij"]);
         let r = t.row_view(1).unwrap();
         assert_eq!((r.shape(), r.string(0)), (&[][..], Some(&b"bcd"[..])));
-        assert_eq!(r.data().as_ptr(), t.data()[1..].as_ptr(), "a view, not a copy");
+        assert_eq!(
+            r.data().as_ptr(),
+            t.data()[1..].as_ptr(),
+            "a view, not a copy"
+        );
         let m = t.reshape(vec![3, 2]).unwrap();
         let r = m.row_view(1).unwrap();
         assert_eq!(r.shape(), &[2]);
-        assert_eq!((r.string(0), r.string(1)), (Some(&b""[..]), Some(&b"ef"[..])));
+        assert_eq!(
+            (r.string(0), r.string(1)),
+            (Some(&b""[..]), Some(&b"ef"[..]))
+        );
         assert!(m.row_view(3).is_none() && Tensor::scalar(1i64).row_view(0).is_none());
     }
 
