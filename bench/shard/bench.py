@@ -13,7 +13,9 @@ shard (1/100 uniform), distinct shards per window of 1000 outputs (~100 uniform)
 Throughput: N records of 1 KiB, uncompressed, page-cached, read by the Rust reader
 (`crates/stokehold-io/examples/shard_read_bench.rs`, built in release): sequential get(i),
 random get(i) (one and two threads), get_batch on two threads over the records of a
-sequential and of a global-shuffle epoch in its order, a sequential and a global-shuffle epoch
+sequential and of a global-shuffle epoch in its order (also handing the batches to the main thread,
+and with each thread holding its last 48 batches, about what a pipeline's worker keeps in
+flight), a sequential and a global-shuffle epoch
 through the iterator API, element by element and in batches of 256 (the reader's batch path);
 tf.data's sequential TFRecordDataset read of the same records (batched by 1024, counted in C++) as the peer;
 and `memprobe.c`, which reads every line of every record through the index in both orders with
@@ -154,10 +156,12 @@ def throughput_rows(exe, tmp, n, runs):
     # over the same records in the same order (the epoch's: uniform random indices would repeat
     # a third of the records, and a repeat is often still in cache); and vs the same two threads
     # handing their batches to a consumer through a channel (what any pipeline with a consumer
-    # thread pays), in wall clock and in CPU.
+    # thread pays), and vs the same two threads each holding its last 48 batches (the pipeline's
+    # batches in flight, out of the cores' caches), in wall clock and in CPU.
     for epoch, order in (("sequential epoch", "sequential"), ("global shuffle epoch", "shuffled")):
         for ref, what in (("", "2 threads' get_batch"),
-                          (", handed over", "2 threads' get_batch handed over")):
+                          (", handed over", "2 threads' get_batch handed over"),
+                          (", each holding 48", "2 threads' get_batch, each holding 48")):
             for src, metric in ((by, "ratio"), (cpu, "ratio per CPU-second")):
                 pipe = src.get(f"{epoch}, batch 256, 2 threads")
                 direct = src.get(f"{order} get_batch(256), 2 threads{ref}")

@@ -10,7 +10,8 @@
 //! cache, then times RUNS passes of: sequential `get(i)`, random `get(i)` and random `get_batch`
 //! of 256 indices (uniform indices, with repetition; one and two threads, and two threads handing
 //! their batches to the main thread through a channel; the same on two threads over the records
-//! of a sequential and of a global-shuffle epoch, in its order), and a sequential and a
+//! of a sequential and of a global-shuffle epoch, in its order, also with each thread holding its
+//! last [`HELD`] batches), and a sequential and a
 //! global-shuffle epoch through the iterator API: element by element, in batches of 256 (also after an identity
 //! `map`, which takes the reader's batch path and cuts it into rows), and in batches of 256 made
 //! by two workers. An optional fifth argument runs only the cases whose label contains it (for a
@@ -26,6 +27,11 @@ use stokehold_io::shard::{write_shards, ShardDataset, WriteOptions};
 /// freed on the consumer's thread does not cost the worker that made it fresh pages.
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+/// Batches a reference thread keeps alive before dropping the oldest: about what a two-worker
+/// pipeline holds per worker here (two runs of about 24 batches of 256 KiB, 1 ms each, see
+/// `exec/parallel.rs`), so that its buffers leave the core's cache as the pipeline's do.
+const HELD: usize = 48;
 
 fn source(n: u64, bytes: usize) -> Dataset {
     Dataset::range(n).map(
@@ -223,6 +229,18 @@ fn main() -> Result<()> {
                 idx.chunks(256)
                     .try_fold(0, |a, part| Ok(a + touch(&batches_of(part)?)))
             };
+            let batches_held = |idx: &[u64]| {
+                let mut held = std::collections::VecDeque::with_capacity(HELD + 1);
+                idx.chunks(256).try_fold(0, |a, part| {
+                    let b = batches_of(part)?;
+                    let t = touch(&b);
+                    held.push_back(b);
+                    if held.len() > HELD {
+                        held.pop_front();
+                    }
+                    Ok(a + t)
+                })
+            };
             timed(&format!("random get{tag}"), n, || gets(&random))?;
             timed(&format!("random get, 2 threads{tag}"), n, || {
                 on_two_threads(&random, gets)
@@ -242,6 +260,11 @@ fn main() -> Result<()> {
                 timed(&format!("{what} get_batch(256), 2 threads{tag}"), n, || {
                     on_two_threads(order, batches)
                 })?;
+                timed(
+                    &format!("{what} get_batch(256), 2 threads, each holding {HELD}{tag}"),
+                    n,
+                    || on_two_threads(order, batches_held),
+                )?;
                 timed(
                     &format!("{what} get_batch(256), 2 threads, handed over{tag}"),
                     n,
