@@ -225,22 +225,21 @@ fn main() -> Result<()> {
             let batches_of = |part: &[u64]| -> Result<Example> {
                 Ok(ds.get_batch(part)?.expect("dense records batch"))
             };
-            let batches = |idx: &[u64]| {
-                idx.chunks(256)
-                    .try_fold(0, |a, part| Ok(a + touch(&batches_of(part)?)))
-            };
-            let batches_held = |idx: &[u64]| {
-                let mut held = std::collections::VecDeque::with_capacity(HELD + 1);
+            // Batches of 256 of `idx`, each touched, the last `keep` of them kept alive.
+            let batches_keeping = |idx: &[u64], keep: usize| {
+                let mut held = std::collections::VecDeque::with_capacity(keep + 1);
                 idx.chunks(256).try_fold(0, |a, part| {
                     let b = batches_of(part)?;
                     let t = touch(&b);
                     held.push_back(b);
-                    if held.len() > HELD {
+                    if held.len() > keep {
                         held.pop_front();
                     }
                     Ok(a + t)
                 })
             };
+            let batches = |idx: &[u64]| batches_keeping(idx, 0);
+            let batches_held = |idx: &[u64]| batches_keeping(idx, HELD);
             timed(&format!("random get{tag}"), n, || gets(&random))?;
             timed(&format!("random get, 2 threads{tag}"), n, || {
                 on_two_threads(&random, gets)
