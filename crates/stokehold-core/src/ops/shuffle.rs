@@ -88,16 +88,22 @@ impl IndexMap for GlobalShuffle {
         let mut out = Vec::with_capacity(indices.len());
         let mut rest = indices;
         let mut within = Vec::with_capacity(indices.len().min(1024));
+        // One division a run, none an element: the epoch's indices are `lo..=hi`.
         while let Some(&first) = rest.first() {
             let epoch = first / n;
-            let run = rest.iter().take_while(|&&i| i / n == epoch).count();
+            let lo = epoch * n; // <= first
+            let hi = lo.saturating_add(n - 1);
+            let run = rest.iter().take_while(|&&i| (lo..=hi).contains(&i)).count();
             let key = if self.reshuffle { epoch } else { 0 };
             within.clear();
-            within.extend(rest[..run].iter().map(|&i| i % n));
+            within.extend(rest[..run].iter().map(|&i| i - lo));
             let from = out.len();
             Permutation::cached(n, self.seed, key).apply_many(&within, &mut out);
             for j in &mut out[from..] {
-                *j = crate::checked::global_index("shuffle", epoch, n, *j)?;
+                *j = match lo.checked_add(*j) {
+                    Some(g) => g,
+                    None => crate::checked::global_index("shuffle", epoch, n, *j)?,
+                };
             }
             rest = &rest[run..];
         }
@@ -307,5 +313,15 @@ mod tests {
                 .collect();
             assert_eq!(s.source_indices(&indices).unwrap(), want);
         }
+    }
+
+    #[test]
+    fn a_batch_in_the_last_partial_epoch_of_u64_is_an_error_naming_the_op() {
+        let s = GlobalShuffle::new(Arc::new(Range::new(10)), 1).unwrap();
+        // The last epoch of the u64 range is partial: some of its elements map past u64::MAX.
+        let last: Vec<u64> = (u64::MAX - 5..u64::MAX).collect();
+        assert!(last.iter().any(|&i| s.source_index(i).is_err()));
+        let err = s.source_indices(&last).unwrap_err().to_string();
+        assert!(err.contains("shuffle") && err.contains("64-bit"), "{err}");
     }
 }
