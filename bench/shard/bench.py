@@ -16,7 +16,9 @@ random get(i) (one and two threads), get_batch on two threads over the records o
 sequential and of a global-shuffle epoch in its order (also handing the batches to the main thread,
 and with each thread holding its last 48 batches, about what a pipeline's worker keeps in
 flight), a sequential and a global-shuffle epoch
-through the iterator API, element by element and in batches of 256 (the reader's batch path);
+through the iterator API, element by element and in batches of 256 (the reader's batch path),
+each the second epoch of its pipeline (the first, untimed, starts the workers, which live across
+epochs);
 tf.data's sequential TFRecordDataset read of the same records (batched by 1024, counted in C++) as the peer;
 and `memprobe.c`, which reads every line of every record through the index in both orders with
 nothing decoded: its shuffled/sequential ratio is what this machine's memory allows.
