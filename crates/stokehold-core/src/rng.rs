@@ -269,7 +269,7 @@ impl Permutation {
 }
 
 // `encrypt_lanes` runs the rounds in pairs.
-const _: () = assert!(Permutation::ROUNDS % 2 == 0);
+const _: () = assert!(Permutation::ROUNDS.is_multiple_of(2));
 
 /// Values [`Permutation::apply_many`] encrypts together.
 const LANES: usize = 256;
