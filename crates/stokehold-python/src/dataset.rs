@@ -380,8 +380,11 @@ pub(crate) fn run_detached<S: Send, T: Send>(
     describe: &str,
     f: impl FnOnce(&mut S) -> stokehold_core::Result<T> + Send,
 ) -> PyResult<T> {
-    let r =
-        py.detach(|| interrupt::with_check(crate::errors::check_signals, || run_locked(lock, f)));
+    let (r, turn) = py.detach(|| {
+        let r = interrupt::with_check(crate::errors::check_signals, || run_locked(lock, f));
+        (r, crate::callbacks::ConsumerTurn::take())
+    });
+    drop(turn); // the GIL is ours again
     r.map_err(|e| to_pyerr(py, e, Some(describe)))
 }
 
