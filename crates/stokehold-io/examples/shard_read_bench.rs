@@ -115,7 +115,9 @@ fn cpu_seconds() -> f64 {
 
 /// Whether case `label` runs: all, or those whose label contains the fifth argument.
 fn selected(label: &str) -> bool {
-    std::env::args().nth(5).is_none_or(|only| label.contains(&only))
+    std::env::args()
+        .nth(5)
+        .is_none_or(|only| label.contains(&only))
 }
 
 fn timed(label: &str, n: u64, mut f: impl FnMut() -> Result<u64>) -> Result<()> {
