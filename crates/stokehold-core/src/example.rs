@@ -154,10 +154,11 @@ impl Value {
         }
         let rb = values.row_bytes();
         let total: usize = ranges.iter().map(|(a, b)| b - a).sum();
-        let mut data = crate::alloc::large_vec(total * rb);
+        let mut data = crate::alloc::Filler::new(total * rb);
         for &(a, b) in &ranges {
-            data.extend_from_slice(&values.data()[a * rb..b * rb]);
+            data.push(&values.data()[a * rb..b * rb]);
         }
+        let data = data.into_vec();
         let tail = &values.shape()[1..];
         let first_len = ranges[0].1 - ranges[0].0;
         let uniform = ranges.iter().all(|(a, b)| b - a == first_len);

@@ -19,6 +19,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
+use crate::alloc::Filler;
 use crate::dataset::prefetch_memory;
 use crate::exec::pool::Pool;
 
@@ -201,14 +202,14 @@ pub fn copy_rows(src: &Bytes, row_bytes: usize, rows: &[usize]) -> Vec<u8> {
     );
     let total = rows.len() * row_bytes;
     if total < PARALLEL_MIN_BYTES || helpers() == 0 {
-        let mut buf = crate::alloc::large_vec(total);
+        let mut buf = Filler::new(total);
         for (k, &r) in rows.iter().enumerate() {
             if let Some(&ahead) = rows.get(k + PREFETCH_AHEAD) {
                 prefetch_row(src[ahead * row_bytes..].as_ptr(), row_bytes);
             }
-            buf.extend_from_slice(&src[r * row_bytes..(r + 1) * row_bytes]);
+            buf.push(&src[r * row_bytes..(r + 1) * row_bytes]);
         }
-        return buf;
+        return buf.into_vec();
     }
     let base = src.as_ptr() as usize;
     let pieces = rows
@@ -225,11 +226,11 @@ pub fn concat(parts: &[&[u8]]) -> Vec<u8> {
     let total: usize = parts.iter().map(|p| p.len()).sum();
     if total < PARALLEL_MIN_BYTES || helpers() == 0 {
         // The batch path's common case (a few KiB per feature): no bookkeeping at all.
-        let mut buf = crate::alloc::large_vec(total);
+        let mut buf = Filler::new(total);
         for p in parts {
-            buf.extend_from_slice(p);
+            buf.push(p);
         }
-        return buf;
+        return buf.into_vec();
     }
     let mut pieces = Vec::with_capacity(parts.len());
     for p in parts {

@@ -15,7 +15,7 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
-use stokehold_core::dataset::prefetch_write;
+use stokehold_core::alloc::Filler;
 use stokehold_core::{DType, Example, Ragged, Tensor, Value};
 
 use super::format::{u32_at, u64_at, Kind, ShardFeature};
@@ -246,11 +246,6 @@ pub fn decode(rec: &Bytes, names: &[Arc<str>]) -> Result<Example, String> {
     Ok(out)
 }
 
-/// How far ahead of its copy [`gather`] asks for a batch buffer's lines: 4 KiB (four records
-/// of 1 KiB) measured as well as 8 KiB and better than 16 KiB (`shard_read_bench` with the
-/// distance as a temporary switch, two alternations).
-const WRITE_AHEAD: usize = 4096;
-
 /// Stacks records straight into one buffer per feature, as `batch` would stack their decoded
 /// examples, without building the examples. `Ok(None)` when that needs more than copying:
 /// ragged or string features, or a feature whose shape differs between the records (the
@@ -264,15 +259,11 @@ pub fn gather(
         return Ok(None);
     };
     // Per feature: dtype, the first record's dims, the output buffer.
-    let mut cols: Vec<(DType, U64s, Vec<u8>)> = Vec::with_capacity(names.len());
+    let mut cols: Vec<(DType, U64s, Filler)> = Vec::with_capacity(names.len());
     let mut simple = true;
     parse(first.as_ref(), names, |_, v| {
         simple &= v.kind == 0 && v.offsets.is_none();
-        cols.push((
-            v.dtype,
-            v.dims,
-            stokehold_core::alloc::large_vec(v.data.len() * records.len()),
-        ));
+        cols.push((v.dtype, v.dims, Filler::new(v.data.len() * records.len())));
         Ok(())
     })
     .map_err(|e| (0, e))?;
@@ -286,12 +277,7 @@ pub fn gather(
             if v.kind != 0 || v.dtype != *dtype || v.dims != *dims {
                 simple = false;
             } else {
-                // The lines this record's bytes will occupy WRITE_AHEAD on, asked for now (the
-                // buffer is seldom in cache: see `prefetch_write`).
-                let (at, n) = (buf.len() + WRITE_AHEAD, v.data.len());
-                let n = n.min(buf.capacity().saturating_sub(at));
-                prefetch_write(buf.as_ptr().wrapping_add(at), n);
-                buf.extend_from_slice(&rec[v.data]);
+                buf.push(&rec[v.data]);
             }
             Ok(())
         })
@@ -305,7 +291,7 @@ pub fn gather(
         let shape = std::iter::once(records.len())
             .chain(dims.iter().map(|d| d as usize))
             .collect();
-        let t = Tensor::new(dtype, shape, Bytes::from(buf))
+        let t = Tensor::new(dtype, shape, Bytes::from(buf.into_vec()))
             .map_err(|e| (0, format!("feature {name:?}: {e}")))?;
         out.insert(name, Value::Tensor(t));
     }
