@@ -150,9 +150,11 @@ pub fn hint_batch(ds: &dyn MapDataset, indices: &[u64]) {
 ///
 /// For copies into a buffer that is not in the core's cache (a batch buffer, whose last use was
 /// one or many batches ago): each store to an absent line waits for the line to be read first,
-/// and asking a few KiB ahead of the copy overlaps those reads (see `alloc::Filler`). `shard_read_bench`, bare threads
-/// each keeping their last 48 batches of 256 records of 1 KiB alive: 5.4-5.8M -> 6.6-7.0M
-/// records/s sequential, 3.4-3.5M -> 3.8-4.0M shuffled; with a hot buffer, no change.
+/// and asking a few KiB ahead of the copy overlaps those reads (see `alloc::Filler`).
+/// `shard_read_bench`'s rows of two threads each keeping their last 48 batches of 256 records of
+/// 1 KiB alive, three alternations of builds without and with it: 5.35-5.76M -> 6.61-7.01M
+/// records/s sequential, 3.52-3.84M -> 3.99-4.12M shuffled; with a hot buffer (the same threads
+/// keeping none), no change.
 #[inline]
 pub fn prefetch_write(ptr: *const u8, len: usize) {
     #[cfg(target_arch = "x86_64")]
