@@ -316,6 +316,48 @@ fn a_later_epoch_starts_every_worker_at_once() {
     );
 }
 
+#[test]
+fn a_later_epoch_hands_over_its_first_element_before_a_whole_run() {
+    use std::sync::atomic::AtomicBool;
+    use std::time::{Duration, Instant};
+    // Cheap elements are claimed in runs, and a later epoch knows they are cheap from the
+    // earlier one. Its first element must not wait for a run: here element 1 of the second epoch
+    // waits (up to 10 s) until the consumer holds element 0, which a run of both would hand over
+    // only after that wait.
+    let (armed, got_first, waited_out) = (
+        Arc::new(AtomicBool::new(false)),
+        Arc::new(AtomicBool::new(false)),
+        Arc::new(AtomicBool::new(false)),
+    );
+    let (a, g, w) = (armed.clone(), got_first.clone(), waited_out.clone());
+    let f = map_fn(move |e: Example, _| {
+        let x = e.tensor("first", "x")?.to_vec::<i64>()?[0];
+        if x == 1 && a.load(SeqCst) {
+            let t = Instant::now();
+            while !g.load(SeqCst) && t.elapsed() < Duration::from_secs(10) {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            w.store(!g.load(SeqCst), SeqCst);
+        }
+        Ok(e)
+    });
+    let ds = Dataset::range(64).map_parallel("first", f, Fixed(1), true);
+    let exec = Executor::new(ExecOptions::default());
+    let all: Vec<i64> = (0..64).collect();
+    assert_eq!(xs(&exec.iter(&ds, 0).unwrap().collect_all().unwrap()), all);
+    armed.store(true, SeqCst);
+    let mut it = exec.iter(&ds, 1).unwrap();
+    let first = it.next().unwrap().expect("element 0");
+    got_first.store(true, SeqCst);
+    let mut got = xs(&[first]);
+    got.extend(xs(&it.collect_all().unwrap()));
+    assert_eq!(got, all);
+    assert!(
+        !waited_out.load(SeqCst),
+        "element 0 was handed over only after element 1 of its run"
+    );
+}
+
 thread_local!(static INSIDE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) });
 
 /// A map in a counting scope over a parent whose reads check they run outside it (a flag of
