@@ -57,9 +57,9 @@ pub const WRITE_AHEAD: usize = 4096;
 
 /// The pieces a [`Filler`] asks ahead for: 1 to 4 KiB. `bench/shard/write_ahead.c` (the same
 /// copies in C, into 48 rotating buffers of 256 KiB; four runs while other work ran) gave ratios
-/// of 1.12-1.76 at 1 KiB, 0.98-1.76 at 2 KiB and 1.01-1.11 at 4 KiB against plain copies, but
-/// 0.85-0.91 at 256 B (the asks cost more than the short copy waits) and 0.83-1.01 at 8 and
-/// 16 KiB (glibc's `memcpy` streams those itself).
+/// of 1.12-1.56 at 1 KiB, 0.98-1.76 at 2 KiB and 1.01-1.11 at 4 KiB against plain copies, but
+/// 0.85-0.91 at 256 B (the asks cost more than the short copy waits), 0.88-1.06 at 512 B, and
+/// 0.83-1.01 at 8 and 16 KiB (glibc's `memcpy` streams those itself).
 const AHEAD_PIECES: std::ops::RangeInclusive<usize> = 1024..=4096;
 
 /// A buffer of known final size filled front to back, which asks for the cache lines
