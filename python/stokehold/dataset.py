@@ -142,8 +142,10 @@ class Dataset:
             num_parallel_calls: ``None`` (default): in the consumer's thread (or the prefetch
                 thread), keeping random access. An int or ``AUTOTUNE``: on that many worker
                 threads (Python functions share the GIL: this pays off when ``fn`` spends its
-                time in numpy or other code that releases it). Over a random-access dataset this
-                is ``map(fn).parallelize(...)``, so ``epochs()`` still works.
+                time in numpy or other code that releases it; workers that would only trade the
+                GIL take turns at ``fn`` instead, see ``docs/GUIDE.md`` section 2). Over a
+                random-access dataset this is ``map(fn).parallelize(...)``, so ``epochs()``
+                still works.
             deterministic: keep the input order (default True); False yields elements as they
                 complete.
             name: label in ``describe()``, stats and errors (default: ``fn.__qualname__``).

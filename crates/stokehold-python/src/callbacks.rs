@@ -24,6 +24,7 @@ use stokehold_core::{
 };
 
 use crate::convert::{dict_to_example, map_input};
+use crate::turns::{self, Turns};
 
 /// Set by [`shutdown`]: no new calls into Python.
 static SHUTDOWN: AtomicBool = AtomicBool::new(false);
@@ -218,19 +219,23 @@ pub fn py_map_fn(f: Py<PyAny>) -> MapFn {
 /// The scope of a Python map function's runs of calls: the GIL, taken once for the run (each
 /// call's own `with_python` then finds it held), instead of taken and released per element,
 /// which handed the GIL to any thread waiting for it (the consumer, another worker) once per
-/// element. When the interpreter is exiting the calls run outside it (and each fails as
-/// cancelled).
-pub fn py_scope() -> ScopeFn {
-    Arc::new(|calls: &mut dyn FnMut()| {
-        let mut ran = false;
-        let _ = with_python(|_| {
-            calls();
-            ran = true;
-            Ok(())
-        });
-        if !ran {
-            calls();
-        }
+/// element; and the stage's turn, where its workers take turns ([`Turns`], one per map,
+/// `label` naming it). When the interpreter is exiting the calls run outside it (and each
+/// fails as cancelled).
+pub fn py_scope(label: &str) -> ScopeFn {
+    let turns = Turns::new(label);
+    Arc::new(move |n, calls: &mut dyn FnMut()| {
+        turns.run(n, || {
+            let mut ran = false;
+            let _ = with_python(|_| {
+                calls();
+                ran = true;
+                Ok(())
+            });
+            if !ran {
+                calls();
+            }
+        })
     })
 }
 
@@ -299,9 +304,11 @@ fn generator_error(op: &str, index: u64, err: PyErr) -> Error {
 }
 
 /// Adds the exit and fork hooks: [`shutdown`] with `atexit`, [`after_fork_in_child`] with
-/// `os.register_at_fork`.
+/// `os.register_at_fork`; and `_python_turns` (see [`turns`]).
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
+    turns::init(py)?;
+    m.add_function(wrap_pyfunction!(turns::python_turns, m)?)?;
     let shutdown = wrap_pyfunction!(shutdown, m)?;
     py.import("atexit")?
         .call_method1("register", (&shutdown,))?;

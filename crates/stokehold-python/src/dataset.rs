@@ -74,7 +74,7 @@ impl PyDataset {
         let f = py_map_fn(f);
         guard(|| {
             Ok(wrap(if holds_gil {
-                self.ds.map_scoped(label, f, py_scope())
+                self.ds.map_scoped(label, f, py_scope(label))
             } else {
                 self.ds.map(label, f)
             }))

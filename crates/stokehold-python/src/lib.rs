@@ -34,6 +34,7 @@ mod skips;
 mod storage;
 mod table;
 mod tfrecord;
+mod turns;
 
 pub use dataset::PyDataset;
 

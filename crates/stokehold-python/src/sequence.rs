@@ -71,7 +71,7 @@ impl PyDataset {
             let ds = self.dataset();
             let g = py_map_ctx_fn(f, epoch_len(ds));
             Ok(PyDataset::from_dataset(if holds_gil {
-                ds.map_scoped(label, g, py_scope())
+                ds.map_scoped(label, g, py_scope(label))
             } else {
                 ds.map(label, g)
             }))

@@ -32,13 +32,15 @@ pub type MapFn = Arc<dyn Fn(Example, &Ctx) -> Result<Example> + Send + Sync>;
 /// any error is the element path's, naming the element.
 pub type BatchMapFn = Arc<dyn Fn(&Example, &Ctx) -> Result<Option<Example>> + Send + Sync>;
 
-/// A scope a map function wants held across a run of its calls: called with a body that makes
-/// the calls, it runs the body once, inside the scope. A Python function's scope holds the GIL,
+/// A scope a map function wants held across a run of its calls: called with the number of calls
+/// and a body that makes them, it runs the body once, inside the scope. A Python function's scope
+/// holds the GIL (and, where that is faster, has a stage's workers take turns, see the Python
+/// bindings' `callbacks::Turns`),
 /// so a run of elements takes and releases it once instead of once per element (each a
 /// hand-off to any thread waiting for it). Only the function's calls run inside: the inputs
 /// are read before, so nothing that may wait for another thread (a read, an upstream stage)
 /// runs while the scope is held.
-pub type ScopeFn = Arc<dyn Fn(&mut dyn FnMut()) + Send + Sync>;
+pub type ScopeFn = Arc<dyn Fn(usize, &mut dyn FnMut()) + Send + Sync>;
 
 /// `map` over a random-access dataset.
 pub struct MapMap {
@@ -85,13 +87,13 @@ impl MapDataset for MapMap {
 
     fn get(&self, index: u64) -> Result<Example> {
         let e = self.parent.get(index)?;
-        self.in_scope(|| self.apply(e, index))
+        self.in_scope(1, || self.apply(e, index))
     }
 
     /// The inputs first, then the function's calls, inside its scope when it has one.
     fn get_many(&self, indices: &[u64]) -> Vec<Result<Example>> {
         let inputs = self.parent.get_many(indices);
-        self.in_scope(|| {
+        self.in_scope(indices.len(), || {
             inputs
                 .into_iter()
                 .zip(indices)
@@ -164,14 +166,14 @@ impl MapMap {
         (self.f)(e, &self.ctx(index))
     }
 
-    /// `calls` (a run of the function's calls) inside the function's scope, if it has one.
-    fn in_scope<T>(&self, calls: impl FnOnce() -> T) -> T {
+    /// `calls` (a run of `n` of the function's calls) inside the function's scope, if it has one.
+    fn in_scope<T>(&self, n: usize, calls: impl FnOnce() -> T) -> T {
         let Some(scope) = &self.scope else {
             return calls();
         };
         let mut calls = Some(calls);
         let mut out = None;
-        scope(&mut || out = calls.take().map(|c| c()));
+        scope(n, &mut || out = calls.take().map(|c| c()));
         // A scope that did not run its body (it must) still gets the calls made.
         out.unwrap_or_else(|| calls.take().expect("the calls ran or are still here")())
     }
@@ -190,7 +192,7 @@ impl MapMap {
                 match stack_examples(&self.label, &elements) {
                     Ok(batch) => batch,
                     Err(_) => {
-                        let rows = self.in_scope(|| {
+                        let rows = self.in_scope(elements.len(), || {
                             elements
                                 .into_iter()
                                 .zip(indices)
@@ -211,7 +213,7 @@ impl MapMap {
     /// `batch` (the input's elements `indices`, stacked) mapped row by row (zero-copy row
     /// views) and stacked again, reusing the columns the function leaves alone ([`restack`]).
     fn map_rows(&self, batch: &Example, indices: &[u64]) -> Result<Example> {
-        let rows = self.in_scope(|| {
+        let rows = self.in_scope(indices.len(), || {
             indices
                 .iter()
                 .enumerate()

@@ -41,7 +41,7 @@ fn pipelines() -> Vec<(&'static str, Build)> {
         }),
         ("map_scoped", |d| {
             let scope: stokehold_core::ScopeFn =
-                std::sync::Arc::new(|calls: &mut dyn FnMut()| calls());
+                std::sync::Arc::new(|_, calls: &mut dyn FnMut()| calls());
             d.map_scoped(
                 "add_one",
                 map_fn(|mut e, c| {

@@ -376,7 +376,7 @@ fn scoped(entered: &Arc<AtomicUsize>, fail_at: i64) -> Dataset {
         }
         Ok(Example::new().with("x", Tensor::scalar(x * x)))
     });
-    let scope: stokehold_core::ScopeFn = Arc::new(move |calls: &mut dyn FnMut()| {
+    let scope: stokehold_core::ScopeFn = Arc::new(move |_, calls: &mut dyn FnMut()| {
         e.fetch_add(1, SeqCst);
         INSIDE.set(true);
         calls();

@@ -1,0 +1,299 @@
+//! Turns at Python: the workers of one stage that runs a Python function take turns at running it
+//! when that is faster than letting them all ask for the GIL at once.
+//!
+//! Why: a Python function that lets go of the GIL for short stretches (every numpy call on more
+//! than a few hundred values does) hands the GIL to another worker waiting for it at each such
+//! stretch, and the two trade it back and forth: a system call to wake the waiter per release,
+//! and a context switch about every third element. Numpy's `sin` over 2000 values at two workers
+//! ran at 118-124k elements/s against 188-191k at one (0.31-0.36 voluntary context switches per
+//! element, 0.25-0.29 of a core in the kernel; `getrusage` around three epochs), and a map of
+//! `np.load` at two workers at 0.6-0.68x of one in every full bench run
+//! (bench/results/2026-12-04.md to 2026-12-06.md). Workers that take turns wait on the turn
+//! instead: the GIL's holder lets go of it with nobody waiting, which costs nothing.
+//!
+//! But a function that lets go of the GIL for long (a decoder, a read from disk, a sleep) is what
+//! several workers are for, and taking turns would run it on one. So a stage measures both: its
+//! calls per second of activity (wall time with at least one of its workers running or waiting to
+//! run the function) for [`PROBE`] letting everyone in, then for [`PROBE`] taking turns, keeps the
+//! faster for a while (at most [`HOLD`]), and measures again. One worker, or the consumer running
+//! the stage inline, never waits for a turn, whichever way it is decided.
+//!
+//! The turn is not handed over in order: a worker that ends its run and starts the next takes it
+//! again if a woken waiter has not yet (handing it to the first waiter left the GIL idle while
+//! that one woke: `bench/pymap`'s `np.load` map at two workers taking turns gave 13.2-14.2k
+//! files/s so, 16.8-18.8k as it is, against 17.5-20.7k at one worker). The stage's window
+//! bounds what one worker runs ahead, so a waiter gets its turn within a few runs.
+//!
+//! `STOKEHOLD_PYTHON_TURNS=on|off` (read when the map is made) fixes the choice instead; on a
+//! free-threaded CPython, which has no GIL to trade, turns are off. A worker never waits longer
+//! than [`WAIT_MAX`] for a turn (a function that iterates a pipeline over its own map would
+//! otherwise wait for itself), and a thread already inside a run of the stage does not queue
+//! again. `stokehold._native._python_turns()` lists each live stage's choice and the rates it
+//! measured.
+
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
+use std::thread::ThreadId;
+use std::time::{Duration, Instant};
+
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+
+/// How long (of activity) each way is measured.
+pub const PROBE: Duration = Duration::from_millis(50);
+/// Calls a measurement needs at least (a slow function's probe lasts until it has made them).
+pub const PROBE_CALLS: u64 = 32;
+/// How long (of activity) a verdict holds before both ways are measured again.
+pub const HOLD: Duration = Duration::from_secs(2);
+/// The longest a worker waits for its turn before it runs anyway.
+pub const WAIT_MAX: Duration = Duration::from_millis(100);
+
+/// Whether this interpreter has a GIL (set once at import; a free-threaded build has none).
+static GIL: AtomicBool = AtomicBool::new(true);
+
+/// Live stages, for `_python_turns()`.
+static LIVE: Mutex<Vec<Weak<Turns>>> = Mutex::new(Vec::new());
+
+/// How a stage chooses.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Policy {
+    Measure,
+    Always,
+    Never,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Phase {
+    /// Before the first measurement: turns taken (what most Python functions want), nothing
+    /// measured (a stage's first [`PROBE`], its workers starting, measured unlike the rest:
+    /// everyone let in, two workers of numpy's `sin` measured 130-190k calls/s there, then
+    /// 108-126k).
+    Warm,
+    /// Measuring with everyone let in.
+    Free,
+    /// Measuring with turns taken.
+    Turns,
+    /// Keeping the faster way, for twice [`PROBE`] after the first verdict, twice as long after
+    /// each next one, at most [`HOLD`] (an early verdict, made while the workers start, does
+    /// not stand for long).
+    Hold,
+}
+
+/// The turn of one stage (one Python map), shared by its workers and iterators.
+pub struct Turns {
+    label: String,
+    policy: Policy,
+    st: Mutex<St>,
+    cv: Condvar,
+}
+
+struct St {
+    /// The process this state belongs to (a forked child starts again).
+    pid: u32,
+    /// Whether runs take turns now.
+    taking: bool,
+    /// The thread whose turn it is.
+    holder: Option<ThreadId>,
+    /// Threads in a run or waiting for one.
+    inside: usize,
+    /// When `inside` last went from none to one.
+    since: Option<Instant>,
+    /// Activity before `since`.
+    active: Duration,
+    /// Calls made.
+    calls: u64,
+    phase: Phase,
+    /// Activity and calls when the phase began.
+    phase_active: Duration,
+    phase_calls: u64,
+    /// The last measurements (calls per second of activity), and how many verdicts were made.
+    free_rate: f64,
+    turns_rate: f64,
+    verdicts: u64,
+}
+
+impl St {
+    fn new(policy: Policy) -> Self {
+        St {
+            pid: std::process::id(),
+            taking: policy != Policy::Never,
+            holder: None,
+            inside: 0,
+            since: None,
+            active: Duration::ZERO,
+            calls: 0,
+            phase: Phase::Warm,
+            phase_active: Duration::ZERO,
+            phase_calls: 0,
+            free_rate: 0.0,
+            turns_rate: 0.0,
+            verdicts: 0,
+        }
+    }
+
+    fn activity(&self) -> Duration {
+        self.active + self.since.map_or(Duration::ZERO, |s| s.elapsed())
+    }
+
+    /// Ends the phase when it has measured enough; true when `taking` changed.
+    fn advance(&mut self) -> bool {
+        let active = self.activity();
+        let (a, c) = (active - self.phase_active, self.calls - self.phase_calls);
+        let measured = a >= PROBE && c >= PROBE_CALLS;
+        let rate = c as f64 / a.as_secs_f64().max(1e-9);
+        let was = self.taking;
+        match self.phase {
+            Phase::Warm if measured => {
+                self.phase = Phase::Free;
+                self.taking = false;
+            }
+            Phase::Free if measured => {
+                self.free_rate = rate;
+                self.phase = Phase::Turns;
+                self.taking = true;
+            }
+            Phase::Turns if measured => {
+                self.turns_rate = rate;
+                self.phase = Phase::Hold;
+                self.taking = self.turns_rate >= self.free_rate;
+                self.verdicts += 1;
+            }
+            Phase::Hold if a >= HOLD.min(PROBE * (1 << self.verdicts.min(8))) => {
+                self.phase = Phase::Free;
+                self.taking = false;
+            }
+            _ => return false,
+        }
+        self.phase_active = active;
+        self.phase_calls = self.calls;
+        was != self.taking
+    }
+}
+
+impl Turns {
+    /// A stage's turn, its policy from `STOKEHOLD_PYTHON_TURNS` (off without a GIL).
+    pub fn new(label: &str) -> Arc<Self> {
+        let policy = match std::env::var("STOKEHOLD_PYTHON_TURNS").as_deref() {
+            _ if !GIL.load(Relaxed) => Policy::Never,
+            Ok("on") => Policy::Always,
+            Ok("off") => Policy::Never,
+            _ => Policy::Measure,
+        };
+        let t = Arc::new(Turns {
+            label: label.to_string(),
+            policy,
+            st: Mutex::new(St::new(policy)),
+            cv: Condvar::new(),
+        });
+        let mut live = LIVE.lock().unwrap_or_else(|e| e.into_inner());
+        live.retain(|w| w.strong_count() > 0);
+        live.push(Arc::downgrade(&t));
+        t
+    }
+
+    fn lock(&self) -> MutexGuard<'_, St> {
+        let mut st = self.st.lock().unwrap_or_else(|e| e.into_inner());
+        if st.pid != std::process::id() {
+            *st = St::new(self.policy);
+        }
+        st
+    }
+
+    /// Runs `body` (a run of `n` calls of the function), in its turn when the stage takes turns.
+    pub fn run(&self, n: usize, body: impl FnOnce()) {
+        if self.policy == Policy::Never {
+            return body();
+        }
+        let me = std::thread::current().id();
+        let mut st = self.lock();
+        if st.holder == Some(me) {
+            drop(st);
+            return body();
+        }
+        if st.inside == 0 {
+            st.since = Some(Instant::now());
+        }
+        st.inside += 1;
+        let mut held = false;
+        if st.taking {
+            let start = Instant::now();
+            while st.holder.is_some() && st.taking {
+                let Some(left) = WAIT_MAX.checked_sub(start.elapsed()) else {
+                    break;
+                };
+                st = self
+                    .cv
+                    .wait_timeout(st, left)
+                    .unwrap_or_else(|e| e.into_inner())
+                    .0;
+            }
+            if st.holder.is_none() && st.taking {
+                st.holder = Some(me);
+                held = true;
+            }
+        }
+        drop(st);
+        // Give the turn back even if the body unwinds (a panic is caught further up).
+        struct Leave<'a>(&'a Turns, bool, usize);
+        impl Drop for Leave<'_> {
+            fn drop(&mut self) {
+                let mut st = self.0.lock();
+                if self.1 {
+                    st.holder = None;
+                }
+                st.calls += self.2 as u64;
+                // Saturating: a function that forked and returned in the child finds a fresh state.
+                st.inside = st.inside.saturating_sub(1);
+                if st.inside == 0 {
+                    let ran = st.since.take().map_or(Duration::ZERO, |s| s.elapsed());
+                    st.active += ran;
+                }
+                let changed = self.0.policy == Policy::Measure && st.advance();
+                if changed {
+                    self.0.cv.notify_all();
+                } else if self.1 && st.inside > 0 {
+                    self.0.cv.notify_one();
+                }
+            }
+        }
+        let _leave = Leave(self, held, n);
+        body();
+    }
+}
+
+/// Records whether the interpreter has a GIL (`sys._is_gil_enabled`, 3.13+; older ones do).
+pub fn init(py: Python<'_>) -> PyResult<()> {
+    let sys = py.import("sys")?;
+    let gil = match sys.getattr("_is_gil_enabled") {
+        Ok(f) => f.call0()?.is_truthy()?,
+        Err(_) => true,
+    };
+    GIL.store(gil, Relaxed);
+    Ok(())
+}
+
+/// Each live stage's choice: its label, policy, whether it takes turns now, the last rates
+/// measured each way (calls per second of activity) and how many verdicts it has made.
+#[pyfunction]
+#[pyo3(name = "_python_turns")]
+pub fn python_turns(py: Python<'_>) -> PyResult<Vec<Bound<'_, PyDict>>> {
+    let live: Vec<Arc<Turns>> = LIVE
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .iter()
+        .filter_map(Weak::upgrade)
+        .collect();
+    live.iter()
+        .map(|t| {
+            let st = t.lock();
+            let d = PyDict::new(py);
+            d.set_item("label", &t.label)?;
+            d.set_item("policy", format!("{:?}", t.policy).to_lowercase())?;
+            d.set_item("taking_turns", st.taking)?;
+            d.set_item("free_rate", st.free_rate)?;
+            d.set_item("turns_rate", st.turns_rate)?;
+            d.set_item("verdicts", st.verdicts)?;
+            Ok(d)
+        })
+        .collect()
+}
