@@ -7,8 +7,8 @@
 //! and a context switch about every third element. Numpy's `sin` over 2000 values at two workers
 //! ran at 118-124k elements/s against 188-191k at one (0.31-0.36 voluntary context switches per
 //! element, 0.25-0.29 of a core in the kernel; `getrusage` around three epochs), and a map of
-//! `np.load` at two workers at 0.6-0.68x of one in every full bench run
-//! (bench/results/2026-12-04.md to 2026-12-06.md). Workers that take turns wait on the turn
+//! `np.load` at two workers at 0.6-0.66x of one in every full bench run before this
+//! (bench/results/2026-12-04.md, 2026-12-05.md, and 2026-12-06.md as of commit cc48059). Workers that take turns wait on the turn
 //! instead: the GIL's holder lets go of it with nobody waiting, which costs nothing.
 //!
 //! But a function that lets go of the GIL for long (a decoder, a read from disk, a sleep) is what
