@@ -45,6 +45,8 @@ pub const PROBE: Duration = Duration::from_millis(50);
 pub const PROBE_CALLS: u64 = 32;
 /// How long (of activity) a verdict holds before both ways are measured again.
 pub const HOLD: Duration = Duration::from_secs(2);
+/// A verdict this clear (the faster way's rate over the slower's) holds for [`HOLD`] at once.
+pub const CLEAR: f64 = 1.25;
 /// The longest a worker waits for its turn before it runs anyway.
 pub const WAIT_MAX: Duration = Duration::from_millis(100);
 
@@ -64,18 +66,17 @@ enum Policy {
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Phase {
-    /// Before the first measurement: turns taken (what most Python functions want), nothing
-    /// measured (a stage's first [`PROBE`], its workers starting, measured unlike the rest:
-    /// everyone let in, two workers of numpy's `sin` measured 130-190k calls/s there, then
-    /// 108-126k).
+    /// Before the first measurement: everyone let in (as before turns existed), nothing
+    /// measured (a stage's first [`PROBE`], its workers starting, measures unlike the rest: two
+    /// workers of numpy's `sin` let in together made 170-190k calls/s there, 108-126k after).
     Warm,
     /// Measuring with everyone let in.
     Free,
     /// Measuring with turns taken.
     Turns,
-    /// Keeping the faster way, for twice [`PROBE`] after the first verdict, twice as long after
-    /// each next one, at most [`HOLD`] (an early verdict, made while the workers start, does
-    /// not stand for long).
+    /// Keeping the faster way: for [`HOLD`] when it was faster by [`CLEAR`] or more; else for
+    /// twice [`PROBE`] after the first verdict and twice as long after each next one, at most
+    /// [`HOLD`] (a close verdict may be noise, or made while the workers started).
     Hold,
 }
 
@@ -116,7 +117,7 @@ impl St {
     fn new(policy: Policy) -> Self {
         St {
             pid: std::process::id(),
-            taking: policy != Policy::Never,
+            taking: policy == Policy::Always,
             holder: None,
             inside: 0,
             since: None,
@@ -133,6 +134,20 @@ impl St {
 
     fn activity(&self) -> Duration {
         self.active + self.since.map_or(Duration::ZERO, |s| s.elapsed())
+    }
+
+    /// How long the last verdict holds (see [`Phase::Hold`]).
+    fn hold(&self) -> Duration {
+        let (hi, lo) = if self.turns_rate >= self.free_rate {
+            (self.turns_rate, self.free_rate)
+        } else {
+            (self.free_rate, self.turns_rate)
+        };
+        if hi >= CLEAR * lo {
+            HOLD
+        } else {
+            HOLD.min(PROBE * (1 << self.verdicts.min(8)))
+        }
     }
 
     /// Ends the phase when it has measured enough; true when `taking` changed.
@@ -158,7 +173,7 @@ impl St {
                 self.taking = self.turns_rate >= self.free_rate;
                 self.verdicts += 1;
             }
-            Phase::Hold if a >= HOLD.min(PROBE * (1 << self.verdicts.min(8))) => {
+            Phase::Hold if a >= self.hold() => {
                 self.phase = Phase::Free;
                 self.taking = false;
             }
