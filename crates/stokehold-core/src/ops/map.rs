@@ -35,7 +35,7 @@ pub type BatchMapFn = Arc<dyn Fn(&Example, &Ctx) -> Result<Option<Example>> + Se
 /// A scope a map function wants held across a run of its calls: called with the number of calls
 /// and a body that makes them, it runs the body once, inside the scope. A Python function's scope
 /// holds the GIL (and, where that is faster, has a stage's workers take turns, see the Python
-/// bindings' `callbacks::Turns`),
+/// bindings' `turns::Turns`),
 /// so a run of elements takes and releases it once instead of once per element (each a
 /// hand-off to any thread waiting for it). Only the function's calls run inside: the inputs
 /// are read before, so nothing that may wait for another thread (a read, an upstream stage)
