@@ -21,8 +21,9 @@
 //! The turn is not handed over in order: a worker that ends its run and starts the next takes it
 //! again if a woken waiter has not yet (handing it to the first waiter left the GIL idle while
 //! that one woke: `bench/pymap`'s `np.load` map at two workers taking turns gave 13.2-14.2k
-//! files/s so, 16.8-18.8k as it is, against 17.5-20.7k at one worker). The stage's window
-//! bounds what one worker runs ahead, so a waiter gets its turn within a few runs.
+//! files/s so, 16.8-18.8k as it is, against 17.5-20.7k at one worker). In order, the stage's
+//! window bounds what one worker runs ahead, so a waiter gets its turn within a few runs; as
+//! completed, nothing does but [`WAIT_MAX`].
 //!
 //! `STOKEHOLD_PYTHON_TURNS=on|off` (read when the map is made) fixes the choice instead; on a
 //! free-threaded CPython, which has no GIL to trade, turns are off. A worker never waits longer
