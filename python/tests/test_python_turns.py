@@ -111,3 +111,51 @@ def test_a_map_that_reads_its_own_stage_inside_its_turn_does_not_wait_for_itself
     assert [int(e["peek"]) for e in mapped.parallelize(2)] == [1] * 40
     # Waiting for itself would cost the longest wait for a turn (100 ms) per read: 8 s here.
     assert time.monotonic() - start < 4.0
+
+
+def test_a_map_that_reads_another_busy_map_inside_its_turn_does_not_queue_for_that_map(
+    monkeypatch,
+):
+    # `inner`'s own two workers (iterated on a thread) hold its turn 150 ms per call, off the
+    # GIL. `outer`'s function reads `inner` by index while holding outer's turn: queueing for
+    # inner's turn there costs the longest wait for a turn (100 ms) per read, 3 s for 30 reads
+    # (1.5 s if outer's other worker, tired of waiting for outer's turn, read beside it);
+    # holding a turn, the read runs at once.
+    monkeypatch.setenv("STOKEHOLD_PYTHON_TURNS", "on")
+    local = threading.local()
+
+    def slow_unless_nested(e):
+        if not getattr(local, "outer", False):
+            time.sleep(0.15)
+        return {"x": e["x"]}
+
+    inner = sh.from_arrays({"x": np.arange(10_000)}).map(slow_unless_nested)
+    stop = threading.Event()
+
+    def keep_inner_busy():
+        for _ in inner.parallelize(2):
+            if stop.is_set():
+                return
+
+    busy = threading.Thread(target=keep_inner_busy)
+    busy.start()
+
+    def reads_inner(e):
+        local.outer = True
+        try:
+            return {"x": e["x"], "y": inner[int(e["x"])]["x"]}
+        finally:
+            local.outer = False
+
+    outer = sh.from_arrays({"x": np.arange(30)}).map(reads_inner, num_parallel_calls=2)
+    try:
+        time.sleep(0.2)  # inner's workers are running and taking turns
+        assert _turns("slow_unless_nested")["taking_turns"]
+        start = time.monotonic()
+        got = [(int(e["x"]), int(e["y"])) for e in outer]
+        elapsed = time.monotonic() - start
+    finally:
+        stop.set()
+        busy.join()
+    assert got == [(i, i) for i in range(30)]
+    assert elapsed < 1.0, elapsed
