@@ -243,6 +243,23 @@ pub trait DatasetIter: Send {
     /// Moves to a position saved by [`DatasetIter::state`] on an iterator of the same pipeline.
     fn set_state(&mut self, state: &Json) -> Result<()>;
 
+    /// Appends the next `n` elements to `out` (fewer only at the end) and returns how many it
+    /// appended. An error ends the call, the elements taken before it left in `out`. An op that
+    /// takes elements in groups (a batch) asks its input so; an input that can hand over
+    /// several at once cheaper than one by one (a parallel stage: one lock for what is ready)
+    /// overrides it.
+    fn next_into(&mut self, n: usize, out: &mut Vec<Example>) -> Result<usize> {
+        let mut k = 0;
+        while k < n {
+            match self.next()? {
+                Some(e) => out.push(e),
+                None => break,
+            }
+            k += 1;
+        }
+        Ok(k)
+    }
+
     /// Drains the iterator into a vector.
     fn collect_all(&mut self) -> Result<Vec<Example>> {
         let mut out = Vec::new();
@@ -256,6 +273,9 @@ pub trait DatasetIter: Send {
 impl DatasetIter for Box<dyn DatasetIter> {
     fn next(&mut self) -> Result<Option<Example>> {
         (**self).next()
+    }
+    fn next_into(&mut self, n: usize, out: &mut Vec<Example>) -> Result<usize> {
+        (**self).next_into(n, out)
     }
     fn state(&self) -> Json {
         (**self).state()

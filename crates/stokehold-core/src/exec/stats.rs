@@ -133,7 +133,13 @@ impl OpStats {
 
     /// One element of `bytes` handed downstream, with `buffered` elements left in the buffer.
     pub fn produced(&self, bytes: usize, buffered: usize) {
-        self.elements.fetch_add(1, Ordering::Relaxed);
+        self.produced_many(1, bytes, buffered);
+    }
+
+    /// `n` elements of `bytes` in all handed downstream at once, `buffered` being the sum over
+    /// them of the elements left in the buffer after each.
+    pub fn produced_many(&self, n: usize, bytes: usize, buffered: usize) {
+        self.elements.fetch_add(n as u64, Ordering::Relaxed);
         self.bytes.fetch_add(bytes as u64, Ordering::Relaxed);
         self.fill_sum.fetch_add(buffered as u64, Ordering::Relaxed);
     }

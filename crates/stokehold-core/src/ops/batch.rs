@@ -269,12 +269,7 @@ struct BatchIter {
 impl DatasetIter for BatchIter {
     fn next(&mut self) -> Result<Option<Example>> {
         let mut items = Vec::with_capacity(self.opts.size.min(super::PREALLOC_MAX));
-        while items.len() < self.opts.size {
-            match self.inner.next()? {
-                Some(e) => items.push(e),
-                None => break,
-            }
-        }
+        self.inner.next_into(self.opts.size, &mut items)?;
         if items.is_empty() || (self.opts.drop_remainder && items.len() < self.opts.size) {
             return Ok(None);
         }
