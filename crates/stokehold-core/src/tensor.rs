@@ -56,9 +56,18 @@ impl<T: Scalar> AsRef<[u8]> for VecBytes<T> {
     }
 }
 
-/// Wraps a typed vector as bytes without copying.
+/// Vectors of at most this many bytes are copied into their `Bytes` instead of wrapped: one
+/// small allocation instead of the vector's and the wrapper's (a scalar per element of a Python
+/// map's result paid both, and their frees, `perf record`).
+const COPY_SMALL: usize = 64;
+
+/// Wraps a typed vector as bytes without copying (a small one is copied, see [`COPY_SMALL`]).
 pub fn vec_to_bytes<T: Scalar>(v: Vec<T>) -> Bytes {
-    Bytes::from_owner(VecBytes(v))
+    let v = VecBytes(v);
+    if v.as_ref().len() <= COPY_SMALL {
+        return Bytes::copy_from_slice(v.as_ref());
+    }
+    Bytes::from_owner(v)
 }
 
 impl Tensor {

@@ -300,6 +300,11 @@ fn py_to_value(
     if let Some(t) = plain_array(py, obj, small)? {
         return Ok(Value::Tensor(t));
     }
+    // A Python number or string before the `Ragged` check (an isinstance against a Python
+    // class), which such values, common in a map's result, never pass.
+    if let Some(t) = python_scalar(obj) {
+        return Ok(Value::Tensor(t));
+    }
     if obj.is_instance(ragged_class(py)?)? {
         let values = py_to_tensor(py, name, &obj.getattr("values")?)?;
         let splits: Vec<u64> = numpy(py)?
