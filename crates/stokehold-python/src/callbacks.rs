@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyIterator};
+use stokehold_core::exec::handoffs_pending;
 use stokehold_core::{
     generator_fn, key_fn, Ctx, Error, Example, ExampleIter, FilterFn, GeneratorFactory, KeyFn,
     MapFn, ScopeFn,
@@ -64,13 +65,16 @@ impl Drop for ConsumerTurn {
 thread_local!(static ATTACHED: Cell<u32> = const { Cell::new(0) });
 
 /// Waits (at most [`DEFER_MAX`]) while a consumer is about to take the GIL, unless this thread
-/// holds it already (a call inside a run's scope, see [`py_scope`]).
+/// holds it already (a call inside a run's scope, see [`py_scope`]). A consumer is about to from
+/// when a worker wakes it with its element ([`handoffs_pending`]) until it holds the GIL
+/// ([`ConsumerTurn`]).
 fn defer_to_consumers() {
-    if CONSUMERS.load(SeqCst) == 0 || ATTACHED.with(Cell::get) > 0 {
+    let waiting = || CONSUMERS.load(SeqCst) + handoffs_pending();
+    if waiting() == 0 || ATTACHED.with(Cell::get) > 0 {
         return;
     }
     let t = Instant::now();
-    while CONSUMERS.load(SeqCst) > 0 && t.elapsed() < DEFER_MAX {
+    while waiting() > 0 && t.elapsed() < DEFER_MAX {
         std::thread::sleep(Duration::from_micros(20));
     }
 }

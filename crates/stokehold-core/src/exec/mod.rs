@@ -16,7 +16,7 @@ pub mod trace;
 pub use budget::Budget;
 pub use executor::{ExecIter, ExecOptions, Executor, DEFAULT_MEMORY_BUDGET};
 pub use options::{executor_of, DefaultExecutor};
-pub use parallel::{Parallelism, AUTOTUNE};
+pub use parallel::{handoffs_pending, Parallelism, AUTOTUNE};
 pub use stats::{OpReport, OpStats, StatsReport};
 
 use std::sync::atomic::{AtomicU32, Ordering};
