@@ -611,7 +611,12 @@ impl DatasetIter for ParallelIter {
             }
             st.waiting = true;
             let woken = super::interrupt::wait(&sh.cv_out, st, || sh.lock());
-            st = woken.inspect_err(|_| sh.lock().waiting = false)?;
+            st = woken.inspect_err(|_| {
+                // Interrupted: the consumer may not come back for its element.
+                let mut st = sh.lock();
+                st.waiting = false;
+                end_handoff(&mut st);
+            })?;
             st.waiting = false;
         };
         let target = st.target;
