@@ -1088,6 +1088,27 @@ mod tests {
         it.start(&mut st).unwrap();
     }
 
+    /// A map that fails at element 3 ("bad element 3") and passes the others through.
+    fn fails_at_3() -> MapFn {
+        map_fn(|e: Example, ctx| {
+            if ctx.index == 3 {
+                return Err(Error::invalid(format!("bad element {}", ctx.index)));
+            }
+            Ok(e)
+        })
+    }
+
+    /// An ordered stage of `f` over `range(n)` at `par` workers.
+    fn map_stage(f: MapFn, n: u64, par: usize) -> ParallelIter {
+        let spec = StageSpec {
+            label: "map[f](parallel)".into(),
+            par: Parallelism::Fixed(par),
+            ordered: true,
+            scoped: false,
+        };
+        ParallelIter::new(spec, Dataset::range(n), Some(f), 0).unwrap()
+    }
+
     fn take(it: &mut ParallelIter, n: usize) -> Vec<i64> {
         (0..n)
             .map_while(|_| it.next().unwrap())
@@ -1138,19 +1159,8 @@ mod tests {
 
     #[test]
     fn an_error_inline_names_its_element_and_the_stage_goes_on() {
-        let f = map_fn(|e: Example, ctx| {
-            if ctx.index == 3 {
-                return Err(Error::invalid(format!("bad element {}", ctx.index)));
-            }
-            Ok(e)
-        });
-        let spec = StageSpec {
-            label: "map[f](parallel)".into(),
-            par: Parallelism::Fixed(1),
-            ordered: true,
-            scoped: false,
-        };
-        let mut it = ParallelIter::new(spec, Dataset::range(6), Some(f), 0).unwrap();
+        let f = fails_at_3();
+        let mut it = map_stage(f, 6, 1);
         set_target(&mut it, INLINE);
         let got: Vec<_> = (0..6)
             .map(|_| it.next().map(|e| e.map(|e| x(&e))))
@@ -1171,13 +1181,7 @@ mod tests {
             }
             Ok(e)
         });
-        let spec = StageSpec {
-            label: "map[f](parallel)".into(),
-            par: Parallelism::Fixed(1),
-            ordered: true,
-            scoped: false,
-        };
-        let mut it = ParallelIter::new(spec, Dataset::range(4), Some(slow_first), 0).unwrap();
+        let mut it = map_stage(slow_first, 4, 1);
         assert_eq!(x(&it.next().unwrap().unwrap()), 0);
         {
             let st = it.shared.lock();
@@ -1232,20 +1236,9 @@ mod tests {
 
     #[test]
     fn next_into_stops_at_an_error_with_the_elements_before_it() {
-        let f = map_fn(|e: Example, ctx| {
-            if ctx.index == 3 {
-                return Err(Error::invalid(format!("bad element {}", ctx.index)));
-            }
-            Ok(e)
-        });
+        let f = fails_at_3();
         for p in [INLINE, 2] {
-            let spec = StageSpec {
-                label: "map[f](parallel)".into(),
-                par: Parallelism::Fixed(2),
-                ordered: true,
-                scoped: false,
-            };
-            let mut it = ParallelIter::new(spec, Dataset::range(8), Some(f.clone()), 0).unwrap();
+            let mut it = map_stage(f.clone(), 8, 2);
             set_target(&mut it, p);
             let mut out = Vec::new();
             let err = it.next_into(6, &mut out).unwrap_err();
