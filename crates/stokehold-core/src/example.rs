@@ -12,6 +12,7 @@ use bytes::Bytes;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::tensor::Tensor;
+use serde_json::Value as Json;
 
 /// Rows of varying length along axis 0: row `i` is `values[splits[i]..splits[i+1]]`.
 ///
@@ -454,12 +455,108 @@ pub fn stack_examples(op: &str, elements: &[Example]) -> Result<Example> {
     stack_reusing(op, None, elements)
 }
 
+/// An example as a JSON value, whole (`{"name": tensor, ...}` in feature order; a tensor is
+/// `{"dtype", "shape", "data"}` with its buffer in base64, plus `"offsets"` for bytes; a ragged
+/// column `{"values": tensor, "splits"}`): for the rare state that has to carry elements
+/// themselves (a batch half-built when Ctrl-C came, see `ops/batch.rs`).
+pub(crate) fn example_to_json(e: &Example) -> Json {
+    use base64::Engine;
+    let tensor = |t: &Tensor| {
+        let mut j = serde_json::json!({
+            "dtype": t.dtype().name(),
+            "shape": t.shape(),
+            "data": base64::engine::general_purpose::STANDARD.encode(t.data()),
+        });
+        if let Some(o) = t.offsets() {
+            j["offsets"] = serde_json::json!(&o[..]);
+        }
+        j
+    };
+    Json::Array(
+        e.iter()
+            .map(|(name, v)| {
+                let value = match v {
+                    Value::Tensor(t) => tensor(t),
+                    Value::Ragged(r) => {
+                        serde_json::json!({"values": tensor(r.values()), "splits": &r.splits()[..]})
+                    }
+                };
+                serde_json::json!([name, value])
+            })
+            .collect(),
+    )
+}
+
+/// The example [`example_to_json`] made.
+pub(crate) fn example_from_json(j: &Json) -> Result<Example> {
+    use base64::Engine;
+    let bad = |what: &str| Error::State(format!("a held element in the state: {what}"));
+    let u64s = |j: &Json| -> Result<Vec<u64>> {
+        serde_json::from_value(j.clone()).map_err(|e| bad(&e.to_string()))
+    };
+    let tensor = |j: &Json| -> Result<Tensor> {
+        let dtype: DType = j["dtype"]
+            .as_str()
+            .ok_or_else(|| bad("no dtype"))?
+            .parse()?;
+        let shape: Vec<usize> =
+            serde_json::from_value(j["shape"].clone()).map_err(|e| bad(&e.to_string()))?;
+        let data = base64::engine::general_purpose::STANDARD
+            .decode(j["data"].as_str().ok_or_else(|| bad("no data"))?)
+            .map_err(|e| bad(&e.to_string()))?;
+        match j.get("offsets") {
+            Some(o) => Tensor::strings_from_parts(shape, data.into(), u64s(o)?.into()),
+            None => Tensor::new(dtype, shape, data.into()),
+        }
+    };
+    let mut e = Example::new();
+    for item in j.as_array().ok_or_else(|| bad("not a list"))? {
+        let (Some(name), Some(value)) = (item[0].as_str(), item.get(1)) else {
+            return Err(bad("not a [name, value] pair"));
+        };
+        let v = match value.get("splits") {
+            Some(splits) => Value::Ragged(Ragged::new(
+                tensor(&value["values"])?,
+                u64s(splits)?.into(),
+            )?),
+            None => Value::Tensor(tensor(value)?),
+        };
+        e.insert(name, v);
+    }
+    Ok(e)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn t(v: Vec<i32>) -> Tensor {
         Tensor::from_vec(vec![v.len()], v).unwrap()
+    }
+
+    #[test]
+    fn an_example_goes_through_json_and_back_unchanged() {
+        let ragged = Ragged::new(
+            Tensor::from_vec(vec![5, 2], (0..10).map(|v| v as f32).collect()).unwrap(),
+            vec![0, 2, 2, 5].into(),
+        )
+        .unwrap();
+        let e = Example::new()
+            .with("scalar", Tensor::scalar(-7i64))
+            .with(
+                "half",
+                Tensor::from_vec(vec![3], vec![half::f16::from_f32(1.5); 3]).unwrap(),
+            )
+            .with("names", Tensor::strings(&[b"a\0b".as_slice(), b"", b"xyz"]))
+            .with(
+                "empty",
+                Tensor::from_vec(vec![0, 4], Vec::<u8>::new()).unwrap(),
+            )
+            .with("ragged", ragged);
+        let j = example_to_json(&e);
+        let back = example_from_json(&serde_json::from_str(&j.to_string()).unwrap()).unwrap();
+        assert_eq!(back, e);
+        assert!(example_from_json(&serde_json::json!([["x", {"dtype": "complex"}]])).is_err());
     }
 
     #[test]

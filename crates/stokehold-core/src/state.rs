@@ -12,8 +12,9 @@
 //! pipeline runs (a random-access map, a parallel map, a prefetch thread). Elements whose
 //! computation may fail and should be left out need an explicit policy: `ignore_errors()` after
 //! the op, or the loader's `on_error="skip"`. The one exception is [`Error::Interrupted`] (Ctrl-C
-//! while waiting): the awaited element still comes on the next call. `set_state` makes the
-//! iterator live again at the restored position.
+//! while waiting): the awaited element still comes on the next call, and so do the elements a
+//! batch or a `next_many` had taken before it. `set_state` makes the iterator live again at the
+//! restored position.
 
 use serde_json::{json, Value as Json};
 
@@ -66,13 +67,34 @@ impl PipelineIter {
     }
 
     /// Up to `n` elements, fewer at the end. An error after some elements is kept for the next
-    /// call, which raises it: the elements before it are returned, not lost with it. Reserves at
-    /// most 1024 slots up front (`n` comes from the caller).
+    /// call, which raises it: the elements before it are returned, not lost with it. An
+    /// interrupt (Ctrl-C while waiting) is raised at once, and the iterator goes back to where
+    /// the call started, so the elements it had taken come again. Reserves at most 1024 slots
+    /// up front (`n` comes from the caller).
     pub fn next_many(&mut self, n: usize) -> Result<Vec<Example>> {
+        let before = self.position();
         let mut deferred = None;
         let r = take_deferring(n, &mut deferred, || self.next());
         self.deferred = deferred;
-        r
+        match r {
+            Err(Taken { error, taken }) if taken > 0 => {
+                self.rewind(&before)?;
+                Err(error)
+            }
+            r => r.map_err(|t| t.error),
+        }
+    }
+
+    /// The op tree's own state (the `iter` of [`PipelineIter::state`]).
+    pub(crate) fn position(&self) -> Json {
+        self.inner.state()
+    }
+
+    /// Goes back to `position` (from [`PipelineIter::position`] of this iterator).
+    pub(crate) fn rewind(&mut self, position: &Json) -> Result<()> {
+        let mut state = self.state();
+        state["iter"] = position.clone();
+        self.set_state(&state)
     }
 
     /// True once an error ended the iterator.
@@ -126,20 +148,33 @@ impl PipelineIter {
     }
 }
 
+/// An interrupt that [`take_deferring`] returned, and how many elements it had taken (and
+/// dropped) before it.
+pub(crate) struct Taken {
+    pub error: Error,
+    pub taken: usize,
+}
+
 /// Up to `n` elements from `next`; an error after at least one element goes into `deferred`
-/// (for the caller's next call) instead of dropping the elements taken (an interrupt is returned
-/// at once: the host is waiting for it).
+/// (for the caller's next call) instead of dropping the elements taken. An interrupt is
+/// returned at once (the host is waiting for it) with the count of elements taken, which the
+/// caller takes back by going back to where it started.
 pub(crate) fn take_deferring(
     n: usize,
     deferred: &mut Option<Error>,
     mut next: impl FnMut() -> Result<Option<Example>>,
-) -> Result<Vec<Example>> {
+) -> std::result::Result<Vec<Example>, Taken> {
     let mut v = Vec::with_capacity(n.min(1024));
     while v.len() < n {
         match next() {
             Ok(Some(e)) => v.push(e),
             Ok(None) => break,
-            Err(e) if v.is_empty() || matches!(e, Error::Interrupted(_)) => return Err(e),
+            Err(error) if v.is_empty() || matches!(error, Error::Interrupted(_)) => {
+                return Err(Taken {
+                    error,
+                    taken: v.len(),
+                })
+            }
             Err(e) => {
                 *deferred = Some(e);
                 break;

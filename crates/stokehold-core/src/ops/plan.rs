@@ -419,10 +419,24 @@ impl Epochs {
     /// Up to `n` more elements of the current epoch; an error after some elements is raised by
     /// the next call (as [`PipelineIter::next_many`] does).
     pub fn next_many(&mut self, n: usize) -> Result<Vec<Example>> {
+        // An interrupt after some elements goes back to here (see `PipelineIter::next_many`).
+        let before = self.it.as_ref().map(PipelineIter::position);
+        let left = self.current.as_ref().map(|c| c.left);
         let mut deferred = None;
         let r = crate::state::take_deferring(n, &mut deferred, || self.next());
         self.deferred = deferred;
-        r
+        match r {
+            Err(t) if t.taken > 0 => {
+                if let (Some(it), Some(before)) = (&mut self.it, &before) {
+                    it.rewind(before)?;
+                }
+                if let (Some(cur), Some(left)) = (&mut self.current, left) {
+                    cur.left = left;
+                }
+                Err(t.error)
+            }
+            r => r.map_err(|t| t.error),
+        }
     }
 
     /// The position: `{"format": "stokehold-epochs", "version": 1, "start", "count",

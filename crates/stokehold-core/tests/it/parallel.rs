@@ -265,6 +265,73 @@ fn a_host_check_interrupts_a_waiting_consumer_and_nothing_is_lost() {
 }
 
 #[test]
+fn an_interrupt_while_a_batch_fills_loses_none_of_its_elements() {
+    use std::time::Duration;
+    use stokehold_core::exec::interrupt;
+    use stokehold_core::PipelineIter;
+
+    fn refuse() -> stokehold_core::Result<()> {
+        Err(Error::Interrupted("host said stop".into()))
+    }
+    // Batches of four of range(10) after a stage whose element `slow` takes 0.5 s.
+    let pipelines = |slow: i64| {
+        let f = map_fn(move |e: Example, _| {
+            if e.tensor("slow", "x")?.to_vec::<i64>()?[0] == slow {
+                std::thread::sleep(Duration::from_millis(500));
+            }
+            Ok(e)
+        });
+        let base = Dataset::range(10);
+        [
+            base.map_parallel("slow", f.clone(), Fixed(2), true),
+            base.map("slow", f).prefetch(2).unwrap(),
+        ]
+        .map(|d| d.batch(4, false).unwrap())
+    };
+    let values = |b: &[Example]| -> Vec<Vec<i64>> {
+        b.iter()
+            .map(|b| b.tensor("t", "x").unwrap().to_vec::<i64>().unwrap())
+            .collect()
+    };
+    let want: Vec<Vec<i64>> = vec![vec![0, 1, 2, 3], vec![4, 5, 6, 7], vec![8, 9]];
+    // Element 3 slow: the first batch holds 0, 1, 2 when the host check refuses.
+    for ds in pipelines(3) {
+        let mut it = PipelineIter::new(ds.clone(), 0).unwrap();
+        let err = interrupt::with_check(refuse, || it.next()).unwrap_err();
+        assert!(matches!(err, Error::Interrupted(_)), "{err}");
+        let saved = it.state();
+        // Going on after the interrupt.
+        assert_eq!(
+            values(&it.next_many(100).unwrap()),
+            want,
+            "{}",
+            ds.describe()
+        );
+        // A checkpoint taken after the interrupt holds the elements the batch had.
+        let mut again = PipelineIter::new(ds.clone(), 0).unwrap();
+        again.set_state(&saved).unwrap();
+        assert_eq!(
+            values(&again.next_many(100).unwrap()),
+            want,
+            "restored: {}",
+            ds.describe()
+        );
+    }
+    // Element 5 slow: next_many has the first batch when the refusal comes, and gives it again.
+    for ds in pipelines(5) {
+        let mut it = PipelineIter::new(ds.clone(), 0).unwrap();
+        let err = interrupt::with_check(refuse, || it.next_many(3)).unwrap_err();
+        assert!(matches!(err, Error::Interrupted(_)), "{err}");
+        assert_eq!(
+            values(&it.next_many(3).unwrap()),
+            want,
+            "next_many: {}",
+            ds.describe()
+        );
+    }
+}
+
+#[test]
 fn a_later_epoch_starts_every_worker_at_once() {
     use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
     use std::sync::Arc;
