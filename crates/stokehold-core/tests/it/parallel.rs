@@ -329,6 +329,21 @@ fn an_interrupt_while_a_batch_fills_loses_none_of_its_elements() {
             ds.describe()
         );
     }
+    // The same through the epochs() loader: elements 0-4 taken when the refusal comes.
+    let f = map_fn(|e: Example, _| {
+        if e.tensor("slow", "x")?.to_vec::<i64>()?[0] == 5 {
+            std::thread::sleep(Duration::from_millis(500));
+        }
+        Ok(e)
+    });
+    let ds = Dataset::range(10)
+        .map("slow", f)
+        .parallelize(Fixed(2), true);
+    let mut ep = ds.epochs(0, Some(1), None).unwrap();
+    assert_eq!(ep.next_epoch().unwrap(), Some(0));
+    let err = interrupt::with_check(refuse, || ep.next_many(8)).unwrap_err();
+    assert!(matches!(err, Error::Interrupted(_)), "{err}");
+    assert_eq!(xs(&ep.next_many(20).unwrap()), (0..10).collect::<Vec<_>>());
 }
 
 #[test]
