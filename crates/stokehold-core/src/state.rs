@@ -148,8 +148,8 @@ impl PipelineIter {
     }
 }
 
-/// An interrupt that [`take_deferring`] returned, and how many elements it had taken (and
-/// dropped) before it.
+/// An error [`take_deferring`] returned, and how many elements it had taken (and dropped)
+/// before it: none, unless the error is an interrupt.
 pub(crate) struct Taken {
     pub error: Error,
     pub taken: usize,

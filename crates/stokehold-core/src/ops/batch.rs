@@ -305,13 +305,23 @@ impl DatasetIter for BatchIter {
     }
 
     fn set_state(&mut self, state: &Json) -> Result<()> {
-        self.pending = match state.get("pending") {
+        let pending: Vec<Example> = match state.get("pending") {
             Some(Json::Array(items)) => {
                 items.iter().map(example_from_json).collect::<Result<_>>()?
             }
             _ => Vec::new(),
         };
-        self.inner.set_state(state_field(state, "inner")?)
+        if pending.len() >= self.opts.size {
+            return Err(Error::State(format!(
+                "{}: the state holds {} elements of a batch of {}",
+                self.name,
+                pending.len(),
+                self.opts.size
+            )));
+        }
+        self.inner.set_state(state_field(state, "inner")?)?;
+        self.pending = pending;
+        Ok(())
     }
 }
 
