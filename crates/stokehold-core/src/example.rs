@@ -487,6 +487,14 @@ pub(crate) fn example_to_json(e: &Example) -> Json {
     )
 }
 
+/// The examples a state holds under `key` ([`example_to_json`] each; none when absent).
+pub(crate) fn examples_from_state(state: &Json, key: &str) -> Result<Vec<Example>> {
+    match state.get(key) {
+        Some(Json::Array(items)) => items.iter().map(example_from_json).collect(),
+        _ => Ok(Vec::new()),
+    }
+}
+
 /// The example [`example_to_json`] made.
 pub(crate) fn example_from_json(j: &Json) -> Result<Example> {
     use base64::Engine;

@@ -13,7 +13,7 @@
 //! computation may fail and should be left out need an explicit policy: `ignore_errors()` after
 //! the op, or the loader's `on_error="skip"`. The one exception is [`Error::Interrupted`] (Ctrl-C
 //! while waiting): the awaited element still comes on the next call, and so do the elements a
-//! batch or a `next_many` had taken before it. `set_state` makes the iterator live again at the
+//! batch, a zip or a `next_many` had taken before it. `set_state` makes the iterator live again at the
 //! restored position.
 
 use serde_json::{json, Value as Json};

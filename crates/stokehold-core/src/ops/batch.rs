@@ -18,7 +18,7 @@ use crate::cast::fill_value;
 use crate::dataset::{state_field, Dataset, DatasetIter, IterDataset, MapDataset, INFINITE};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
-use crate::example::{example_from_json, example_to_json, stack_examples, Example, Value};
+use crate::example::{example_to_json, examples_from_state, stack_examples, Example, Value};
 use crate::tensor::Tensor;
 
 /// How one feature is padded.
@@ -305,12 +305,7 @@ impl DatasetIter for BatchIter {
     }
 
     fn set_state(&mut self, state: &Json) -> Result<()> {
-        let pending: Vec<Example> = match state.get("pending") {
-            Some(Json::Array(items)) => {
-                items.iter().map(example_from_json).collect::<Result<_>>()?
-            }
-            _ => Vec::new(),
-        };
+        let pending: Vec<Example> = examples_from_state(state, "pending")?;
         if pending.len() >= self.opts.size {
             return Err(Error::State(format!(
                 "{}: the state holds {} elements of a batch of {}",

@@ -11,7 +11,7 @@ use serde_json::{json, Value as Json};
 
 use crate::dataset::{state_field, Dataset, DatasetIter, IterDataset, MapDataset, INFINITE};
 use crate::error::{Error, Result};
-use crate::example::Example;
+use crate::example::{example_to_json, examples_from_state, Example};
 
 fn merge(op: &str, prefixes: &[String], parts: Vec<Example>) -> Result<Example> {
     let mut out = Example::new();
@@ -107,6 +107,7 @@ impl IterDataset for IterZip {
             prefixes: self.prefixes.clone(),
             label: self.label.clone(),
             done: false,
+            taken: Vec::new(),
         }))
     }
 
@@ -134,6 +135,9 @@ struct ZipIter {
     prefixes: Arc<Vec<String>>,
     label: String,
     done: bool,
+    /// The parts taken from the first inputs when a later one was interrupted (Ctrl-C while it
+    /// waited): the next call goes on from them, and a state taken meanwhile carries them.
+    taken: Vec<Example>,
 }
 
 impl DatasetIter for ZipIter {
@@ -141,14 +145,21 @@ impl DatasetIter for ZipIter {
         if self.done || self.its.is_empty() {
             return Ok(None);
         }
-        let mut parts = Vec::with_capacity(self.its.len());
-        for it in &mut self.its {
-            match it.next()? {
-                Some(e) => parts.push(e),
-                None => {
+        let mut parts = std::mem::take(&mut self.taken);
+        parts.reserve(self.its.len() - parts.len());
+        for k in parts.len()..self.its.len() {
+            match self.its[k].next() {
+                Ok(Some(e)) => parts.push(e),
+                Ok(None) => {
                     // Elements already taken from earlier inputs are dropped, as in tf.data.
                     self.done = true;
                     return Ok(None);
+                }
+                Err(e) => {
+                    if matches!(e, Error::Interrupted(_)) {
+                        self.taken = parts;
+                    }
+                    return Err(e);
                 }
             }
         }
@@ -157,7 +168,11 @@ impl DatasetIter for ZipIter {
 
     fn state(&self) -> Json {
         let inner: Vec<Json> = self.its.iter().map(|i| i.state()).collect();
-        json!({ "done": self.done, "inputs": inner })
+        let mut state = json!({ "done": self.done, "inputs": inner });
+        if !self.taken.is_empty() {
+            state["taken"] = self.taken.iter().map(example_to_json).collect();
+        }
+        state
     }
 
     fn set_state(&mut self, state: &Json) -> Result<()> {
@@ -165,10 +180,20 @@ impl DatasetIter for ZipIter {
             .as_array()
             .filter(|a| a.len() == self.its.len())
             .ok_or_else(|| Error::State(format!("{}: bad inputs field", self.label)))?;
+        let taken: Vec<Example> = examples_from_state(state, "taken")?;
+        if taken.len() >= self.its.len() {
+            return Err(Error::State(format!(
+                "{}: the state holds {} parts of a zip of {}",
+                self.label,
+                taken.len(),
+                self.its.len()
+            )));
+        }
         for (it, s) in self.its.iter_mut().zip(inner) {
             it.set_state(s)?;
         }
         self.done = state_field(state, "done")?.as_bool().unwrap_or(false);
+        self.taken = taken;
         Ok(())
     }
 }

@@ -338,6 +338,40 @@ fn an_interrupt_while_a_batch_fills_loses_none_of_its_elements() {
             ds.describe()
         );
     }
+    // A zip whose second input waits: the first input's part is kept, in the state too.
+    let slow_0 = map_fn(|e: Example, _| {
+        if e.tensor("slow", "x")?.to_vec::<i64>()?[0] == 0 {
+            std::thread::sleep(Duration::from_millis(500));
+        }
+        Ok(e)
+    });
+    let base = Dataset::range(6);
+    let zipped = Dataset::zip_prefixed(vec![
+        ("a_".into(), base.parallelize(Fixed(2), true)),
+        (
+            "b_".into(),
+            base.map_parallel("slow", slow_0, Fixed(2), true),
+        ),
+    ]);
+    let pairs = |it: &mut PipelineIter| -> Vec<(i64, i64)> {
+        it.next_many(100)
+            .unwrap()
+            .iter()
+            .map(|e| {
+                let v = |n| e.tensor("t", n).unwrap().to_vec::<i64>().unwrap()[0];
+                (v("a_x"), v("b_x"))
+            })
+            .collect()
+    };
+    let mut it = PipelineIter::new(zipped.clone(), 0).unwrap();
+    let err = interrupt::with_check(refuse, || it.next()).unwrap_err();
+    assert!(matches!(err, Error::Interrupted(_)), "{err}");
+    let saved = it.state();
+    let want: Vec<(i64, i64)> = (0..6).map(|i| (i, i)).collect();
+    assert_eq!(pairs(&mut it), want);
+    let mut again = PipelineIter::new(zipped, 0).unwrap();
+    again.set_state(&saved).unwrap();
+    assert_eq!(pairs(&mut again), want, "restored");
     // The same through the epochs() loader: elements 0-4 taken when the refusal comes.
     let f = map_fn(|e: Example, _| {
         if e.tensor("slow", "x")?.to_vec::<i64>()?[0] == 5 {
