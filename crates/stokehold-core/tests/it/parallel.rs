@@ -390,6 +390,64 @@ fn an_interrupt_while_a_batch_fills_loses_none_of_its_elements() {
 }
 
 #[test]
+fn an_interrupt_while_a_shuffle_buffer_pulls_leaves_its_order_as_it_was() {
+    use std::time::Duration;
+    use stokehold_core::exec::interrupt;
+    use stokehold_core::PipelineIter;
+
+    fn refuse() -> stokehold_core::Result<()> {
+        Err(Error::Interrupted("host said stop".into()))
+    }
+    // A buffer of 8 over a stream of 40 whose element `slow` takes 0.5 s: 5 is pulled while the
+    // buffer first fills, 20 as the replacement for the 13th element drawn.
+    let pipeline = |slow: i64| {
+        let f = map_fn(move |e: Example, _| {
+            if e.tensor("slow", "x")?.to_vec::<i64>()?[0] == slow {
+                std::thread::sleep(Duration::from_millis(500));
+            }
+            Ok(e)
+        });
+        // A prefetch hands over each element as it comes (a parallel stage hands over runs,
+        // which may hold the slow one with those before it).
+        Dataset::range(40)
+            .map("slow", f)
+            .prefetch(2)
+            .unwrap()
+            .shuffle_buffer(8, 3)
+            .unwrap()
+    };
+    let ids = |es: Vec<Example>| -> Vec<i64> {
+        es.iter()
+            .map(|e| e.tensor("t", "x").unwrap().to_vec::<i64>().unwrap()[0])
+            .collect()
+    };
+    let want = ids(PipelineIter::new(pipeline(-1), 0)
+        .unwrap()
+        .next_many(100)
+        .unwrap());
+    for (slow, before) in [(5, 0), (20, 12)] {
+        let mut it = PipelineIter::new(pipeline(slow), 0).unwrap();
+        let first = ids(it.next_many(before).unwrap());
+        let err = interrupt::with_check(refuse, || it.next()).unwrap_err();
+        assert!(matches!(err, Error::Interrupted(_)), "{err}");
+        let saved = it.state();
+        assert_eq!(first, want[..before], "slow {slow}: before the interrupt");
+        assert_eq!(
+            ids(it.next_many(100).unwrap()),
+            want[before..],
+            "slow {slow}: going on"
+        );
+        let mut again = PipelineIter::new(pipeline(slow), 0).unwrap();
+        again.set_state(&saved).unwrap();
+        assert_eq!(
+            ids(again.next_many(100).unwrap()),
+            want[before..],
+            "slow {slow}: restored"
+        );
+    }
+}
+
+#[test]
 fn a_later_epoch_starts_every_worker_at_once() {
     use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
     use std::sync::Arc;
