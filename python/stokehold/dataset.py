@@ -941,7 +941,8 @@ class Dataset:
 
     def prefetch(self, buffer_size: int = AUTOTUNE) -> Dataset:
         """Runs the pipeline on a background thread, ``buffer_size`` elements ahead (default
-        ``AUTOTUNE``: the machine's cores, at least 2; results never depend on the depth). The
+        ``AUTOTUNE``: the machine's cores, at least 2, deeper for small elements, as many as fit
+        in 4 MiB, at most 64; results never depend on the depth). The
         thread lives as long as the iterator; with ``repeat()`` upstream it flows into the next
         epoch with nothing rebuilt (``ds.prefetch(n).repeat()`` is run as
         ``ds.repeat().prefetch(n)``). The result is a stream; see :meth:`epochs` for a loop over

@@ -225,6 +225,51 @@ fn a_plain_prefetch_counts_its_bytes_in_a_budget_that_stats_report() {
 }
 
 #[test]
+fn an_autotuned_prefetch_buffers_small_elements_deeper_than_large_ones() {
+    use stokehold_core::exec::prefetch::AUTOTUNE_MAX_DEPTH;
+    use stokehold_core::exec::Executor;
+    // Elements of `bytes` behind prefetch(AUTOTUNE) on a 2-core executor: the consumer takes
+    // one, then waits while the thread fills the buffer. The depth it went to (the stats'
+    // capacity) and the budget's peak.
+    let filled = |bytes: usize| {
+        let ds = Dataset::range(200)
+            .map(
+                "blob",
+                map_fn(move |mut e, _| {
+                    e.insert(
+                        "blob",
+                        Tensor::from_vec(vec![bytes], vec![0u8; bytes]).unwrap(),
+                    );
+                    Ok(e)
+                }),
+            )
+            .prefetch_autotune();
+        let exec = Executor::new(ExecOptions {
+            cores: 2,
+            ..Default::default()
+        });
+        let mut it = exec.iter(&ds, 0).unwrap();
+        it.next().unwrap().unwrap();
+        std::thread::sleep(Duration::from_millis(300));
+        let stats = exec.stats();
+        let op = stats.ops.iter().find(|o| o.op.starts_with("prefetch"));
+        let depth = op.unwrap_or_else(|| panic!("{}", stats.table())).capacity;
+        (depth, exec.budget().peak())
+    };
+    // 1 KiB elements: as deep as it goes, and filled past the two it starts at.
+    let (depth, peak) = filled(1 << 10);
+    assert_eq!(depth, AUTOTUNE_MAX_DEPTH);
+    assert!(peak >= 32 << 10, "peak {peak}");
+    // 1 MiB: about 4 MiB of them.
+    let (depth, _) = filled(1 << 20);
+    assert!((3..=4).contains(&depth), "depth {depth}");
+    // 8 MiB: the two it starts at, and no more held.
+    let (depth, peak) = filled(8 << 20);
+    assert_eq!(depth, 2);
+    assert!(peak < 3 * (8 << 20), "peak {peak}");
+}
+
+#[test]
 fn next_many_returns_the_elements_before_an_error_then_raises_it() {
     let mut it = PipelineIter::new(failing(10, 3), 0).unwrap();
     assert_eq!(xs(&it.next_many(10).unwrap()), vec![0, 1, 2]);
