@@ -511,6 +511,13 @@ mod tests {
         BufferShuffle::new(input, size, 7).unwrap()
     }
 
+    /// A new iterator of epoch 0 of `b`, moved to `state`.
+    fn restored(b: &BufferShuffle, state: &Json) -> BufferShuffleIter {
+        let mut it = b.open(0).unwrap();
+        it.set_state(state).unwrap();
+        it
+    }
+
     #[test]
     fn a_buffer_state_is_a_few_counts_whatever_the_buffer_size() {
         for stream in [false, true] {
@@ -520,8 +527,7 @@ mod tests {
             let state = it.state();
             let text = state.to_string();
             assert!(text.len() < 200, "{text}");
-            let mut again = b.open(0).unwrap();
-            again.set_state(&state).unwrap();
+            let mut again = restored(&b, &state);
             assert_eq!(
                 take(&mut again, 30_000),
                 take(&mut it, 30_000),
@@ -541,14 +547,12 @@ mod tests {
             old["rng"] = it.rng.state().to_string().into();
             old["buffer"] = it.buffer.iter().map(|(p, _)| *p).collect::<Vec<_>>().into();
             old.as_object_mut().unwrap().remove("emitted");
-            let mut again = b.open(0).unwrap();
-            again.set_state(&old).unwrap();
+            let mut again = restored(&b, &old);
             assert_eq!(take(&mut again, 20), take(&mut it, 20), "stream {stream}");
             // Its own states hold the positions too, and restore.
             let state = again.state();
             assert!(state.get("buffer").is_some(), "{state}");
-            let mut third = b.open(0).unwrap();
-            third.set_state(&state).unwrap();
+            let mut third = restored(&b, &state);
             assert_eq!(
                 take(&mut third, 100),
                 take(&mut again, 100),

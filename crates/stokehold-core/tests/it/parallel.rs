@@ -16,6 +16,11 @@ fn square() -> MapFn {
     })
 }
 
+/// A host check that refuses at once (Ctrl-C pressed while the consumer waits).
+fn refuse() -> stokehold_core::Result<()> {
+    Err(Error::Interrupted("host said stop".into()))
+}
+
 fn pipelines(par: Parallelism, det: bool) -> Vec<Dataset> {
     let base = Dataset::range(200);
     vec![
@@ -237,9 +242,6 @@ fn a_host_check_interrupts_a_waiting_consumer_and_nothing_is_lost() {
 
     // Element 0 takes 1.5 s; the check refuses, so next() returns within a tick or two of the
     // wait starting, and the element still comes on the next call.
-    fn refuse() -> stokehold_core::Result<()> {
-        Err(Error::Interrupted("host said stop".into()))
-    }
     let slow = map_fn(|e: Example, _| {
         if e.tensor("slow", "x")?.to_vec::<i64>()?[0] == 0 {
             std::thread::sleep(Duration::from_millis(1500));
@@ -270,9 +272,6 @@ fn an_interrupt_while_a_batch_fills_loses_none_of_its_elements() {
     use stokehold_core::exec::interrupt;
     use stokehold_core::PipelineIter;
 
-    fn refuse() -> stokehold_core::Result<()> {
-        Err(Error::Interrupted("host said stop".into()))
-    }
     // Batches of four of range(10) after a stage whose element `slow` takes 0.5 s.
     let pipelines = |slow: i64| {
         let f = map_fn(move |e: Example, _| {
@@ -395,9 +394,6 @@ fn an_interrupt_while_a_shuffle_buffer_pulls_leaves_its_order_as_it_was() {
     use stokehold_core::exec::interrupt;
     use stokehold_core::PipelineIter;
 
-    fn refuse() -> stokehold_core::Result<()> {
-        Err(Error::Interrupted("host said stop".into()))
-    }
     // A buffer of 8 over a stream of 40 whose element `slow` takes 0.5 s: 5 is pulled while the
     // buffer first fills, 20 as the replacement for the 13th element drawn.
     let pipeline = |slow: i64| {
