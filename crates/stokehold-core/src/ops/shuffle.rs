@@ -9,10 +9,10 @@
 //!   positions follow from them (the draws are the epoch's seeded generator's), so restoring
 //!   replays the draws over positions alone, then re-reads the buffered elements (by index when
 //!   the input is random-access, by replaying the input otherwise). Holding the positions
-//!   instead made every state O(size) (80 KB of JSON for a buffer of 10000), and a prefetch
+//!   instead made every state O(size) (90 KB of JSON for a buffer of 10000), and a prefetch
 //!   keeps the state after each element it hands over: `range(n).shuffle(10000).prefetch(64)`
-//!   cost 26.9 us an element, 1.4 with the counts. The replay costs a draw per element emitted
-//!   this epoch: 38 ms to restore after 3 million.
+//!   cost 33 us an element, 1.5 with the counts (`bench/micro/stream_state.py`). The replay
+//!   costs a draw per element emitted this epoch: 15 ms to restore after 3 million.
 //!
 //! Both draw a new order each epoch by default; with `reshuffle_each_iteration = false` (as in
 //! tf.data) every epoch uses epoch 0's order (the key leaves the epoch out). The flag is in the
