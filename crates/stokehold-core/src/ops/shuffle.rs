@@ -12,7 +12,9 @@
 //!   instead made every state O(size) (90 KB of JSON for a buffer of 10000), and a prefetch
 //!   keeps the state after each element it hands over: `range(n).shuffle(10000).prefetch(64)`
 //!   cost 33 us an element, 1.5 with the counts (`bench/micro/stream_state.py`). The replay
-//!   costs a draw per element emitted this epoch: 15 ms to restore after 3 million.
+//!   costs a draw per element emitted this epoch, about 5 ns: 15 ms to restore after 3
+//!   million; an endless epoch (`repeat()` before the buffer) restored after a billion
+//!   elements replays for about 5 s.
 //!
 //! Both draw a new order each epoch by default; with `reshuffle_each_iteration = false` (as in
 //! tf.data) every epoch uses epoch 0's order (the key leaves the epoch out). The flag is in the
@@ -430,7 +432,12 @@ impl BufferShuffleIter {
                 _ => Ok(None),
             }
         };
-        for _ in 0..emitted {
+        for k in 0..emitted {
+            // An endless epoch (`repeat()` before the buffer) may replay billions of draws:
+            // Ctrl-C gets through.
+            if k % (1 << 20) == (1 << 20) - 1 {
+                crate::exec::interrupt::check()?;
+            }
             while buffer.len() < self.size {
                 match pull(Some("the buffer cannot have filled"))? {
                     Some(e) => buffer.push(e),
