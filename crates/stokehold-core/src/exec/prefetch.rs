@@ -362,6 +362,15 @@ struct PrefetchIter {
 }
 
 impl PrefetchIter {
+    /// The op's name in stats and errors.
+    fn label(&self) -> String {
+        if self.autotuned {
+            "prefetch(autotune)".into()
+        } else {
+            format!("prefetch({})", self.depth)
+        }
+    }
+
     fn start(&mut self) -> Result<()> {
         let mut inner = self.pending.take().expect("pending iterator");
         // Unbounded: `Held::reserve` bounds the buffer to `depth` elements (and the budget), so a
@@ -374,9 +383,7 @@ impl PrefetchIter {
         // Ops whose iterators the thread creates later (repeat's next epoch) join this pipeline,
         // and the buffer's elements count against its memory budget.
         let exec = Some(self.exec.clone());
-        let stats = exec
-            .as_ref()
-            .map(|e| e.op_stats(&format!("prefetch({})", self.depth)));
+        let stats = exec.as_ref().map(|e| e.op_stats(&self.label()));
         if let Some(s) = &stats {
             s.set_shape(1, depth);
         }
@@ -458,7 +465,7 @@ impl PrefetchIter {
                     None => body(),
                 }
             })
-            .map_err(|e| Error::thread(format!("prefetch({})", self.depth), e))?;
+            .map_err(|e| Error::thread(self.label(), e))?;
         self.running = Some(Running {
             rx,
             stop,
