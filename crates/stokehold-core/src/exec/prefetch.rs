@@ -96,10 +96,10 @@ impl Prefetch {
     }
 
     /// tf.data's `prefetch(AUTOTUNE)`. The depth starts at the executor's core count, at least
-    /// [`AUTOTUNE_MIN_DEPTH`], and goes deeper for small elements ([`AUTOTUNE_BYTES`]). A parallel stage
-    /// upstream finishes up to one element per core at once, and a buffer that size takes such a
-    /// burst without stalling its workers, while a consumer step that runs long still finds the
-    /// next element ready. The depth never changes results or states (a prefetch's state is the
+    /// [`AUTOTUNE_MIN_DEPTH`], and goes deeper for small elements ([`AUTOTUNE_BYTES`]). A parallel
+    /// stage upstream finishes up to one element per core at once, and a buffer that size takes
+    /// such a burst without stalling its workers, while a consumer step that runs long still finds
+    /// the next element ready. The depth never changes results or states (a prefetch's state is the
     /// consumer's position), so the name says `prefetch(autotune)` on every machine and a
     /// checkpoint restores anywhere.
     pub fn autotune(parent: Dataset) -> Self {
@@ -238,12 +238,12 @@ enum Msg {
 /// The elements a prefetch buffer holds: their count, so that an empty buffer may always take one
 /// element (as every buffer of the pipeline may), and a condvar the thread waits on for room.
 ///
-/// The consumer wakes a thread waiting on a full buffer only once the buffer has drained to
-/// `low` (half its depth, which an autotuned buffer changes), not at every element it takes: each wake-up is a futex call on the
-/// consumer's thread and a context switch that, on a machine with few cores, the producer wins
-/// against the consumer it was meant to serve. Woken at half, the thread refills the buffer in
-/// one run. A thread held back by the memory budget (a buffer not full by count) is woken at
-/// every element taken, since any release may make room.
+/// The consumer wakes a thread waiting on a full buffer only once the buffer has drained to `low`
+/// (half its depth, which an autotuned buffer changes), not at every element it takes: each wake-up
+/// is a futex call on the consumer's thread and a context switch that, on a machine with few cores,
+/// the producer wins against the consumer it was meant to serve. Woken at half, the thread refills
+/// the buffer in one run. A thread held back by the memory budget (a buffer not full by count) is
+/// woken at every element taken, since any release may make room.
 struct Buffered {
     count: Mutex<usize>,
     room: Condvar,

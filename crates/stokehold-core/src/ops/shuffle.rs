@@ -584,7 +584,13 @@ mod tests {
                 .to_string();
             assert!(err.contains(says), "{state}: {err}");
         };
-        let st = |emitted: u64, pulled: u64, exhausted: bool| json!({"emitted": emitted, "pulled": pulled, "exhausted": exhausted});
+        let st = |emitted: u64, pulled: u64, exhausted: bool| {
+            json!({
+                "emitted": emitted,
+                "pulled": pulled,
+                "exhausted": exhausted,
+            })
+        };
         for stream in [false, true] {
             refused(stream, st(11, 10, false), "more emitted than pulled");
             refused(
