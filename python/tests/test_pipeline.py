@@ -139,6 +139,24 @@ def test_a_shuffle_buffer_checkpoint_is_a_few_counts_even_behind_prefetch():
         assert next(again)["x"].tolist() == next(it)["x"].tolist()
 
 
+def test_a_shuffle_buffer_checkpoint_after_a_skipped_error_restores_the_same_elements():
+    def f(e):
+        if int(e["x"]) == 5:
+            raise ValueError("bad 5")
+        return e
+
+    ds = sh.Dataset.range(40).map(f).shuffle(8, seed=1).ignore_errors()
+    it = iter(ds)
+    for _ in range(10):
+        next(it)
+    state = it.get_state()
+    rest = [int(e["x"]) for e in it]
+    again = iter(ds)
+    again.set_state(state)
+    assert [int(e["x"]) for e in again] == rest
+    assert 5 not in rest and len(rest) == 29
+
+
 def test_state_of_another_pipeline_is_refused():
     it = pipeline().iter(0)
     next(it)

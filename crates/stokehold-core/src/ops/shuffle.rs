@@ -194,6 +194,7 @@ impl BufferShuffle {
             rng,
             buffer: Vec::with_capacity(self.size.min(super::PREALLOC_MAX)),
             pulled: 0,
+            failed: Vec::new(),
             exhausted: false,
         })
     }
@@ -239,8 +240,13 @@ struct BufferShuffleIter {
     rng: Rng,
     /// (position in the input stream, element)
     buffer: Vec<(u64, Example)>,
-    /// Elements pulled from the input this epoch: those emitted and those in the buffer.
+    /// Input positions this epoch has pulled: the elements emitted, those in the buffer, and
+    /// those that failed.
     pulled: u64,
+    /// The positions whose pull failed (an error the input moved on from, which an
+    /// `ignore_errors()` above skips): no element, no draw. Counted in the positions, so that a
+    /// position is the input's index (the state's buffered elements are fetched by it).
+    failed: Vec<u64>,
     exhausted: bool,
 }
 
@@ -249,14 +255,21 @@ impl BufferShuffleIter {
         if self.exhausted {
             return Ok(None);
         }
-        match self.inner.next()? {
-            Some(e) => {
+        match self.inner.next() {
+            Ok(Some(e)) => {
                 self.pulled += 1;
                 Ok(Some((self.pulled - 1, e)))
             }
-            None => {
+            Ok(None) => {
                 self.exhausted = true;
                 Ok(None)
+            }
+            // An interrupt leaves the element to come on the next call.
+            Err(e) if matches!(e, Error::Interrupted(_)) => Err(e),
+            Err(e) => {
+                self.failed.push(self.pulled);
+                self.pulled += 1;
+                Err(e)
             }
         }
     }
@@ -285,12 +298,16 @@ impl DatasetIter for BufferShuffleIter {
     }
 
     fn state(&self) -> Json {
+        let held = (self.buffer.len() + self.failed.len()) as u64;
         let mut state = json!({
-            "emitted": self.pulled - self.buffer.len() as u64,
+            "emitted": self.pulled - held,
             "pulled": self.pulled,
             "exhausted": self.exhausted,
             "inner": self.inner.state(),
         });
+        if !self.failed.is_empty() {
+            state["failed"] = self.failed.clone().into();
+        }
         if self.legacy {
             let positions: Vec<u64> = self.buffer.iter().map(|(p, _)| *p).collect();
             state["rng"] = self.rng.state().to_string().into();
@@ -303,6 +320,16 @@ impl DatasetIter for BufferShuffleIter {
         let pulled = state_u64(state, "pulled")?;
         let exhausted = state_field(state, "exhausted")?.as_bool().unwrap_or(false);
         let legacy = state.get("buffer").is_some();
+        let failed: Vec<u64> = match state.get("failed") {
+            None => Vec::new(),
+            Some(f) => serde_json::from_value(f.clone())
+                .map_err(|e| Error::State(format!("shuffle: bad failed field: {e}")))?,
+        };
+        if failed.windows(2).any(|w| w[0] >= w[1]) || failed.last().is_some_and(|&f| f >= pulled) {
+            return Err(Error::State(format!(
+                "shuffle: failed positions {failed:?} not rising below {pulled}"
+            )));
+        }
         let (rng, buffer) = if legacy {
             // A state that holds the generator and the positions (written before states held
             // only counts, or by an iterator restored from one).
@@ -329,25 +356,36 @@ impl DatasetIter for BufferShuffleIter {
                     m.len()
                 )));
             }
-            let (rng, slots) = self.replay(emitted, pulled, exhausted, |_| Ok(()))?;
+            let (rng, slots) = self.replay(emitted, pulled, exhausted, &failed, |_, failed| {
+                Ok((!failed).then_some(()))
+            })?;
             let positions: Vec<u64> = slots.into_iter().map(|(p, ())| p).collect();
             (rng, self.fetch(&positions, pulled, state)?)
         } else {
             // A stream: its epoch read again from the start through the same draws.
             let emitted = state_u64(state, "emitted")?;
             let mut fresh = self.parent.iter(self.epoch)?;
-            let replayed = self.replay(emitted, pulled, exhausted, |pos| {
-                fresh.next()?.ok_or_else(|| {
-                    Error::State(format!(
-                        "shuffle: input ended at {pos} while replaying to {pulled}"
-                    ))
-                })
+            let ended = |pos| {
+                Error::State(format!(
+                    "shuffle: input ended at {pos} while replaying to {pulled}"
+                ))
+            };
+            let replayed = self.replay(emitted, pulled, exhausted, &failed, |pos, failed| {
+                if failed {
+                    // Whatever it gives now, the run left it out.
+                    return match fresh.next() {
+                        Ok(None) => Err(ended(pos)),
+                        _ => Ok(None),
+                    };
+                }
+                Ok(Some(fresh.next()?.ok_or_else(|| ended(pos))?))
             })?;
             self.inner = fresh;
             replayed
         };
         self.buffer = buffer;
         self.pulled = pulled;
+        self.failed = failed;
         self.exhausted = exhausted;
         self.rng = rng;
         self.legacy = legacy;
@@ -397,16 +435,18 @@ impl BufferShuffleIter {
     }
 
     /// The generator and the buffer after `emitted` draws of this epoch, the input having
-    /// given `pulled` elements (and ended, when `exhausted`): [`DatasetIter::next`]'s steps
-    /// again, `item(position)` standing for each element pulled (the element itself when
-    /// replaying a stream, nothing when only the positions are wanted). A state whose counts
-    /// no run could reach is refused.
+    /// given `pulled` positions (and ended, when `exhausted`), those in `failed` without an
+    /// element: [`DatasetIter::next`]'s steps again, `item(position, failed)` standing for each
+    /// element pulled (the element itself when replaying a stream, nothing when only the
+    /// positions are wanted; `None` for a failed position, which the run skipped). A state
+    /// whose counts no run could reach is refused.
     fn replay<T>(
         &self,
         emitted: u64,
         pulled: u64,
         exhausted: bool,
-        mut item: impl FnMut(u64) -> Result<T>,
+        failed: &[u64],
+        mut item: impl FnMut(u64, bool) -> Result<Option<T>>,
     ) -> Result<(Rng, Vec<(u64, T)>)> {
         let bad = |why: &str| {
             Error::State(format!(
@@ -414,20 +454,24 @@ impl BufferShuffleIter {
                 if exhausted { " (input ended)" } else { "" }
             ))
         };
-        if emitted > pulled {
+        if emitted + failed.len() as u64 > pulled {
             return Err(bad("more emitted than pulled"));
         }
         let mut rng = self.first.clone();
         let mut buffer = Vec::with_capacity(self.size.min(super::PREALLOC_MAX));
         let mut next = 0u64;
-        // The next element pulled: `None` where the input ended, or past the state's last
-        // pull (`why` = `None`, the tail); an error (`why`) where the run had not pulled it yet.
+        // The next element pulled (past the positions that failed): `None` where the input
+        // ended, or past the state's last pull (`why` = `None`, the tail); an error (`why`)
+        // where the run had not pulled it yet.
         let mut pull = |why: Option<&str>| -> Result<Option<(u64, T)>> {
-            match why {
-                _ if next < pulled => {
-                    next += 1;
-                    Ok(Some((next - 1, item(next - 1)?)))
+            while next < pulled {
+                next += 1;
+                let pos = next - 1;
+                if let Some(e) = item(pos, failed.binary_search(&pos).is_ok())? {
+                    return Ok(Some((pos, e)));
                 }
+            }
+            match why {
                 Some(why) if !exhausted => Err(bad(why)),
                 _ => Ok(None),
             }
@@ -569,6 +613,48 @@ mod tests {
     }
 
     #[test]
+    fn a_state_after_failed_elements_restores_the_same_elements() {
+        // Elements 5 and 17 of 60 fail; the caller goes on past each error (as ignore_errors
+        // does). A state taken at any point, right after an error too, restores the rest.
+        let fails = crate::map_fn(|e: Example, _| {
+            let x = e.tensor("fails", "x")?.to_vec::<i64>()?[0];
+            if x == 5 || x == 17 {
+                return Err(Error::invalid(format!("element {x} fails")));
+            }
+            Ok(e)
+        });
+        let values = |it: &mut BufferShuffleIter| -> Vec<Option<i64>> {
+            std::iter::from_fn(|| match it.next() {
+                Ok(Some(e)) => Some(Some(
+                    e.tensor("t", "x").unwrap().to_vec::<i64>().unwrap()[0],
+                )),
+                Ok(None) => None,
+                Err(_) => Some(None),
+            })
+            .collect()
+        };
+        for stream in [false, true] {
+            let input = Dataset::Map(Arc::new(Range::new(60))).map("fails", fails.clone());
+            let input = if stream {
+                input.filter("all", crate::filter_fn(|_, _| Ok(true)))
+            } else {
+                input
+            };
+            let b = BufferShuffle::new(input, 8, 3).unwrap();
+            let all = values(&mut b.open(0).unwrap());
+            assert_eq!(all.iter().filter(|v| v.is_none()).count(), 2);
+            for cut in [1, 4, 9, 10, 20, 40] {
+                let mut it = b.open(0).unwrap();
+                for _ in 0..cut {
+                    let _ = it.next();
+                }
+                let mut again = restored(&b, &it.state());
+                assert_eq!(values(&mut again), all[cut..], "stream {stream}, cut {cut}");
+            }
+        }
+    }
+
+    #[test]
     fn a_state_no_run_could_reach_is_refused_at_once() {
         let refused = |stream: bool, counts: Json, says: &str| {
             let b = buffered(100, 8, stream);
@@ -610,6 +696,9 @@ mod tests {
                     "pulled elements from an input of 100"
                 },
             );
+            let mut failed = st(0, 10, false);
+            failed["failed"] = json!([3, 3]);
+            refused(stream, failed, "not rising");
             let mut old = st(0, 10, false);
             old["rng"] = "1".into();
             old["buffer"] = json!([3, 4, 10]);
