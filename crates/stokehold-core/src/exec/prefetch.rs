@@ -50,9 +50,8 @@ pub const AUTOTUNE_MIN_DEPTH: usize = 2;
 /// An autotuned prefetch of small elements buffers as many as fit in this many bytes (by the
 /// mean size of the elements so far), at most [`AUTOTUNE_MAX_DEPTH`], where more than its
 /// starting depth fit: a buffer of two elements that cost well under the wake-up handing them
-/// over paid a wake-up per element (`range(n).prefetch(2)`: 27 us an element on the 2-core
-/// machine, 1.5 at a depth of 32, 0.96 at 64; the range alone 0.31; `bench/micro/
-/// stream_state.py` has the autotuned row).
+/// over paid a wake-up per element (`bench/micro/stream_state.py` on the 2-core machine:
+/// `range(n).prefetch(2)` 27 us an element, `prefetch(AUTOTUNE)` 0.95, the range alone 0.34).
 pub const AUTOTUNE_BYTES: usize = 4 << 20;
 /// The deepest an autotuned prefetch goes (see [`AUTOTUNE_BYTES`]).
 pub const AUTOTUNE_MAX_DEPTH: usize = 64;
