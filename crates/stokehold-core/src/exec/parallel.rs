@@ -364,14 +364,16 @@ impl ParallelIter {
             None,
         )?;
         // AUTOTUNE starts where an earlier iterator of this op settled, or on its unjudged trial.
-        if let Some(t) = tuner.as_mut() {
-            let p = t.start(&exec, &stats);
-            if p != 1 {
-                let mut st = shared.lock();
-                st.target = p;
-                st.window = window_for(p);
-                stats.set_shape(p, st.window);
+        // The shape goes into the stats once, where the stage starts: the op's stats outlive
+        // its iterators, and a report read meanwhile (the last epoch's, while a warm epoch
+        // starts) showed AUTOTUNE's provisional one worker.
+        {
+            let mut st = shared.lock();
+            if let Some(t) = tuner.as_mut() {
+                st.target = t.start(&exec, &stats);
+                st.window = window_for(st.target);
             }
+            stats.set_shape(st.target, st.window);
         }
         Ok(ParallelIter {
             spec,
@@ -499,7 +501,6 @@ fn build(
         Parallelism::Fixed(n) => n.max(1),
         Parallelism::Autotune => 1,
     };
-    stats.set_shape(p, window_for(p));
     // An earlier iterator of the op (the previous epoch) measured its elements: start from
     // that, so that a new epoch does not compute its first element alone (with three batches
     // to an epoch and two workers, that first one ran alone every epoch).
@@ -731,6 +732,7 @@ impl DatasetIter for ParallelIter {
             let mut st = shared.lock();
             st.target = target;
             st.window = window_for(target);
+            self.stats.set_shape(target, st.window);
         }
         self.shared = shared;
         Ok(())
@@ -1141,6 +1143,29 @@ mod tests {
                 assert_eq!(take(&mut again, usize::MAX), want[7..], "restored at {p}");
             }
         }
+    }
+
+    #[test]
+    fn a_restored_autotuned_stage_reports_the_parallelism_it_runs_at() {
+        // Restoring rebuilt the stage, which left its stats at AUTOTUNE's provisional one
+        // worker while it ran on at three.
+        let spec = StageSpec {
+            label: "map[sq](parallel)".into(),
+            par: Parallelism::Autotune,
+            ordered: true,
+            scoped: false,
+        };
+        let mut it = ParallelIter::new(spec, Dataset::range(40), Some(square()), 0).unwrap();
+        take(&mut it, 5);
+        let saved = it.state();
+        set_target(&mut it, 3);
+        it.stats.set_shape(3, window_for(3)); // as AUTOTUNE's step does
+        it.set_state(&saved).unwrap();
+        assert_eq!(it.stats.report().parallelism, 3);
+        assert_eq!(
+            take(&mut it, usize::MAX),
+            (5..40).map(|v| v * v).collect::<Vec<_>>()
+        );
     }
 
     #[test]
