@@ -141,6 +141,10 @@ def test_autotune_starts_a_python_map_inline():
     assert xs(ds) == [2 * i for i in range(200)]
     (stage,) = [op for op in ds.stats()["ops"] if op["op"].startswith("parallelize")]
     assert stage["parallelism"] == 0, stage
+    # The decision trace says so, with when (seconds after the op started).
+    start = stage["autotune_trace"][0]
+    assert "where a new op starts" in start["note"] and "inline" in start["note"], start
+    assert 0 <= start["at_s"] <= stage["wall_s"] and stage["autotune_trace_dropped"] == 0
 
 
 def test_every_epoch_of_a_plain_loop_reuses_the_stage_and_its_stats():

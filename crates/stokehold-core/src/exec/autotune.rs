@@ -46,7 +46,9 @@
 //! (other processes holding the cores) get no more company: more threads would only take
 //! turns with those processes. The buffer depth follows the parallelism (2p + 2:
 //! room for each worker to finish one element while the consumer takes another) and is capped by
-//! the memory budget. What it chose and why is the op's `autotune` note in the stats.
+//! the memory budget. What it chose and why is the op's `autotune` note in the stats, and how it
+//! got there its `autotune_trace`: every step and start (`set_note`), and each reason for no
+//! step once per run of periods that gave it (`set_status`).
 
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -574,9 +576,11 @@ impl Tuner {
             return Some(p - 1);
         }
         if wait_frac < WAIT_TRIGGER {
-            let note = stats.report().autotune;
+            let note = stats.note();
             if note.is_empty() || note.contains(START_NOTE) {
-                stats.set_note(format!(
+                stats.set_status(
+                    "no need",
+                    format!(
                     "parallelism {p} (max {}): the consumer waits {:.0}% of the time, no need for more",
                     self.max,
                     wait_frac * 100.0
@@ -634,20 +638,26 @@ impl Tuner {
             return None;
         }
         if p >= self.max {
-            stats.set_note(format!(
-                "parallelism {p}: at the core limit ({}); consumer waits {:.0}%, {}",
-                self.max,
-                wait_frac * 100.0,
-                workers_time(now)
-            ));
+            stats.set_status(
+                "core limit",
+                format!(
+                    "parallelism {p}: at the core limit ({}); consumer waits {:.0}%, {}",
+                    self.max,
+                    wait_frac * 100.0,
+                    workers_time(now)
+                ),
+            );
             return None;
         }
         if exec.take_slots(1) == 0 {
             self.cooldown = COOLDOWN;
-            stats.set_note(format!(
+            stats.set_status(
+                "slots held",
+                format!(
                 "parallelism {p}: consumer waits {:.0}% but every core slot is held by other ops",
                 wait_frac * 100.0
-            ));
+            ),
+            );
             return None;
         }
         self.held += 1;

@@ -11,11 +11,38 @@
 //! *input-bound*.
 
 use super::autotune::Trial;
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
-use std::sync::Mutex;
+use std::sync::{Mutex, MutexGuard};
 use std::time::Instant;
 
 use serde::Serialize;
+
+/// Entries an op keeps of AUTOTUNE's decision trace ([`OpReport::autotune_trace`]): the latest;
+/// older ones are counted as dropped. A decision every 30 periods (3 s) fills it in about three
+/// minutes; a run's early steps are what a trace is read for, and a long run's most recent ones.
+pub const TRACE_DECISIONS: usize = 64;
+
+/// One entry of AUTOTUNE's decision trace: what it did (or, once per kind in a row, what it
+/// saw and why it did nothing) and when.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct Decision {
+    /// Seconds after the op started.
+    pub at_s: f64,
+    /// The note, as [`OpReport::autotune`] showed it then.
+    pub note: String,
+}
+
+/// The note an op shows now and the trace of the ones before it.
+#[derive(Debug, Default)]
+struct Notes {
+    now: String,
+    /// The kind of status the last traced entry was ([`OpStats::set_status`]); `None` after a
+    /// decision.
+    status: Option<&'static str>,
+    trace: VecDeque<Decision>,
+    dropped: u64,
+}
 
 /// Workers' busy time (ns) whose CPU time was measured (`wall`) and that CPU time; of it, the
 /// busy time whose wait for a core was measured too (`queue_wall`) and that wait. What is left
@@ -101,7 +128,7 @@ pub struct OpStats {
     pub(crate) periods_since_down: AtomicU32,
     /// A step up an iterator left on trial when it ended, for the next iterator to judge.
     trial: Mutex<Option<Trial>>,
-    note: Mutex<String>,
+    notes: Mutex<Notes>,
 }
 
 impl OpStats {
@@ -127,7 +154,7 @@ impl OpStats {
             reverted_inline_ns: AtomicU64::new(0),
             periods_since_down: AtomicU32::new(0),
             trial: Mutex::new(None),
-            note: Mutex::new(String::new()),
+            notes: Mutex::new(Notes::default()),
         }
     }
 
@@ -197,9 +224,43 @@ impl OpStats {
         self.capacity.store(capacity, Ordering::Relaxed);
     }
 
-    /// Sets the autotuner's explanation.
+    /// Sets the autotuner's explanation of a decision (a step tried, kept or reverted; where
+    /// it started), shown now and kept in the trace.
     pub fn set_note(&self, note: String) {
-        *self.note.lock().unwrap_or_else(|e| e.into_inner()) = note;
+        self.note_as(None, note);
+    }
+
+    /// Sets the autotuner's explanation of why it took no step; traced only when the entry
+    /// before is not a status of the same `kind`, so that a note repeated every period (with
+    /// its figures of that period) does not push the decisions out of the trace.
+    pub(crate) fn set_status(&self, kind: &'static str, note: String) {
+        self.note_as(Some(kind), note);
+    }
+
+    fn note_as(&self, kind: Option<&'static str>, note: String) {
+        let at_s = self.created.elapsed().as_secs_f64();
+        let mut n = self.notes();
+        if kind.is_none() || n.status != kind {
+            if n.trace.len() == TRACE_DECISIONS {
+                n.trace.pop_front();
+                n.dropped += 1;
+            }
+            n.trace.push_back(Decision {
+                at_s,
+                note: note.clone(),
+            });
+            n.status = kind;
+        }
+        n.now = note;
+    }
+
+    /// The note shown now.
+    pub(crate) fn note(&self) -> String {
+        self.notes().now.clone()
+    }
+
+    fn notes(&self) -> MutexGuard<'_, Notes> {
+        self.notes.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Elements produced so far.
@@ -287,6 +348,7 @@ impl OpStats {
         let cap = self.capacity.load(Ordering::Relaxed);
         let p = self.parallelism.load(Ordering::Relaxed);
         let busy = self.busy_ns.load(Ordering::Relaxed) as f64 / 1e9;
+        let notes = self.notes();
         OpReport {
             op: self.name.clone(),
             elements: n,
@@ -304,7 +366,9 @@ impl OpStats {
             capacity: cap,
             parallelism: p,
             wall_s: secs,
-            autotune: self.note.lock().unwrap_or_else(|e| e.into_inner()).clone(),
+            autotune: notes.now.clone(),
+            autotune_trace: notes.trace.iter().cloned().collect(),
+            autotune_trace_dropped: notes.dropped,
         }
     }
 }
@@ -339,6 +403,10 @@ pub struct OpReport {
     pub wall_s: f64,
     /// What AUTOTUNE chose and why (empty for fixed settings).
     pub autotune: String,
+    /// How AUTOTUNE got there: its decisions in order, the latest [`TRACE_DECISIONS`].
+    pub autotune_trace: Vec<Decision>,
+    /// Older decisions dropped from the trace.
+    pub autotune_trace_dropped: u64,
 }
 
 /// Stats of a whole pipeline.
@@ -443,6 +511,53 @@ fn verdict(ops: &[OpReport]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_trace_keeps_every_decision_and_one_status_of_a_kind_in_a_row() {
+        let s = OpStats::new("op".into());
+        let notes = |s: &OpStats| -> Vec<String> {
+            s.report()
+                .autotune_trace
+                .into_iter()
+                .map(|d| d.note)
+                .collect()
+        };
+        s.set_note("start at 2".into());
+        for wait in [40, 38, 41] {
+            s.set_status("core limit", format!("at the core limit, waits {wait}%"));
+        }
+        // Shown: the latest; traced: the first of the run.
+        assert_eq!(s.report().autotune, "at the core limit, waits 41%");
+        s.set_status("slots held", "slots held".into());
+        s.set_status("core limit", "at the core limit, waits 12%".into());
+        s.set_note("tried 2 -> 1, kept".into());
+        s.set_note("tried 2 -> 1, kept".into()); // a decision is traced each time
+        assert_eq!(
+            notes(&s),
+            [
+                "start at 2",
+                "at the core limit, waits 40%",
+                "slots held",
+                "at the core limit, waits 12%",
+                "tried 2 -> 1, kept",
+                "tried 2 -> 1, kept",
+            ]
+        );
+        let r = s.report();
+        assert!(r.autotune_trace.windows(2).all(|w| w[0].at_s <= w[1].at_s));
+        assert_eq!(r.autotune_trace_dropped, 0);
+        // Bounded: the latest TRACE_DECISIONS, the older ones counted.
+        for k in 0..TRACE_DECISIONS {
+            s.set_note(format!("step {k}"));
+        }
+        let r = s.report();
+        assert_eq!(r.autotune_trace.len(), TRACE_DECISIONS);
+        assert_eq!(r.autotune_trace_dropped, 6);
+        assert_eq!(r.autotune_trace[0].note, "step 0");
+        let json = serde_json::to_value(&r).unwrap();
+        assert_eq!(json["autotune_trace"][1]["note"], "step 1");
+        assert!(json["autotune_trace"][1]["at_s"].as_f64().unwrap() >= 0.0);
+    }
 
     #[test]
     fn busy_time_splits_into_running_waiting_for_a_core_and_the_rest() {

@@ -40,6 +40,16 @@ fn autotune_stays_within_cores_unless_its_workers_wait_and_explains_itself() {
         assert!(op.parallelism <= 4 * cores, "{cores} cores: {op:?}");
         assert_eq!(op.elements, 1500);
         assert!(!op.autotune.is_empty(), "no autotune note: {op:?}");
+        // And how it got there: the trace starts where the op started, in time order.
+        let trace = &op.autotune_trace;
+        assert!(
+            trace
+                .first()
+                .is_some_and(|d| d.note.contains("where a new op starts")),
+            "{cores} cores: {trace:?}"
+        );
+        assert!(trace.windows(2).all(|w| w[0].at_s <= w[1].at_s));
+        assert!(trace.last().unwrap().at_s <= op.wall_s);
         assert!(s.table().contains("verdict:"));
         // Every slot is back once the iterator is gone.
         drop(it);
