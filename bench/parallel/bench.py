@@ -226,8 +226,11 @@ def contended(d, nfiles, tf_files):
                                   ours, "files/s", params={"parallelism": label})
             if label == "autotune":
                 best = max(fixed, key=fixed.get)
+                # What AUTOTUNE last decided or saw (the runner's stats table), then the verdict.
+                said = [line.strip() for line in table.splitlines()
+                        if line.strip().startswith(("autotune:", "verdict:"))]
                 row["note"] = (f"{row['value'] / fixed[best]:.0%} of the best fixed setting "
-                               f"(P={best}; goal >= 90%); {table.splitlines()[-1] if table else ''}")
+                               f"(P={best}; goal >= 90%); " + "; ".join(said))
             else:
                 fixed[label] = row["value"]
             out.append(row)

@@ -5,7 +5,8 @@
 //! par-bench-runner cpu N PAR EPOCHS WORK     # range(N) -> CPU-bound native map (WORK sin() per element)
 //! ```
 //! PAR is a thread count or `auto`. Epoch 0 is a warm-up (page cache, thread start) and is not
-//! printed. The last line is the stats table of the final epoch (on stderr).
+//! printed. On stderr: AUTOTUNE's decision trace (`autotune trace: SECONDS s: NOTE` lines), then
+//! the stats table of the final epoch.
 
 use std::time::Instant;
 
@@ -66,6 +67,7 @@ fn main() {
     };
     let exec = Executor::new(ExecOptions::default());
     let mut last = String::new();
+    let mut trace = String::new();
     for epoch in 0..=epochs {
         let t = Instant::now();
         let mut it = exec.iter(&ds, epoch).unwrap();
@@ -74,10 +76,19 @@ fn main() {
             n += unit_per_elem(&e);
         }
         let secs = t.elapsed().as_secs_f64();
-        last = it.stats().table();
+        let stats = it.stats();
+        last = stats.table();
+        // AUTOTUNE's decisions so far (the op's stats span every epoch).
+        trace = stats
+            .ops
+            .iter()
+            .flat_map(|o| &o.autotune_trace)
+            .map(|d| format!("autotune trace: {:.2} s: {}\n", d.at_s, d.note))
+            .collect();
         if epoch > 0 {
             println!("{{\"elements\": {n}, \"seconds\": {secs}, \"per_s\": {}}}", n as f64 / secs);
         }
     }
+    eprint!("{trace}");
     eprintln!("{last}");
 }

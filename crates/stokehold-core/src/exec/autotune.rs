@@ -331,7 +331,10 @@ impl Tuner {
                 Phase::Settling { from, to, base }
             };
         } else if trial.is_none() && stats.tuned().is_none() {
-            stats.set_note(format!(
+            // Once per op, not per iterator: over epochs shorter than a period every epoch's
+            // start replaced what the one before saw (the lazy file map beside two spinning
+            // processes showed "where a new op starts" for good, not "at the core limit").
+            let note = format!(
                 "parallelism {}: {START_NOTE} ({})",
                 shown(p),
                 if self.scoped {
@@ -339,7 +342,11 @@ impl Tuner {
                 } else {
                     "a worker per free core"
                 }
-            ));
+            );
+            let now = stats.note();
+            if now.is_empty() || (now.contains(START_NOTE) && now != note) {
+                stats.set_note(note);
+            }
         }
         p
     }
@@ -756,6 +763,49 @@ mod tests {
         scoped.finish(&exec, &py);
         t.finish(&exec, &stats);
         assert_eq!(exec.take_slots(4), 3, "finish returns every slot");
+    }
+
+    #[test]
+    fn a_later_iterator_keeps_what_an_earlier_one_saw_and_traces_the_start_once() {
+        let (exec, stats) = four_cores_and_an_op();
+        let mut first = Tuner::new(&exec, &stats);
+        assert_eq!(first.start(&exec, &stats), 4);
+        // At the core limit, its consumer waiting: a reason for no step.
+        assert_eq!(first.steady(&exec, &stats, 4, s(100.0, 0.5)), None);
+        first.finish(&exec, &stats);
+        let seen = stats.note();
+        assert!(seen.contains("at the core limit"), "{seen}");
+        // The next epoch's iterator starts at the same place without a word.
+        let mut next = Tuner::new(&exec, &stats);
+        assert_eq!(next.start(&exec, &stats), 4);
+        assert_eq!(stats.note(), seen);
+        next.finish(&exec, &stats);
+        let trace: Vec<String> = stats
+            .report()
+            .autotune_trace
+            .into_iter()
+            .map(|d| d.note)
+            .collect();
+        assert_eq!(trace.len(), 2, "{trace:?}");
+        assert!(
+            trace[0].contains(START_NOTE) && trace[1] == seen,
+            "{trace:?}"
+        );
+        // Starting elsewhere (another op holds three of the slots now) is said.
+        let fresh = OpStats::new("fresh".into());
+        let other = exec.take_slots(3);
+        let mut squeezed = Tuner::new(&exec, &fresh);
+        assert_eq!(squeezed.start(&exec, &fresh), 1);
+        let mut again = Tuner::new(&exec, &fresh);
+        exec.give_slots(other);
+        squeezed.finish(&exec, &fresh);
+        assert_eq!(again.start(&exec, &fresh), 4);
+        assert!(
+            fresh.note().starts_with("parallelism 4:"),
+            "{}",
+            fresh.note()
+        );
+        again.finish(&exec, &fresh);
     }
 
     #[test]
