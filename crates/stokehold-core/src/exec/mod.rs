@@ -45,6 +45,23 @@ pub(crate) fn pid() -> u32 {
     now
 }
 
+thread_local! {
+    /// Set on the threads stokehold starts (pool workers, prefetch threads): elements taken on
+    /// one feed another stage, not the pipeline's consumer.
+    static STAGE_THREAD: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Marks the calling thread as one of stokehold's own (see [`on_stage_thread`]).
+pub(crate) fn mark_stage_thread() {
+    STAGE_THREAD.with(|s| s.set(true));
+}
+
+/// Whether the calling thread is one stokehold started: a stage taking an element here hands it
+/// to another stage; elsewhere, to the pipeline's consumer.
+pub(crate) fn on_stage_thread() -> bool {
+    STAGE_THREAD.with(|s| s.get())
+}
+
 /// CPU time of the calling thread so far, in ns (`None` where the platform has no such clock).
 pub(crate) fn thread_cpu_ns() -> Option<u64> {
     cpu_clock_ns(libc::CLOCK_THREAD_CPUTIME_ID)

@@ -579,6 +579,7 @@ impl DatasetIter for ParallelIter {
             if let Some((_, item)) = self.take(&mut st) {
                 sh.exec.budget().sub(item.bytes);
                 self.stats.produced(item.bytes, st.ready.len());
+                self.stats.taken();
                 if st.idle > 0 && has_room(&st) {
                     sh.cv_in.notify_all();
                 }
@@ -665,6 +666,7 @@ impl DatasetIter for ParallelIter {
                 if taken > 0 {
                     sh.exec.budget().sub(bytes);
                     self.stats.produced_many(taken, bytes, buffered);
+                    self.stats.taken();
                     if st.idle > 0 && has_room(&st) {
                         sh.cv_in.notify_all();
                     }

@@ -97,6 +97,7 @@ impl Drop for Pool {
 }
 
 fn worker(shared: Arc<Shared>, first: Job) {
+    super::mark_stage_thread();
     let mut job = Some(first);
     loop {
         if let Some(j) = job.take() {

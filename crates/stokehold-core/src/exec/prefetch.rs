@@ -36,12 +36,14 @@ use std::sync::{Arc, Condvar, Mutex};
 
 use crossbeam_channel::{unbounded, Receiver, RecvTimeoutError};
 use serde_json::{json, Value as Json};
+use std::time::Instant;
 
 use crate::dataset::{state_field, Dataset, DatasetIter, IterDataset};
 use crate::error::{Error, Result};
 use crate::example::Example;
 use crate::exec::interrupt;
 use crate::exec::options::DefaultExecutor;
+use crate::exec::OpStats;
 use crate::ops::plan::{Stage, StageKind};
 
 /// The fewest elements an autotuned prefetch buffers: double buffering, so the consumer takes one
@@ -333,6 +335,8 @@ struct Running {
     rx: Receiver<Msg>,
     stop: Arc<AtomicBool>,
     pid: u32,
+    /// The op's row, where the consumer's waits for the buffer go.
+    stats: Option<Arc<OpStats>>,
 }
 
 impl Drop for Running {
@@ -386,6 +390,7 @@ impl PrefetchIter {
         if let Some(s) = &stats {
             s.set_shape(1, depth);
         }
+        let row = stats.clone();
         let buffered = Arc::new(Buffered::new(depth));
         let exec2 = exec.clone();
         let next_epoch = self
@@ -395,6 +400,7 @@ impl PrefetchIter {
         std::thread::Builder::new()
             .name("stokehold-prefetch".into())
             .spawn(move || {
+                super::mark_stage_thread();
                 let mut next_epoch = next_epoch;
                 let start = depth;
                 let mut mean_bytes = 0;
@@ -469,6 +475,7 @@ impl PrefetchIter {
             rx,
             stop,
             pid: super::pid(),
+            stats: row,
         });
         Ok(())
     }
@@ -490,8 +497,17 @@ impl DatasetIter for PrefetchIter {
                 running.pid
             )));
         }
+        // The clock is read only when the buffer is empty: the consumer's wait, in the stats.
+        let mut waited: Option<Instant> = None;
         let (r, state) = loop {
-            match running.rx.recv_timeout(interrupt::TICK) {
+            let got = match running.rx.try_recv() {
+                Ok(m) => Ok(m),
+                Err(_) => {
+                    waited.get_or_insert_with(Instant::now);
+                    running.rx.recv_timeout(interrupt::TICK)
+                }
+            };
+            match got {
                 // The element leaves the buffer: its bytes are the consumer's now.
                 Ok(Msg::Item(r, state, _held)) => break (r, state),
                 Ok(Msg::Epoch(_)) => {
@@ -509,6 +525,12 @@ impl DatasetIter for PrefetchIter {
                 }
             }
         };
+        if let Some(s) = &running.stats {
+            if let Some(t) = waited {
+                s.add_consumer_wait(t);
+            }
+            s.taken();
+        }
         if matches!(r, Ok(None) | Err(Error::Panic { .. })) {
             self.done = true;
             let running = self.running.take();

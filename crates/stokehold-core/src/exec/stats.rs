@@ -12,7 +12,7 @@
 
 use super::autotune::Trial;
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Instant;
 
@@ -129,6 +129,9 @@ pub struct OpStats {
     /// A step up an iterator left on trial when it ended, for the next iterator to judge.
     trial: Mutex<Option<Trial>>,
     notes: Mutex<Notes>,
+    /// Whether the pipeline's consumer (a thread stokehold did not start) has taken this op's
+    /// elements: the op the verdict reads the consumer's waiting from.
+    feeds_consumer: AtomicBool,
 }
 
 impl OpStats {
@@ -155,6 +158,7 @@ impl OpStats {
             periods_since_down: AtomicU32::new(0),
             trial: Mutex::new(None),
             notes: Mutex::new(Notes::default()),
+            feeds_consumer: AtomicBool::new(false),
         }
     }
 
@@ -222,6 +226,15 @@ impl OpStats {
     pub fn set_shape(&self, parallelism: usize, capacity: usize) {
         self.parallelism.store(parallelism, Ordering::Relaxed);
         self.capacity.store(capacity, Ordering::Relaxed);
+    }
+
+    /// Called by the op's consumer as it takes an element: notes whether that consumer is the
+    /// pipeline's (a thread stokehold did not start), the op outermost in the pipeline.
+    #[inline]
+    pub(crate) fn taken(&self) {
+        if !self.feeds_consumer.load(Ordering::Relaxed) && !super::on_stage_thread() {
+            self.feeds_consumer.store(true, Ordering::Relaxed);
+        }
     }
 
     /// Sets the autotuner's explanation of a decision (a step tried, kept or reverted; where
@@ -366,6 +379,7 @@ impl OpStats {
             capacity: cap,
             parallelism: p,
             wall_s: secs,
+            feeds_consumer: self.feeds_consumer.load(Ordering::Relaxed),
             autotune: notes.now.clone(),
             autotune_trace: notes.trace.iter().cloned().collect(),
             autotune_trace_dropped: notes.dropped,
@@ -401,6 +415,9 @@ pub struct OpReport {
     pub parallelism: usize,
     /// Seconds since the op started.
     pub wall_s: f64,
+    /// Whether the pipeline's consumer takes this op's elements (the outermost stage; the
+    /// verdict's); false for a stage that feeds another, and for a batch's row.
+    pub feeds_consumer: bool,
     /// What AUTOTUNE chose and why (empty for fixed settings).
     pub autotune: String,
     /// How AUTOTUNE got there: its decisions in order, the latest [`TRACE_DECISIONS`].
@@ -477,7 +494,11 @@ impl StatsReport {
 }
 
 fn verdict(ops: &[OpReport]) -> String {
-    let Some(last) = ops.last() else {
+    // The stage the consumer takes from; by creation order when none has handed it an element
+    // yet. A batch built inside a stage registers its row when it first builds one, after the
+    // stages around it: read as the outermost, it said "consumer-bound" whatever the consumer
+    // waited, since a batch row has no consumer of its own.
+    let Some(last) = ops.iter().rev().find(|o| o.feeds_consumer).or(ops.last()) else {
         return "no parallel stage ran (sequential pipeline)".into();
     };
     if last.elements == 0 {

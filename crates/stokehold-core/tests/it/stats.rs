@@ -157,6 +157,31 @@ fn verdict_names_the_slow_stage_or_the_consumer() {
 }
 
 #[test]
+fn the_verdict_reads_the_stage_the_consumer_takes_from_behind_a_batch_and_a_prefetch() {
+    // tf.data's idiom: map(num_parallel_calls).batch().prefetch(). The batch, built on the
+    // prefetch thread, registers its row after both stages; read as the outermost op (it has no
+    // consumer waits of its own) it made every such pipeline "consumer-bound", and the
+    // prefetch counted none of its consumer's waits either.
+    let ds = Dataset::range(120)
+        .map_parallel("slow", busy(2000), Parallelism::Fixed(1), true)
+        .batch(4, false)
+        .unwrap()
+        .prefetch(2)
+        .unwrap();
+    let exec = Executor::new(ExecOptions::default());
+    let mut it = exec.iter(&ds, 0).unwrap();
+    assert_eq!(it.collect_all().unwrap().len(), 30);
+    let s = it.stats();
+    let row = |name: &str| s.ops.iter().find(|o| o.op.starts_with(name)).unwrap();
+    let (prefetch, stage) = (row("prefetch"), row("map[slow]"));
+    assert!(prefetch.feeds_consumer && !stage.feeds_consumer, "{s:?}");
+    assert!(!row("batch").feeds_consumer, "{s:?}");
+    // The consumer waited for nearly all of the 0.24 s the map took.
+    assert!(prefetch.consumer_wait_s > 0.1, "{}", s.table());
+    assert!(!s.verdict.starts_with("consumer-bound"), "{}", s.table());
+}
+
+#[test]
 fn trace_export_is_chrome_json() {
     let ds = Dataset::range(50).map_parallel("t", busy(10), Parallelism::Fixed(2), true);
     let exec = Executor::new(ExecOptions {
