@@ -585,13 +585,13 @@ impl Tuner {
         if wait_frac < WAIT_TRIGGER {
             let note = stats.note();
             if note.is_empty() || note.contains(START_NOTE) {
-                stats.set_status(
-                    "no need",
-                    format!(
-                    "parallelism {p} (max {}): the consumer waits {:.0}% of the time, no need for more",
+                let why = format!(
+                    "parallelism {p} (max {}): the consumer waits {:.0}% of the time, no need \
+                     for more",
                     self.max,
                     wait_frac * 100.0
-                ));
+                );
+                stats.set_status("no need", why);
             }
             return None;
         }
@@ -658,13 +658,11 @@ impl Tuner {
         }
         if exec.take_slots(1) == 0 {
             self.cooldown = COOLDOWN;
-            stats.set_status(
-                "slots held",
-                format!(
+            let why = format!(
                 "parallelism {p}: consumer waits {:.0}% but every core slot is held by other ops",
                 wait_frac * 100.0
-            ),
             );
+            stats.set_status("slots held", why);
             return None;
         }
         self.held += 1;

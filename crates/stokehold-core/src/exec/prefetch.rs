@@ -33,10 +33,10 @@
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
+use std::time::Instant;
 
 use crossbeam_channel::{unbounded, Receiver, RecvTimeoutError};
 use serde_json::{json, Value as Json};
-use std::time::Instant;
 
 use crate::dataset::{state_field, Dataset, DatasetIter, IterDataset};
 use crate::error::{Error, Result};

@@ -18,9 +18,9 @@ use std::time::Instant;
 
 use serde::Serialize;
 
-/// Entries an op keeps of AUTOTUNE's decision trace ([`OpReport::autotune_trace`]): the latest;
-/// older ones are counted as dropped. A decision every 30 periods (3 s) fills it in about three
-/// minutes; a run's early steps are what a trace is read for, and a long run's most recent ones.
+/// Entries an op keeps of AUTOTUNE's decision trace ([`OpReport::autotune_trace`]): the latest,
+/// older ones counted as dropped. A settled op tries one worker fewer every 30 periods (3 s), so
+/// a run's first steps stay in it for about three minutes.
 pub const TRACE_DECISIONS: usize = 64;
 
 /// One entry of AUTOTUNE's decision trace: what it did (or, once per kind in a row, what it
