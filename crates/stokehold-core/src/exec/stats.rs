@@ -5,9 +5,10 @@
 //! workers count as that op's busy time: the table shows where threads spend their time, by the
 //! stage that owns the threads.
 //!
-//! Verdict: if the consumer rarely waits for the last stage, the pipeline is *consumer-bound*
-//! (faster than needed). Otherwise the stage whose workers are busiest per thread is the bottleneck
-//! ("bound in op X"); if that stage's workers mostly wait for their own input, the pipeline is
+//! Verdict: if the consumer rarely waits for the stage it takes from, the pipeline is
+//! *consumer-bound* (faster than needed). Otherwise the stage whose workers are busiest per
+//! thread is the bottleneck ("bound in op X"; a batch's row, built inside a stage, is not a
+//! stage); if that stage's workers mostly wait for their own input, the pipeline is
 //! *input-bound*.
 
 use super::autotune::Trial;
@@ -511,9 +512,15 @@ fn verdict(ops: &[OpReport]) -> String {
             last.op
         );
     }
+    // The busiest stage (a row with a buffer: parallel, prefetch, interleave). A batch built
+    // inside a stage's workers has a row of its own, whose busy time is theirs summed (199 % on
+    // two workers): named "bound", it hid the stage whose threads could be added.
+    let by_busy = |a: &&OpReport, b: &&OpReport| a.busy_per_thread.total_cmp(&b.busy_per_thread);
     let worst = ops
         .iter()
-        .max_by(|a, b| a.busy_per_thread.total_cmp(&b.busy_per_thread))
+        .filter(|o| o.capacity > 0)
+        .max_by(by_busy)
+        .or_else(|| ops.iter().max_by(by_busy))
         .expect("non-empty");
     if worst.input_wait_s > worst.busy_s {
         return format!(

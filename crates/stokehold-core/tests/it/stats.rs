@@ -179,6 +179,28 @@ fn the_verdict_reads_the_stage_the_consumer_takes_from_behind_a_batch_and_a_pref
     // The consumer waited for nearly all of the 0.24 s the map took.
     assert!(prefetch.consumer_wait_s > 0.1, "{}", s.table());
     assert!(!s.verdict.starts_with("consumer-bound"), "{}", s.table());
+
+    // A batch built by a stage's two workers: its row's busy time is theirs summed; the verdict
+    // names the stage, whose threads can be added, not the batch.
+    let ds = Dataset::range(120)
+        .map("slow", busy(2000))
+        .batch(4, false)
+        .unwrap()
+        .parallelize(Parallelism::Fixed(2), true);
+    let exec = Executor::new(ExecOptions::default());
+    let mut it = exec.iter(&ds, 0).unwrap();
+    assert_eq!(it.collect_all().unwrap().len(), 30);
+    let s = it.stats();
+    assert!(
+        s.ops.iter().any(|o| o.op.starts_with("batch")),
+        "{}",
+        s.table()
+    );
+    assert!(
+        s.verdict.contains("bound in op parallelize"),
+        "{}",
+        s.table()
+    );
 }
 
 #[test]
