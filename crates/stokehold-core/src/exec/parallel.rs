@@ -327,6 +327,9 @@ pub(crate) struct ParallelIter {
     shared: Arc<Shared>,
     tuner: Option<Tuner>,
     pid: u32,
+    /// Whether the first element taken marked the op's row ([`OpStats::taken`]): once per
+    /// iterator, not a read of the shared row per element.
+    marked: bool,
 }
 
 /// The parallelism at which a stage runs inline: no worker, the consumer computes each element
@@ -385,6 +388,7 @@ impl ParallelIter {
             shared,
             tuner,
             pid: super::pid(),
+            marked: false,
         })
     }
 
@@ -429,6 +433,15 @@ impl ParallelIter {
             st.ahead.insert(seq);
         }
         Some((seq, item))
+    }
+
+    /// Marks the op's row as the consumer's when this iterator's consumer is the pipeline's
+    /// (see [`OpStats::taken`]); once.
+    fn mark_taken(&mut self) {
+        if !self.marked {
+            self.marked = true;
+            self.stats.taken();
+        }
     }
 
     /// Lets AUTOTUNE look at the stage, now at parallelism `p`, after an element.
@@ -579,7 +592,6 @@ impl DatasetIter for ParallelIter {
             if let Some((_, item)) = self.take(&mut st) {
                 sh.exec.budget().sub(item.bytes);
                 self.stats.produced(item.bytes, st.ready.len());
-                self.stats.taken();
                 if st.idle > 0 && has_room(&st) {
                     sh.cv_in.notify_all();
                 }
@@ -623,6 +635,7 @@ impl DatasetIter for ParallelIter {
         };
         let target = st.target;
         drop(st);
+        self.mark_taken();
         if let Some(t0) = waited {
             self.stats.add_consumer_wait(t0);
             self.exec.trace().span("wait", &self.spec.label, t0);
@@ -666,12 +679,12 @@ impl DatasetIter for ParallelIter {
                 if taken > 0 {
                     sh.exec.budget().sub(bytes);
                     self.stats.produced_many(taken, bytes, buffered);
-                    self.stats.taken();
                     if st.idle > 0 && has_room(&st) {
                         sh.cv_in.notify_all();
                     }
                     let target = st.target;
                     drop(st);
+                    self.mark_taken();
                     self.retune(target)?;
                     if let Some(e) = failed {
                         return Err(e);

@@ -337,6 +337,8 @@ struct Running {
     pid: u32,
     /// The op's row, where the consumer's waits for the buffer go.
     stats: Option<Arc<OpStats>>,
+    /// Whether the first element taken marked the row ([`OpStats::taken`]).
+    marked: bool,
 }
 
 impl Drop for Running {
@@ -476,6 +478,7 @@ impl PrefetchIter {
             stop,
             pid: super::pid(),
             stats: row,
+            marked: false,
         });
         Ok(())
     }
@@ -489,7 +492,7 @@ impl DatasetIter for PrefetchIter {
         if self.running.is_none() {
             self.start()?;
         }
-        let running = self.running.as_ref().expect("started");
+        let running = self.running.as_mut().expect("started");
         if running.pid != super::pid() {
             return Err(Error::Cancelled(format!(
                 "this iterator was started in process {} and its prefetch thread did not survive \
@@ -529,7 +532,10 @@ impl DatasetIter for PrefetchIter {
             if let Some(t) = waited {
                 s.add_consumer_wait(t);
             }
-            s.taken();
+            if !running.marked {
+                running.marked = true;
+                s.taken();
+            }
         }
         if matches!(r, Ok(None) | Err(Error::Panic { .. })) {
             self.done = true;

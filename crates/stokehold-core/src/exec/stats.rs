@@ -229,8 +229,9 @@ impl OpStats {
         self.capacity.store(capacity, Ordering::Relaxed);
     }
 
-    /// Called by the op's consumer as it takes an element: notes whether that consumer is the
-    /// pipeline's (a thread stokehold did not start), the op outermost in the pipeline.
+    /// Called by the op's consumer as it takes its first element (once an iterator: the row is
+    /// shared with the threads that fill it): notes whether that consumer is the pipeline's (a
+    /// thread stokehold did not start), the op outermost in the pipeline.
     #[inline]
     pub(crate) fn taken(&self) {
         if !self.feeds_consumer.load(Ordering::Relaxed) && !super::on_stage_thread() {
