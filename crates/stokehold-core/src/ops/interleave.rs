@@ -14,6 +14,7 @@
 //! re-reads the input up to that point and reopens the open inputs at their positions.
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use serde_json::{json, Value as Json};
 
@@ -154,6 +155,7 @@ impl IterDataset for Interleave {
             input_pos: 0,
             end_of_input: false,
             num_open: 0,
+            marked: false,
         }))
     }
 
@@ -231,6 +233,8 @@ struct InterleaveIter {
     input_pos: u64,
     end_of_input: bool,
     num_open: usize,
+    /// Whether the first element taken marked the op's row ([`OpStats::taken`]).
+    marked: bool,
 }
 
 impl InterleaveIter {
@@ -289,10 +293,20 @@ impl InterleaveIter {
 
 impl DatasetIter for InterleaveIter {
     fn next(&mut self) -> Result<Option<Example>> {
+        if !self.marked && self.permits.is_some() {
+            self.marked = true;
+            self.stats.taken();
+        }
         while !self.end_of_input || self.num_open > 0 {
             self.skip_to_ready();
             if let Some(slot) = self.slots[self.cycle].as_mut() {
-                match slot.next()? {
+                // A reader with nothing buffered: the consumer's wait, in the stats.
+                let waited = (!slot.ready()).then(Instant::now);
+                let got = slot.next();
+                if let Some(t) = waited {
+                    self.stats.add_consumer_wait(t);
+                }
+                match got? {
                     Some(e) => {
                         self.block += 1;
                         if self.block == self.block_length {

@@ -204,6 +204,26 @@ fn the_verdict_reads_the_stage_the_consumer_takes_from_behind_a_batch_and_a_pref
 }
 
 #[test]
+fn a_parallel_interleave_counts_its_consumers_waits_for_the_verdict() {
+    // tf.data's reading idiom without a prefetch: the consumer takes from the interleave, which
+    // counted none of its waits ("consumer-bound" whatever they were).
+    let opener = stokehold_core::interleave_fn(|_: Example, _| {
+        Ok(Dataset::range(25).map("slow", busy(1000)))
+    });
+    let ds = Dataset::range(8)
+        .interleave("open", opener, 2, 1, Some(Parallelism::Fixed(2)), true)
+        .unwrap();
+    let exec = Executor::new(ExecOptions::default());
+    let mut it = exec.iter(&ds, 0).unwrap();
+    assert_eq!(it.collect_all().unwrap().len(), 200);
+    let s = it.stats();
+    let row = s.ops.iter().find(|o| o.op.contains("interleave")).unwrap();
+    assert!(row.feeds_consumer, "{s:?}");
+    assert!(row.consumer_wait_s > 0.04, "{}", s.table());
+    assert!(!s.verdict.starts_with("consumer-bound"), "{}", s.table());
+}
+
+#[test]
 fn trace_export_is_chrome_json() {
     let ds = Dataset::range(50).map_parallel("t", busy(10), Parallelism::Fixed(2), true);
     let exec = Executor::new(ExecOptions {
