@@ -14,7 +14,6 @@
 //! re-reads the input up to that point and reopens the open inputs at their positions.
 
 use std::sync::Arc;
-use std::time::Instant;
 
 use serde_json::{json, Value as Json};
 
@@ -293,6 +292,8 @@ impl InterleaveIter {
 
 impl DatasetIter for InterleaveIter {
     fn next(&mut self) -> Result<Option<Example>> {
+        // Its readers count the consumer's waits (`Background::take_next`); which consumer is
+        // the pipeline's is marked here.
         if !self.marked && self.permits.is_some() {
             self.marked = true;
             self.stats.taken();
@@ -300,13 +301,7 @@ impl DatasetIter for InterleaveIter {
         while !self.end_of_input || self.num_open > 0 {
             self.skip_to_ready();
             if let Some(slot) = self.slots[self.cycle].as_mut() {
-                // A reader with nothing buffered: the consumer's wait, in the stats.
-                let waited = (!slot.ready()).then(Instant::now);
-                let got = slot.next();
-                if let Some(t) = waited {
-                    self.stats.add_consumer_wait(t);
-                }
-                match got? {
+                match slot.next()? {
                     Some(e) => {
                         self.block += 1;
                         if self.block == self.block_length {

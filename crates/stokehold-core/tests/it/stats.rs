@@ -204,9 +204,9 @@ fn the_verdict_reads_the_stage_the_consumer_takes_from_behind_a_batch_and_a_pref
 }
 
 #[test]
-fn a_parallel_interleave_counts_its_consumers_waits_for_the_verdict() {
-    // tf.data's reading idiom without a prefetch: the consumer takes from the interleave, which
-    // counted none of its waits ("consumer-bound" whatever they were).
+fn a_parallel_interleave_read_directly_is_the_consumers_stage() {
+    // tf.data's reading idiom without a prefetch: the consumer takes from the interleave, whose
+    // row the verdict reads (its readers count the consumer's waits).
     let opener = stokehold_core::interleave_fn(|_: Example, _| {
         Ok(Dataset::range(25).map("slow", busy(1000)))
     });
