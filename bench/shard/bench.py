@@ -12,7 +12,7 @@ shard (1/100 uniform), distinct shards per window of 1000 outputs (~100 uniform)
 
 Throughput: N records of 1 KiB, uncompressed, page-cached, read by the Rust reader
 (`crates/stokehold-io/examples/shard_read_bench.rs`, built in release): sequential get(i),
-random get(i) (one and two threads), get_batch on two threads over the records of a
+random get(i) (one and two threads), get_batch on one and two threads over the records of a
 sequential and of a global-shuffle epoch in its order (also handing the batches to the main thread,
 and with each thread holding its last 48 batches, about what a pipeline's worker keeps in
 flight), a sequential and a global-shuffle epoch
@@ -160,7 +160,15 @@ def throughput_rows(exe, tmp, n, runs):
     # handing their batches to a consumer through a channel (what any pipeline with a consumer
     # thread pays), and vs the same two threads each holding its last 48 batches (the pipeline's
     # batches in flight, out of the cores' caches), in wall clock and in CPU.
+    # On one thread the same pipeline (no workers) against one thread's get_batch: what the
+    # pipeline's ops cost apart from its threads.
     for epoch, order in (("sequential epoch", "sequential"), ("global shuffle epoch", "shuffled")):
+        pipe = by.get(f"{epoch}, batch 256")
+        direct = by.get(f"{order} get_batch(256), 1 thread")
+        if pipe and direct:
+            out.append(rows.row(READ, "stokehold", f"{epoch}, batch 256 / 1 thread's get_batch",
+                                "ratio", float(np.median(pipe) / np.median(direct)), "x",
+                                better="higher"))
         for ref, what in (("", "2 threads' get_batch"),
                           (", handed over", "2 threads' get_batch handed over"),
                           (", each holding 48", "2 threads' get_batch, each holding 48")):

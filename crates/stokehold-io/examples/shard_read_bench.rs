@@ -9,13 +9,14 @@
 //! 256 MiB shards) into DIR unless DIR already holds them, reads everything once to fill the page
 //! cache, then times RUNS passes of: sequential `get(i)`, random `get(i)` and random `get_batch`
 //! of 256 indices (uniform indices, with repetition; one and two threads, and two threads handing
-//! their batches to the main thread through a channel; the same on two threads over the records
-//! of a sequential and of a global-shuffle epoch, in its order, also with each thread holding its
-//! last [`HELD`] batches), and a sequential and a global-shuffle epoch through the iterator API:
+//! their batches to the main thread through a channel; the same on one and two threads over the
+//! records of a sequential and of a global-shuffle epoch, in its order, also with each thread
+//! holding its last [`HELD`] batches), and a sequential and a global-shuffle epoch through the iterator API:
 //! element by element, in batches of 256 (also after an identity `map`, which takes the reader's
 //! batch path and cuts it into rows), and in batches of 256 made by two workers. Each timed
 //! epoch is its pipeline's second (the first, untimed, starts its workers). An optional fifth
-//! argument runs only the cases whose label contains it (for a profiler).
+//! argument runs only the cases whose label contains it, or with a leading `=` the one it names
+//! (for a profiler).
 
 use std::time::Instant;
 
@@ -113,11 +114,15 @@ fn cpu_seconds() -> f64 {
         .map_or(f64::NAN, |(u, s)| (u + s) / 100.0)
 }
 
-/// Whether case `label` runs: all, or those whose label contains the fifth argument.
+/// Whether case `label` runs: all, those whose label contains the fifth argument, or with a
+/// leading `=`, the one whose label it is (`=sequential get` alone, for a profiler).
 fn selected(label: &str) -> bool {
     std::env::args()
         .nth(5)
-        .is_none_or(|only| label.contains(&only))
+        .is_none_or(|only| match only.strip_prefix('=') {
+            Some(exact) => label == exact,
+            None => label.contains(&only),
+        })
 }
 
 fn timed(label: &str, n: u64, mut f: impl FnMut() -> Result<u64>) -> Result<()> {
@@ -261,6 +266,9 @@ fn main() -> Result<()> {
                 on_two_threads(&random, batches)
             })?;
             for (order, what) in [(&sequential, "sequential"), (&epoch_order, "shuffled")] {
+                timed(&format!("{what} get_batch(256), 1 thread{tag}"), n, || {
+                    batches(order)
+                })?;
                 timed(&format!("{what} get_batch(256), 2 threads{tag}"), n, || {
                     on_two_threads(order, batches)
                 })?;
