@@ -23,7 +23,10 @@ fn par(s: &str) -> Parallelism {
 
 fn files_pipeline(dir: &str, p: Parallelism) -> Dataset {
     let pattern = format!("{dir}/*.npy");
-    let opts = BatchOptions { padding: Some(Default::default()), ..BatchOptions::new(64, false) };
+    let opts = BatchOptions {
+        padding: Some(Default::default()),
+        ..BatchOptions::new(64, false)
+    };
     list_files(&[pattern.as_str()], Some(1))
         .unwrap()
         .map("load", load_npy_fn("path", "x"))
@@ -52,19 +55,24 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    let (ds, epochs, unit_per_elem): (Dataset, u64, Box<dyn Fn(&Example) -> u64>) = match args[1].as_str() {
-        "files" => (
-            files_pipeline(&args[2], par(&args[3])),
-            args[4].parse().unwrap(),
-            Box::new(|e: &Example| e.tensor("b", "x").unwrap().shape()[0] as u64),
-        ),
-        "cpu" => (
-            cpu_pipeline(args[2].parse().unwrap(), par(&args[3]), args[5].parse().unwrap()),
-            args[4].parse().unwrap(),
-            Box::new(|_: &Example| 1),
-        ),
-        other => panic!("unknown workload {other}"),
-    };
+    let (ds, epochs, unit_per_elem): (Dataset, u64, Box<dyn Fn(&Example) -> u64>) =
+        match args[1].as_str() {
+            "files" => (
+                files_pipeline(&args[2], par(&args[3])),
+                args[4].parse().unwrap(),
+                Box::new(|e: &Example| e.tensor("b", "x").unwrap().shape()[0] as u64),
+            ),
+            "cpu" => (
+                cpu_pipeline(
+                    args[2].parse().unwrap(),
+                    par(&args[3]),
+                    args[5].parse().unwrap(),
+                ),
+                args[4].parse().unwrap(),
+                Box::new(|_: &Example| 1),
+            ),
+            other => panic!("unknown workload {other}"),
+        };
     let exec = Executor::new(ExecOptions::default());
     let mut last = String::new();
     let mut trace = String::new();
@@ -86,7 +94,10 @@ fn main() {
             .map(|d| format!("autotune trace: {:.2} s: {}\n", d.at_s, d.note))
             .collect();
         if epoch > 0 {
-            println!("{{\"elements\": {n}, \"seconds\": {secs}, \"per_s\": {}}}", n as f64 / secs);
+            println!(
+                "{{\"elements\": {n}, \"seconds\": {secs}, \"per_s\": {}}}",
+                n as f64 / secs
+            );
         }
     }
     eprint!("{trace}");
