@@ -49,6 +49,21 @@ thread_local! {
     /// Set on the threads stokehold starts (pool workers, prefetch threads): elements taken on
     /// one feed another stage, not the pipeline's consumer.
     static STAGE_THREAD: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    /// How many threads run the stage the calling thread works for: a parallel stage's workers
+    /// set its parallelism before each run; every other thread runs its work alone.
+    static STAGE_THREADS: std::cell::Cell<usize> = const { std::cell::Cell::new(1) };
+}
+
+/// Says that the calling thread is one of `n` that run its stage's work (see [`stage_threads`]).
+pub(crate) fn set_stage_threads(n: usize) {
+    STAGE_THREADS.with(|s| s.set(n.max(1)));
+}
+
+/// How many threads run the work of the calling thread's stage: the busy time of an op built
+/// on a stage's workers (a batch inside `parallelize`) is theirs summed, and is shown per thread
+/// by this count.
+pub(crate) fn stage_threads() -> usize {
+    STAGE_THREADS.with(|s| s.get())
 }
 
 /// Marks the calling thread as one of stokehold's own (see [`on_stage_thread`]).

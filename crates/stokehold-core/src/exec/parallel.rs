@@ -376,7 +376,7 @@ impl ParallelIter {
                 st.target = t.start(&exec, &stats);
                 st.window = window_for(st.target);
             }
-            stats.set_shape(st.target, st.window);
+            stats.set_shape(st.target, limit(&st));
         }
         Ok(ParallelIter {
             spec,
@@ -453,7 +453,7 @@ impl ParallelIter {
             let mut st = self.shared.lock();
             st.target = np;
             st.window = window_for(np);
-            self.stats.set_shape(np, st.window);
+            self.stats.set_shape(np, limit(&st));
             self.shared.cv_in.notify_all();
             self.start(&mut st)?;
         }
@@ -747,7 +747,7 @@ impl DatasetIter for ParallelIter {
             let mut st = shared.lock();
             st.target = target;
             st.window = window_for(target);
-            self.stats.set_shape(target, st.window);
+            self.stats.set_shape(target, limit(&st));
         }
         self.shared = shared;
         Ok(())
@@ -795,6 +795,7 @@ fn worker(sh: Arc<Shared>, id: usize) {
     let _live = LiveGuard(sh.clone());
     loop {
         let Some(st) = admit(&sh, id) else { return };
+        super::set_stage_threads(st.target);
         let Some(claimed) = claim(&sh, st) else {
             return;
         };
@@ -862,6 +863,8 @@ fn run(sh: &Shared, claimed: Vec<(u64, Option<Result<Example>>)>, worker: bool) 
     } else {
         (st.est_ns * 7 + per) / 8
     };
+    // The stage's bound moves with its runs' length: its buffer's fill is read against it.
+    sh.stats.set_capacity(limit(&st));
     if st.stop {
         return false;
     }

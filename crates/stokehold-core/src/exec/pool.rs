@@ -101,6 +101,8 @@ fn worker(shared: Arc<Shared>, first: Job) {
     let mut job = Some(first);
     loop {
         if let Some(j) = job.take() {
+            // A job starts alone; a parallel stage's worker says otherwise per run.
+            super::set_stage_threads(1);
             let _ = catch_unwind(AssertUnwindSafe(j));
         }
         let mut st = shared.state.lock().unwrap_or_else(|e| e.into_inner());

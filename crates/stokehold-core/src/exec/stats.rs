@@ -112,9 +112,13 @@ pub struct OpStats {
     busy_queued_ns: AtomicU64,
     consumer_wait_ns: AtomicU64,
     input_wait_ns: AtomicU64,
-    /// Elements buffered after each element was taken, summed (its mean is over `elements`).
-    fill_sum: AtomicU64,
+    /// The buffer's fill after each element was taken, as millionths of its capacity then,
+    /// summed (its mean is over `elements`): a stage's bound moves with its runs and AUTOTUNE.
+    fill_ppm: AtomicU64,
     capacity: AtomicUsize,
+    /// Threads that build the op's elements when it has none of its own (a batch built on a
+    /// stage's workers, whose busy time is theirs summed): the last count one of them gave.
+    threads: AtomicUsize,
     parallelism: AtomicUsize,
     /// One more than the parallelism AUTOTUNE settled on last (0: none yet, as 0 is the inline
     /// setting); a new iterator starts there.
@@ -150,8 +154,9 @@ impl OpStats {
             busy_queued_ns: AtomicU64::new(0),
             consumer_wait_ns: AtomicU64::new(0),
             input_wait_ns: AtomicU64::new(0),
-            fill_sum: AtomicU64::new(0),
+            fill_ppm: AtomicU64::new(0),
             capacity: AtomicUsize::new(0),
+            threads: AtomicUsize::new(1),
             parallelism: AtomicUsize::new(0),
             tuned: AtomicUsize::new(0),
             reverted_up_ns: AtomicU64::new(0),
@@ -173,13 +178,22 @@ impl OpStats {
     pub fn produced_many(&self, n: usize, bytes: usize, buffered: usize) {
         self.elements.fetch_add(n as u64, Ordering::Relaxed);
         self.bytes.fetch_add(bytes as u64, Ordering::Relaxed);
-        self.fill_sum.fetch_add(buffered as u64, Ordering::Relaxed);
+        let cap = self.capacity.load(Ordering::Relaxed) as u64;
+        if cap > 0 && buffered > 0 {
+            self.fill_ppm
+                .fetch_add(buffered as u64 * 1_000_000 / cap, Ordering::Relaxed);
+        }
     }
 
-    /// Worker time spent producing elements.
+    /// Worker time spent producing elements, on a thread of the stage that runs the op (see
+    /// [`super::stage_threads`]).
     pub fn add_busy(&self, since: Instant) {
         self.busy_ns
             .fetch_add(since.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        let n = super::stage_threads();
+        if self.threads.load(Ordering::Relaxed) != n {
+            self.threads.store(n, Ordering::Relaxed);
+        }
     }
 
     /// Worker time spent producing elements, measured as wall time (`since`) and, when `at` is
@@ -226,7 +240,14 @@ impl OpStats {
     /// The current parallelism and buffer capacity.
     pub fn set_shape(&self, parallelism: usize, capacity: usize) {
         self.parallelism.store(parallelism, Ordering::Relaxed);
-        self.capacity.store(capacity, Ordering::Relaxed);
+        self.set_capacity(capacity);
+    }
+
+    /// The current buffer capacity (the most elements the op may hold).
+    pub fn set_capacity(&self, capacity: usize) {
+        if self.capacity.load(Ordering::Relaxed) != capacity {
+            self.capacity.store(capacity, Ordering::Relaxed);
+        }
     }
 
     /// Called by the op's consumer as it takes its first element (once an iterator: the row is
@@ -363,6 +384,11 @@ impl OpStats {
         let cap = self.capacity.load(Ordering::Relaxed);
         let p = self.parallelism.load(Ordering::Relaxed);
         let busy = self.busy_ns.load(Ordering::Relaxed) as f64 / 1e9;
+        // An op with threads of its own is run by them; one without, by its stage's.
+        let threads = match p {
+            0 => self.threads.load(Ordering::Relaxed).max(1),
+            p => p,
+        };
         let notes = self.notes();
         OpReport {
             op: self.name.clone(),
@@ -370,14 +396,10 @@ impl OpStats {
             elements_per_s: n as f64 / secs,
             bytes_per_s: self.bytes.load(Ordering::Relaxed) as f64 / secs,
             busy_s: busy,
-            busy_per_thread: busy / (secs * p.max(1) as f64),
+            busy_per_thread: busy / (secs * threads as f64),
             consumer_wait_s: self.consumer_wait_ns.load(Ordering::Relaxed) as f64 / 1e9,
             input_wait_s: self.input_wait_ns.load(Ordering::Relaxed) as f64 / 1e9,
-            queue_fill: if cap > 0 {
-                self.fill_sum.load(Ordering::Relaxed) as f64 / samples as f64 / cap as f64
-            } else {
-                0.0
-            },
+            queue_fill: self.fill_ppm.load(Ordering::Relaxed) as f64 / samples as f64 / 1e6,
             capacity: cap,
             parallelism: p,
             wall_s: secs,
@@ -403,15 +425,18 @@ pub struct OpReport {
     /// Worker seconds spent producing elements.
     pub busy_s: f64,
     /// Busy fraction per worker thread (1.0: every thread busy all the time; inline, the
-    /// consumer's share of time computing the op's elements).
+    /// consumer's share of time computing the op's elements; an op without threads of its own,
+    /// per thread of the stage that builds its elements).
     pub busy_per_thread: f64,
     /// Seconds the consumer of this op waited for it.
     pub consumer_wait_s: f64,
     /// Seconds this op's workers waited for its input.
     pub input_wait_s: f64,
-    /// Mean buffer fill as a fraction of the capacity.
+    /// Mean buffer fill as a fraction of the capacity at each element (a parallel stage's
+    /// capacity: the claimed-but-not-taken elements it may hold, widened by its runs).
     pub queue_fill: f64,
-    /// Buffer capacity (elements).
+    /// Buffer capacity (elements; a parallel stage's: the claimed-but-not-taken elements it may
+    /// hold, widened by its runs).
     pub capacity: usize,
     /// Worker threads now (0: none, inline: the consumer computes the elements).
     pub parallelism: usize,

@@ -204,6 +204,57 @@ fn the_verdict_reads_the_stage_the_consumer_takes_from_behind_a_batch_and_a_pref
 }
 
 #[test]
+fn a_batch_built_by_a_stages_workers_is_busy_per_thread_and_a_stage_fills_its_own_bound() {
+    // The batch's row sums the busy time of the two workers that build it: shown per thread
+    // of the stage (it said 199 %).
+    let ds = Dataset::range(120)
+        .map("slow", busy(2000))
+        .batch(4, false)
+        .unwrap()
+        .parallelize(Parallelism::Fixed(2), true);
+    let exec = Executor::new(ExecOptions::default());
+    let mut it = exec.iter(&ds, 0).unwrap();
+    assert_eq!(it.collect_all().unwrap().len(), 30);
+    let s = it.stats();
+    let batch = s.ops.iter().find(|o| o.op.starts_with("batch")).unwrap();
+    assert!(
+        batch.busy_per_thread > 0.2 && batch.busy_per_thread <= 1.1,
+        "{}",
+        s.table()
+    );
+
+    // A stage of cheap elements claims runs of them, far past its window of 2 x parallelism
+    // + 2, and holds them until taken: its fill is a fraction of that bound (read against the
+    // window, a slow consumer's stage said 1000 % and more).
+    let ds = Dataset::range(4000).map_parallel(
+        "cheap",
+        map_fn(|e: Example, _| Ok(e)),
+        Parallelism::Fixed(1),
+        true,
+    );
+    let exec = Executor::new(ExecOptions::default());
+    let mut it = exec.iter(&ds, 0).unwrap();
+    let mut n = 0;
+    while it.next().unwrap().is_some() {
+        n += 1;
+        if n % 500 == 0 {
+            // The worker fills the buffer while the consumer is away.
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+    assert_eq!(n, 4000);
+    let s = it.stats();
+    let stage = s.ops.iter().find(|o| o.op.contains("cheap")).unwrap();
+    assert!(stage.capacity > 4, "{}", s.table());
+    assert!(
+        stage.queue_fill > 0.0 && stage.queue_fill <= 1.0,
+        "{} {:?}",
+        s.table(),
+        stage
+    );
+}
+
+#[test]
 fn a_parallel_interleave_read_directly_is_the_consumers_stage() {
     // tf.data's reading idiom without a prefetch: the consumer takes from the interleave, whose
     // row the verdict reads (its readers count the consumer's waits).
