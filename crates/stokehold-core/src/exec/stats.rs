@@ -539,8 +539,8 @@ fn verdict(ops: &[OpReport]) -> String {
         );
     }
     // The busiest stage (a row with a buffer: parallel, prefetch, interleave). A batch built
-    // inside a stage's workers has a row of its own, whose busy time is theirs summed (199 % on
-    // two workers): named "bound", it hid the stage whose threads could be added.
+    // inside a stage's workers has a row of its own, as busy as they are: named "bound", it
+    // hid the stage whose threads could be added.
     let by_busy = |a: &&OpReport, b: &&OpReport| a.busy_per_thread.total_cmp(&b.busy_per_thread);
     let worst = ops
         .iter()
