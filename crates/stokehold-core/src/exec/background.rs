@@ -23,6 +23,8 @@ use crate::example::Example;
 pub struct Permits {
     free: Mutex<usize>,
     cv: Condvar,
+    /// How many there are: the readers that run at once.
+    n: usize,
 }
 
 impl Permits {
@@ -31,6 +33,7 @@ impl Permits {
         Arc::new(Permits {
             free: Mutex::new(n.max(1)),
             cv: Condvar::new(),
+            n: n.max(1),
         })
     }
 
@@ -165,6 +168,8 @@ impl Drop for Background {
 }
 
 fn read_ahead(sh: &Shared, it: &mut dyn DatasetIter, permits: Option<&Permits>) {
+    // The ops this reader runs are run by as many readers as there are permits at once.
+    super::set_stage_threads(permits.map_or(1, |p| p.n));
     let mut est = 0usize;
     loop {
         {

@@ -50,7 +50,8 @@ thread_local! {
     /// one feed another stage, not the pipeline's consumer.
     static STAGE_THREAD: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
     /// How many threads run the stage the calling thread works for: a parallel stage's workers
-    /// set its parallelism before each run; every other thread runs its work alone.
+    /// set its parallelism before each run, an interleave's readers their `num_parallel_calls`;
+    /// every other thread runs its work alone.
     static STAGE_THREADS: std::cell::Cell<usize> = const { std::cell::Cell::new(1) };
 }
 

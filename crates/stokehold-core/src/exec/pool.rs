@@ -101,7 +101,8 @@ fn worker(shared: Arc<Shared>, first: Job) {
     let mut job = Some(first);
     loop {
         if let Some(j) = job.take() {
-            // A job starts alone; a parallel stage's worker says otherwise per run.
+            // A job starts alone; a parallel stage's worker (per run) or an interleave's reader
+            // says how many run its stage's work.
             super::set_stage_threads(1);
             let _ = catch_unwind(AssertUnwindSafe(j));
         }

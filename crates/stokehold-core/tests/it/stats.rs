@@ -223,6 +223,24 @@ fn a_batch_built_by_a_stages_workers_is_busy_per_thread_and_a_stage_fills_its_ow
         s.table()
     );
 
+    // The same for a batch built by an interleave's two readers at once.
+    let opener = stokehold_core::interleave_fn(|_: Example, _| {
+        Dataset::range(20).map("slow", busy(1000)).batch(4, false)
+    });
+    let ds = Dataset::range(6)
+        .interleave("open", opener, 2, 1, Some(Parallelism::Fixed(2)), true)
+        .unwrap();
+    let exec = Executor::new(ExecOptions::default());
+    let mut it = exec.iter(&ds, 0).unwrap();
+    assert_eq!(it.collect_all().unwrap().len(), 30);
+    let s = it.stats();
+    let batch = s.ops.iter().find(|o| o.op.starts_with("batch")).unwrap();
+    assert!(
+        batch.busy_per_thread > 0.2 && batch.busy_per_thread <= 1.1,
+        "{}",
+        s.table()
+    );
+
     // A stage of cheap elements claims runs of them, far past its window of 2 x parallelism
     // + 2, and holds them until taken: its fill is a fraction of that bound (read against the
     // window, a slow consumer's stage said 1000 % and more).
