@@ -201,29 +201,24 @@ fn the_verdict_reads_the_stage_the_consumer_takes_from_behind_a_batch_and_a_pref
         "{}",
         s.table()
     );
+    // The batch's row, shown per thread of the stage (it said 199 %).
+    assert_batch_busy_per_thread(&s);
 }
 
-#[test]
-fn a_batch_built_by_a_stages_workers_is_busy_per_thread_and_a_stage_fills_its_own_bound() {
-    // The batch's row sums the busy time of the two workers that build it: shown per thread
-    // of the stage (it said 199 %).
-    let ds = Dataset::range(120)
-        .map("slow", busy(2000))
-        .batch(4, false)
-        .unwrap()
-        .parallelize(Parallelism::Fixed(2), true);
-    let exec = Executor::new(ExecOptions::default());
-    let mut it = exec.iter(&ds, 0).unwrap();
-    assert_eq!(it.collect_all().unwrap().len(), 30);
-    let s = it.stats();
+/// The batch row of `s` is busy per thread of those that build it: never more than all of
+/// their time (its busy time is theirs summed).
+fn assert_batch_busy_per_thread(s: &stokehold_core::exec::StatsReport) {
     let batch = s.ops.iter().find(|o| o.op.starts_with("batch")).unwrap();
     assert!(
         batch.busy_per_thread > 0.2 && batch.busy_per_thread <= 1.1,
         "{}",
         s.table()
     );
+}
 
-    // The same for a batch built by an interleave's two readers at once.
+#[test]
+fn a_batch_built_by_an_interleaves_readers_is_busy_per_reader_and_a_stage_fills_its_bound() {
+    // A batch built by an interleave's two readers at once (it said 133 %).
     let opener = stokehold_core::interleave_fn(|_: Example, _| {
         Dataset::range(20).map("slow", busy(1000)).batch(4, false)
     });
@@ -233,13 +228,7 @@ fn a_batch_built_by_a_stages_workers_is_busy_per_thread_and_a_stage_fills_its_ow
     let exec = Executor::new(ExecOptions::default());
     let mut it = exec.iter(&ds, 0).unwrap();
     assert_eq!(it.collect_all().unwrap().len(), 30);
-    let s = it.stats();
-    let batch = s.ops.iter().find(|o| o.op.starts_with("batch")).unwrap();
-    assert!(
-        batch.busy_per_thread > 0.2 && batch.busy_per_thread <= 1.1,
-        "{}",
-        s.table()
-    );
+    assert_batch_busy_per_thread(&it.stats());
 
     // A stage of cheap elements claims runs of them, far past its window of 2 x parallelism
     // + 2, and holds them until taken: its fill is a fraction of that bound (read against the
