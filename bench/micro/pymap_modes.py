@@ -4,7 +4,9 @@ thread) and one worker. The function returns a constant 100-float array over 500
 elements, padded into batches of 64 (bench/pymap's constant workload without its peers). Not part
 of `make bench`; an A/B between builds or between modes:
     python bench/micro/pymap_modes.py            (with stokehold importable: make test's .venv)
-Prints million elements/s per mode, median of 7 epochs, for each of three rounds.
+Prints million elements/s per mode, median of 7 epochs, for each of three rounds; then the
+sequential map's rate for each kind of result a map commonly returns (the conversion back is part
+of every element's cost).
 """
 import statistics
 import time
@@ -15,6 +17,9 @@ import stokehold as sh
 
 N = 50_000
 CONST = np.zeros(100, np.float32)
+# One of each kind of result, made once: the figures are the conversion's, not the making's.
+RESULTS = [("100 floats", CONST), ("Python int", 7), ("numpy int64", np.int64(7)),
+           ("numpy float32", np.float32(0.5))]
 
 
 def rate(ds, epochs=7):
@@ -36,6 +41,12 @@ def main():
             ds = src.map(lambda e: {"x": CONST}, num_parallel_calls=par).padded_batch(64)
             figs.append(f"{label} {rate(ds) / 1e6:.2f}M")
         print(", ".join(figs), flush=True)
+    for _ in range(3):
+        figs = []
+        for label, v in RESULTS:
+            ds = src.map(lambda e, v=v: {"x": v}).padded_batch(64)
+            figs.append(f"{label} {rate(ds) / 1e6:.2f}M")
+        print("sequential, result:", ", ".join(figs), flush=True)
 
 
 if __name__ == "__main__":

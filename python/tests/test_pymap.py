@@ -50,7 +50,8 @@ def test_map_result_of_every_layout_round_trips(k):
 
 SCALARS = [True, False, 0, -5, 2**63 - 1, -(2**63), 2**63, 2.5, float("nan"), b"", b"a\x00",
            "", "h\u00e9\x00", np.int8(-3), np.uint16(7), np.float32(1.5), np.bool_(True),
-           np.float64(-0.0), np.bytes_(b"xy")]
+           np.float64(-0.0), np.bytes_(b"xy"), np.float16(0.5), np.uint64(2**64 - 1),
+           np.int32(-7), np.uint8(255), np.float64("inf"), np.str_("ab\u00e9")]
 
 
 @pytest.mark.parametrize("k", range(len(SCALARS)))
