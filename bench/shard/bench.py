@@ -16,7 +16,8 @@ random get(i) (one and two threads), get_batch on one and two threads over the r
 sequential and of a global-shuffle epoch in its order (also handing the batches to the main thread,
 and with each thread holding its last 48 batches, about what a pipeline's worker keeps in
 flight), a sequential and a global-shuffle epoch
-through the iterator API, element by element and in batches of 256 (the reader's batch path),
+through the iterator API, element by element and in batches of 256 (the reader's batch path;
+also made by two workers and by one),
 each the second epoch of its pipeline (the first, untimed, starts the workers, which live across
 epochs);
 tf.data's sequential TFRecordDataset read of the same records (batched by 1024, counted in C++) as the peer;
@@ -43,6 +44,7 @@ PER_SHARD, SHARDS = 2000, 100
 QUALITY = "shuffle quality"
 QCONFIG = "100 shards x 2000 records, in index order"
 READ = "shard reads, 1 KiB records"
+HELD = 48  # shard_read_bench's HELD: batches a reference thread keeps alive
 
 
 def log(*a):
@@ -161,17 +163,24 @@ def throughput_rows(exe, tmp, n, runs):
     # thread pays), and vs the same two threads each holding its last 48 batches (the pipeline's
     # batches in flight, out of the cores' caches), in wall clock and in CPU.
     # On one thread the same pipeline (no workers) against one thread's get_batch: what the
-    # pipeline's ops cost apart from its threads.
+    # pipeline's ops cost apart from its threads. One worker against the same: a hand-off with a
+    # core for each thread (two workers and their consumer share two cores here), against the
+    # thread alone and holding its last batches as the worker's consumer does.
     for epoch, order in (("sequential epoch", "sequential"), ("global shuffle epoch", "shuffled")):
-        pipe = by.get(f"{epoch}, batch 256")
-        direct = by.get(f"{order} get_batch(256), 1 thread")
-        if pipe and direct:
-            out.append(rows.row(READ, "stokehold", f"{epoch}, batch 256 / 1 thread's get_batch",
-                                "ratio", float(np.median(pipe) / np.median(direct)), "x",
-                                better="higher"))
+        for case, ref, what in (
+                ("batch 256", "1 thread", "1 thread's get_batch"),
+                ("batch 256, 1 worker", "1 thread", "1 thread's get_batch"),
+                ("batch 256, 1 worker", f"1 thread, holding {HELD}",
+                 f"1 thread's get_batch, holding {HELD}")):
+            pipe = by.get(f"{epoch}, {case}")
+            direct = by.get(f"{order} get_batch(256), {ref}")
+            if pipe and direct:
+                out.append(rows.row(READ, "stokehold", f"{epoch}, {case} / {what}", "ratio",
+                                    float(np.median(pipe) / np.median(direct)), "x",
+                                    better="higher"))
         for ref, what in (("", "2 threads' get_batch"),
                           (", handed over", "2 threads' get_batch handed over"),
-                          (", each holding 48", "2 threads' get_batch, each holding 48")):
+                          (f", each holding {HELD}", f"2 threads' get_batch, each holding {HELD}")):
             for src, metric in ((by, "ratio"), (cpu, "ratio per CPU-second")):
                 pipe = src.get(f"{epoch}, batch 256, 2 threads")
                 direct = src.get(f"{order} get_batch(256), 2 threads{ref}")

@@ -13,7 +13,7 @@
 //! records of a sequential and of a global-shuffle epoch, in its order, also with each thread
 //! holding its last [`HELD`] batches), and a sequential and a global-shuffle epoch through the iterator API:
 //! element by element, in batches of 256 (also after an identity `map`, which takes the reader's
-//! batch path and cuts it into rows), and in batches of 256 made by two workers. Each timed
+//! batch path and cuts it into rows), and in batches of 256 made by two workers and by one. Each timed
 //! epoch is its pipeline's second (the first, untimed, starts its workers). An optional fifth
 //! argument runs only the cases whose label contains it, or with a leading `=` the one it names
 //! (for a profiler).
@@ -86,10 +86,10 @@ fn handed_over(
     })
 }
 
-/// Batches of 256 made by two workers of a parallel map (each worker reads whole batches).
-fn two_workers(d: &Dataset) -> Result<Dataset> {
+/// Batches of 256 made by `n` workers of a parallel map (each worker reads whole batches).
+fn workers(d: &Dataset, n: usize) -> Result<Dataset> {
     let batches = d.batch(256, false)?;
-    Ok(batches.map_parallel("batches", map_fn(|e, _| Ok(e)), Parallelism::Fixed(2), true))
+    Ok(batches.map_parallel("batches", map_fn(|e, _| Ok(e)), Parallelism::Fixed(n), true))
 }
 
 /// Touches the element so the read cannot be optimised away.
@@ -269,6 +269,11 @@ fn main() -> Result<()> {
                 timed(&format!("{what} get_batch(256), 1 thread{tag}"), n, || {
                     batches(order)
                 })?;
+                timed(
+                    &format!("{what} get_batch(256), 1 thread, holding {HELD}{tag}"),
+                    n,
+                    || batches_held(order),
+                )?;
                 timed(&format!("{what} get_batch(256), 2 threads{tag}"), n, || {
                     on_two_threads(order, batches)
                 })?;
@@ -302,13 +307,17 @@ fn main() -> Result<()> {
                     "global shuffle epoch, batch 256",
                     shuffled.batch(256, false)?,
                 ),
-                (
-                    "sequential epoch, batch 256, 2 threads",
-                    two_workers(&data)?,
-                ),
+                ("sequential epoch, batch 256, 2 threads", workers(&data, 2)?),
                 (
                     "global shuffle epoch, batch 256, 2 threads",
-                    two_workers(&shuffled)?,
+                    workers(&shuffled, 2)?,
+                ),
+                // One worker and the consumer: on two cores each has one, as two workers and
+                // their consumer would on three.
+                ("sequential epoch, batch 256, 1 worker", workers(&data, 1)?),
+                (
+                    "global shuffle epoch, batch 256, 1 worker",
+                    workers(&shuffled, 1)?,
                 ),
             ] {
                 let epoch = || {
