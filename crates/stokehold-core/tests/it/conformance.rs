@@ -372,6 +372,34 @@ fn ragged_input(n: usize) -> Dataset {
     Dataset::from_columns(cols).unwrap()
 }
 
+/// `n` elements of bytes features: a string (empty for every third), a pair of strings, and a
+/// ragged list of 0-3 words; and an int64 id.
+fn strings_input(n: usize) -> Dataset {
+    let text = |i: usize, k: usize| "ab\0c".repeat((i + k) % 3).into_bytes();
+    let names: Vec<Vec<u8>> = (0..n).map(|i| text(i, 0)).collect();
+    let pairs: Vec<Vec<u8>> = (0..2 * n).map(|j| text(j / 2, j % 2 + 1)).collect();
+    let pair = Tensor::strings(&pairs);
+    let pair = Tensor::strings_from_parts(
+        vec![n, 2],
+        pair.data().clone(),
+        pair.offsets().unwrap().clone(),
+    )
+    .unwrap();
+    let words: Vec<Tensor> = (0..n)
+        .map(|i| Tensor::strings(&(0..i % 4).map(|k| text(i, k)).collect::<Vec<_>>()))
+        .collect();
+    let refs: Vec<&Tensor> = words.iter().collect();
+    let cols = Example::new()
+        .with(
+            "id",
+            Tensor::from_vec(vec![n], (0..n as i64).collect()).unwrap(),
+        )
+        .with("name", Tensor::strings(&names))
+        .with("pair", pair)
+        .with("words", stack("test", "words", &refs).unwrap());
+    Dataset::from_columns(cols).unwrap()
+}
+
 /// Three epochs, as a pipeline that repeats (so iterator state crosses epoch boundaries).
 fn three_epochs(ds: &Dataset) -> Dataset {
     ds.repeat(Some(3))
@@ -603,7 +631,7 @@ fn batch_fast_path_equals_element_by_element() {
     ];
     // Two equal-length ragged rows (0 and 6 both have 1 sample) batch densely on both paths.
     let equal_rows = ragged_input(23).take(7).skip(6);
-    for input in [ragged_input(23), equal_rows] {
+    for input in [ragged_input(23), equal_rows, strings_input(23)] {
         for (name, chain) in &chains {
             for size in [1, 3, 4] {
                 let fast = chain(&input).batch(size, false).unwrap();
