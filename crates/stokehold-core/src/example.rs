@@ -206,7 +206,13 @@ fn gather_strings(
     // Strings per row of `values` (its elements beyond axis 0).
     let per: usize = values.shape()[1..].iter().product();
     let span = |&(a, b): &(usize, usize)| (off[a * per] as usize, off[b * per] as usize);
-    let bytes: usize = ranges.iter().map(|r| span(r).1 - span(r).0).sum();
+    let bytes: usize = ranges
+        .iter()
+        .map(|r| {
+            let (from, to) = span(r);
+            to - from
+        })
+        .sum();
     let mut data = Vec::with_capacity(bytes);
     let mut offsets = Vec::with_capacity(total * per + 1);
     offsets.push(0u64);
