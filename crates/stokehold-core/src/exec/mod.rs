@@ -104,8 +104,8 @@ pub(crate) fn thread_times() -> Option<ThreadTimes> {
 /// Time the calling thread has spent runnable but waiting for a core so far, in ns: the second
 /// field of `/proc/thread-self/schedstat` (the scheduler's run delay, kept wherever
 /// `CONFIG_SCHED_INFO` is, as on the distributions' kernels). A thread that waits there is short
-/// of a core, not of work: more threads only take turns with whoever holds the cores. The file
-/// is opened once per thread (it names the thread that opens it) and read with one `pread`.
+/// of a core, not of work. The file is opened once per thread (it names the thread that opens
+/// it) and read with one `pread`.
 #[cfg(target_os = "linux")]
 pub(crate) fn thread_queued_ns() -> Option<u64> {
     use std::os::unix::fs::FileExt;
@@ -123,6 +123,39 @@ pub(crate) fn thread_queued_ns() -> Option<u64> {
 
 #[cfg(not(target_os = "linux"))]
 pub(crate) fn thread_queued_ns() -> Option<u64> {
+    None
+}
+
+/// CPU time every process on the machine has spent so far, in ns: the user, nice, system, irq
+/// and softirq ticks of the first line of `/proc/stat` (guests count in user; idle, iowait and
+/// steal, time no process of this machine ran, do not). Less [`process_cpu_ns`] over a period, it
+/// is what other processes took of the cores (to the tick: 10 ms a core on most kernels).
+#[cfg(target_os = "linux")]
+pub(crate) fn machine_cpu_ns() -> Option<u64> {
+    use std::io::Read;
+    // SAFETY: sysconf reads a constant of the system and has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    let hz = u64::try_from(hz).ok().filter(|&h| h > 0)?;
+    let mut buf = [0u8; 512];
+    let n = std::fs::File::open("/proc/stat")
+        .ok()?
+        .read(&mut buf)
+        .ok()?;
+    let line = std::str::from_utf8(&buf[..n]).ok()?.lines().next()?;
+    let mut fields = line.split_ascii_whitespace();
+    (fields.next()? == "cpu").then_some(())?;
+    let ticks: Vec<u64> = fields
+        .take(7)
+        .map(|f| f.parse().ok())
+        .collect::<Option<_>>()?;
+    let [user, nice, system, _idle, _iowait, irq, softirq] = ticks[..] else {
+        return None;
+    };
+    Some((user + nice + system + irq + softirq) * (1_000_000_000 / hz))
+}
+
+#[cfg(not(target_os = "linux"))]
+pub(crate) fn machine_cpu_ns() -> Option<u64> {
     None
 }
 
@@ -144,6 +177,27 @@ fn cpu_clock_ns(clock: libc::clockid_t) -> Option<u64> {
 #[cfg(all(test, target_os = "linux"))]
 mod tests {
     use super::*;
+
+    /// A spinning child process takes CPU time that the machine counts and this process does not.
+    #[test]
+    fn another_process_spinning_shows_in_the_machine_cpu_time_and_not_in_ours() {
+        let mut child = std::process::Command::new("sh")
+            .args(["-c", "while :; do :; done"])
+            .spawn()
+            .expect("sh");
+        let (m0, p0) = (
+            machine_cpu_ns().expect("/proc/stat"),
+            process_cpu_ns().unwrap(),
+        );
+        std::thread::sleep(std::time::Duration::from_millis(400));
+        let (m1, p1) = (machine_cpu_ns().unwrap(), process_cpu_ns().unwrap());
+        child.kill().unwrap();
+        child.wait().unwrap();
+        let others = (m1 - m0).saturating_sub(p1 - p0);
+        // The child had a core for most of the 400 ms (less on a busy machine, but not less
+        // than half of it with at least two cores).
+        assert!(others >= 200_000_000, "others took {others} ns of 400 ms");
+    }
 
     /// More spinning threads than cores: each one waits for a core part of the time, and its
     /// schedstat says so; a thread that sleeps does not.
