@@ -46,10 +46,10 @@
 //!   they ran (`past_the_cores`);
 //! - workers that waited for a core for more than `QUEUED` (15 %) of it while other processes
 //!   kept `OTHERS` (half a core) busy (`/proc/stat` less the process's own CPU time) shared the
-//!   cores with those processes' threads: the kernel shares them per runnable thread, so more workers win
-//!   the op the consumer waits on a larger share, and AUTOTUNE tries as many more as fill the
-//!   cores at the fraction they ran, too. The other processes get less; a fixed parallelism
-//!   leaves them theirs.
+//!   cores with those processes' threads. The kernel shares the cores per runnable thread, so
+//!   more workers win a larger share for the op the consumer waits on: AUTOTUNE tries as many
+//!   more as fill the cores at the fraction they ran, as for blocked workers. The other
+//!   processes get less; a fixed parallelism leaves them theirs.
 //!
 //! The buffer depth follows the parallelism (2p + 2:
 //! room for each worker to finish one element while the consumer takes another) and is capped by
@@ -632,17 +632,16 @@ impl Tuner {
         let reverted_up_lately = stats.since_reverted_up().is_some_and(|d| d < UP_COOLDOWN);
         // At the core limit, workers that spent part of their busy time off a core leave room
         // for more of them: blocked for more than BLOCKED of it (a read, a page fault), their
-        // cores idle meanwhile; or waiting for more than QUEUED of it for cores while other
-        // processes kept OTHERS cores busy, where the kernel shares the cores among runnable
-        // threads, so more workers get a larger share while this op is what the consumer waits
-        // for. Beside two
-        // spinning processes the lazy file map ran 27 % of its workers' busy time waiting for a
-        // core at two workers, and four workers made 1.35x the files of two (`make bench` of
-        // c894ca7; 0.90x to 1.35x in the last four full runs). Twice as many workers a step
-        // instead of as many as fill the cores did worse beside the spinners (AUTOTUNE at
-        // 0.80-1.03x of the best fixed setting in four runs, against 0.89-1.02x). Such a step takes no core slot and is judged as
-        // any other, so a share that buys nothing goes back. Not for a scoped op, whose workers
-        // block on the lock their calls share, which more workers only contend.
+        // cores idle meanwhile; or waiting for more than QUEUED of it for a core while other
+        // processes kept OTHERS cores busy: the kernel shares the cores among runnable threads,
+        // so more workers get a larger share while this op is what the consumer waits for.
+        // Beside two spinning processes the lazy file map's two workers waited for a core 20-30 %
+        // of their busy time, and four workers made 0.90-1.35x the files of two in the last four
+        // full `make bench` runs. Twice as many workers a step, instead of as many as fill the
+        // cores, did worse there (AUTOTUNE at 0.80-1.03x of the best fixed setting in four
+        // runs, against 0.89-1.02x). Such a step takes no core slot and is judged as any other,
+        // so a share that buys nothing goes back. Not for a scoped op, whose workers block on
+        // the lock their calls share, which more workers only contend.
         let blocked = now.blocked();
         let shared = now.queued > QUEUED && now.others >= OTHERS;
         if p >= self.max
