@@ -468,20 +468,21 @@ impl Tuner {
         let machine = machine_cpu_ns();
         let busy = stats.busy_times();
         let d = busy.since(self.last_busy);
+        let cpu_ns = cpu.zip(self.last_cpu_ns).map(|(c, l)| c.saturating_sub(l));
+        let machine_ns = machine
+            .zip(self.last_machine_ns)
+            .map(|(m, l)| m.saturating_sub(l));
         let now = Sample {
             rate: n as f64 / dt.as_secs_f64(),
             wait: (wait - self.last_wait_ns) as f64 / dt.as_nanos() as f64,
-            cpu: match (cpu, self.last_cpu_ns) {
-                (Some(c), Some(l)) if n > 0 => c.saturating_sub(l) as f64 / n as f64,
+            cpu: match cpu_ns {
+                Some(c) if n > 0 => c as f64 / n as f64,
                 _ => f64::NAN,
             },
             ran: d.ran(),
             queued: d.queued(),
-            others: match (machine, self.last_machine_ns, cpu, self.last_cpu_ns) {
-                (Some(m), Some(lm), Some(c), Some(l)) => {
-                    m.saturating_sub(lm).saturating_sub(c.saturating_sub(l)) as f64
-                        / dt.as_nanos() as f64
-                }
+            others: match (machine_ns, cpu_ns) {
+                (Some(m), Some(c)) => m.saturating_sub(c) as f64 / dt.as_nanos() as f64,
                 _ => f64::NAN,
             },
         };
@@ -764,9 +765,9 @@ mod tests {
         assert!(!keeps(1, 2, s(100.0, 0.03), s(101.0, 0.0)));
     }
 
-    fn four_cores_and_an_op() -> (Executor, OpStats) {
+    fn cores_and_an_op(cores: usize) -> (Executor, OpStats) {
         let exec = Executor::new(crate::ExecOptions {
-            cores: 4,
+            cores,
             ..Default::default()
         });
         (exec, OpStats::new("op".into()))
@@ -785,7 +786,7 @@ mod tests {
 
     #[test]
     fn a_new_op_starts_at_a_worker_per_free_core_and_a_scoped_one_inline() {
-        let (exec, stats) = four_cores_and_an_op();
+        let (exec, stats) = cores_and_an_op(4);
         let mut t = Tuner::new(&exec, &stats);
         assert_eq!(t.start(&exec, &stats), 4);
         let note = stats.report().autotune;
@@ -805,7 +806,7 @@ mod tests {
 
     #[test]
     fn a_later_iterator_keeps_what_an_earlier_one_saw_and_traces_the_start_once() {
-        let (exec, stats) = four_cores_and_an_op();
+        let (exec, stats) = cores_and_an_op(4);
         let mut first = Tuner::new(&exec, &stats);
         assert_eq!(first.start(&exec, &stats), 4);
         // At the core limit, its consumer waiting: a reason for no step.
@@ -848,7 +849,7 @@ mod tests {
 
     #[test]
     fn a_step_up_reverted_by_one_iterator_is_not_retried_by_the_next() {
-        let (exec, stats) = four_cores_and_an_op();
+        let (exec, stats) = cores_and_an_op(4);
         let waiting = s(100.0, 0.5);
         // A fresh tuner whose consumer waits tries one more worker.
         let mut first = Tuner::new(&exec, &stats).starting_at(1);
@@ -873,7 +874,7 @@ mod tests {
 
     #[test]
     fn a_step_up_left_on_trial_is_judged_by_the_next_iterator() {
-        let (exec, stats) = four_cores_and_an_op();
+        let (exec, stats) = cores_and_an_op(4);
         let waiting = s(100.0, 0.5);
         let mut first = Tuner::new(&exec, &stats).starting_at(1);
         assert_eq!(first.start(&exec, &stats), 1);
@@ -908,7 +909,7 @@ mod tests {
 
     #[test]
     fn a_trial_whose_iterator_ends_after_a_long_enough_probe_is_judged_there() {
-        let (exec, stats) = four_cores_and_an_op();
+        let (exec, stats) = cores_and_an_op(4);
         let mut t = Tuner::new(&exec, &stats).starting_at(1);
         assert_eq!(t.start(&exec, &stats), 1);
         assert_eq!(t.steady(&exec, &stats, 1, s(100.0, 0.5)), Some(2));
@@ -931,7 +932,7 @@ mod tests {
 
     #[test]
     fn epochs_shorter_than_a_period_still_finish_a_trial_within_two() {
-        let (exec, stats) = four_cores_and_an_op();
+        let (exec, stats) = cores_and_an_op(4);
         let most_of_a_period = || {
             std::thread::sleep(MIN_PERIOD * 3 / 4);
             for _ in 0..1000 {
@@ -956,7 +957,7 @@ mod tests {
 
     #[test]
     fn a_new_iterators_first_period_counts_only_its_own_elements_and_waiting() {
-        let (exec, stats) = four_cores_and_an_op();
+        let (exec, stats) = cores_and_an_op(4);
         // An earlier epoch: many elements, and a consumer that waited for seconds in all.
         for _ in 0..1000 {
             stats.produced(1, 0);
@@ -1001,7 +1002,7 @@ mod tests {
 
     #[test]
     fn a_second_worker_that_did_not_help_leads_to_a_trial_of_inline() {
-        let (exec, stats) = four_cores_and_an_op();
+        let (exec, stats) = cores_and_an_op(4);
         let waiting = s(100.0, 0.5);
         let mut t = Tuner::new(&exec, &stats).starting_at(1);
         assert_eq!(t.start(&exec, &stats), 1);
@@ -1045,7 +1046,7 @@ mod tests {
 
     #[test]
     fn a_reverted_inline_trial_is_not_retried_within_its_cooldown() {
-        let (exec, stats) = four_cores_and_an_op();
+        let (exec, stats) = cores_and_an_op(4);
         let waiting = s(100.0, 0.5);
         let mut t = Tuner::new(&exec, &stats).starting_at(1);
         t.start(&exec, &stats);
@@ -1072,11 +1073,7 @@ mod tests {
 
     #[test]
     fn at_the_core_limit_a_waiting_consumer_leads_to_a_trial_of_inline_and_back() {
-        let exec = Executor::new(crate::ExecOptions {
-            cores: 2,
-            ..Default::default()
-        });
-        let stats = OpStats::new("op".into());
+        let (exec, stats) = cores_and_an_op(2);
         let mut t = Tuner::new(&exec, &stats).starting_at(1);
         t.start(&exec, &stats);
         let waiting = s(100.0, 0.5);
@@ -1110,11 +1107,7 @@ mod tests {
 
     #[test]
     fn workers_that_wait_are_tried_past_the_cores_kept_on_a_gain_and_resumed() {
-        let exec = Executor::new(crate::ExecOptions {
-            cores: 2,
-            ..Default::default()
-        });
-        let stats = OpStats::new("op".into());
+        let (exec, stats) = cores_and_an_op(2);
         let mut t = Tuner::new(&exec, &stats).starting_at(1);
         assert_eq!(t.start(&exec, &stats), 1);
         assert_eq!(t.steady(&exec, &stats, 1, s(100.0, 0.5)), Some(2));
@@ -1185,11 +1178,7 @@ mod tests {
 
     #[test]
     fn workers_that_wait_for_cores_other_processes_hold_are_tried_past_them() {
-        let exec = Executor::new(crate::ExecOptions {
-            cores: 2,
-            ..Default::default()
-        });
-        let stats = OpStats::new("op".into());
+        let (exec, stats) = cores_and_an_op(2);
         let mut t = Tuner::new(&exec, &stats);
         assert_eq!(t.start(&exec, &stats), 2);
         // Workers that ran 70 % of their busy time and waited for cores another process holds
@@ -1254,7 +1243,7 @@ mod tests {
 
     #[test]
     fn a_scoped_op_starts_inline_and_tries_one_worker_after_its_first_period() {
-        let (exec, stats) = four_cores_and_an_op();
+        let (exec, stats) = cores_and_an_op(4);
         let mut t = Tuner::new(&exec, &stats).scoped(true);
         assert_eq!(t.start(&exec, &stats), INLINE);
         assert_eq!(exec.free_slots(), 3, "inline holds no slot");
@@ -1291,7 +1280,7 @@ mod tests {
 
     #[test]
     fn the_first_period_of_a_new_op_only_warms_up() {
-        let (exec, stats) = four_cores_and_an_op();
+        let (exec, stats) = cores_and_an_op(4);
         let mut t = Tuner::new(&exec, &stats).starting_at(1);
         assert_eq!(t.start(&exec, &stats), 1);
         let waiting_period = |t: &mut Tuner| {

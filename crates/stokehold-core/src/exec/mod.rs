@@ -144,13 +144,11 @@ pub(crate) fn machine_cpu_ns() -> Option<u64> {
     let line = std::str::from_utf8(&buf[..n]).ok()?.lines().next()?;
     let mut fields = line.split_ascii_whitespace();
     (fields.next()? == "cpu").then_some(())?;
-    let ticks: Vec<u64> = fields
-        .take(7)
-        .map(|f| f.parse().ok())
-        .collect::<Option<_>>()?;
-    let [user, nice, system, _idle, _iowait, irq, softirq] = ticks[..] else {
-        return None;
-    };
+    let mut ticks = [0u64; 7];
+    for t in &mut ticks {
+        *t = fields.next()?.parse().ok()?;
+    }
+    let [user, nice, system, _idle, _iowait, irq, softirq] = ticks;
     Some((user + nice + system + irq + softirq) * (1_000_000_000 / hz))
 }
 

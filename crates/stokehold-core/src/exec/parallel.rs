@@ -815,20 +815,11 @@ const FIRST_ALONE: Duration = if cfg!(test) {
 /// pure-Python function handed 48 of 420 first elements over later than 1.8 ms so, 7 of 420
 /// with this wait (`bench/micro/first_element.py`). A function that lets go of the GIL for long
 /// loses at most this wait, once an epoch.
-fn first_alone<'a>(sh: &'a Shared, mut st: MutexGuard<'a, St>) -> MutexGuard<'a, St> {
-    let until = Instant::now() + FIRST_ALONE;
-    while st.first.is_some() && !st.stop {
-        let left = until.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            break;
-        }
-        st = sh
-            .cv_in
-            .wait_timeout(st, left)
-            .unwrap_or_else(|e| e.into_inner())
-            .0;
-    }
-    st
+fn first_alone<'a>(sh: &'a Shared, st: MutexGuard<'a, St>) -> MutexGuard<'a, St> {
+    sh.cv_in
+        .wait_timeout_while(st, FIRST_ALONE, |st| st.first.is_some() && !st.stop)
+        .unwrap_or_else(|e| e.into_inner())
+        .0
 }
 
 fn worker(sh: Arc<Shared>, id: usize) {

@@ -98,24 +98,19 @@ fn autotune_takes_workers_past_the_cores_when_they_block_or_other_processes_hold
     // Workers that wait for cores this process's own threads hold (spinning here; another
     // stage's workers would do the same) are short of a core, not of workers: AUTOTUNE stays
     // within the cores, as more workers would take from the process itself.
-    let (p, trace) = beside_spinners(
-        || {
-            let stop = std::sync::atomic::AtomicBool::new(false);
-            std::thread::scope(|s| {
-                for _ in 0..4 {
-                    s.spawn(|| {
-                        while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                            std::hint::black_box(0);
-                        }
-                    });
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let (p, trace) = std::thread::scope(|s| {
+        for _ in 0..4 {
+            s.spawn(|| {
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    std::hint::black_box(0);
                 }
-                let got = tuned(&busy_range(), 2);
-                stop.store(true, std::sync::atomic::Ordering::Relaxed);
-                got
-            })
-        },
-        0,
-    );
+            });
+        }
+        let got = tuned(&busy_range(), 2);
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        got
+    });
     assert!(p <= 2 && !trace.contains("past the"), "{p}: {trace}");
     // Workers that wait for cores other processes hold: the kernel shares the cores per
     // runnable thread, so AUTOTUNE tries more workers than cores, and keeps them only for a
