@@ -68,6 +68,11 @@ struct St {
     items: VecDeque<Item>,
     stop: bool,
     live: bool,
+    /// The consumer waits for an element; the reader waits for room. Each side wakes the
+    /// other only when it waits (a notify is a system call, waiter or not), and after letting go
+    /// of the lock, so that the woken thread does not sleep again on it.
+    consumer_waits: bool,
+    reader_waits: bool,
 }
 
 struct Shared {
@@ -106,6 +111,8 @@ impl Background {
                 items: VecDeque::new(),
                 stop: false,
                 live: true,
+                consumer_waits: false,
+                reader_waits: false,
             }),
             cv_out: Condvar::new(),
             cv_in: Condvar::new(),
@@ -137,11 +144,14 @@ impl Background {
         loop {
             if let Some((r, state, bytes)) = st.items.pop_front() {
                 sh.exec.budget().sub(bytes);
-                sh.cv_in.notify_all();
                 if bytes > 0 {
                     sh.stats.produced(bytes, st.items.len());
                 }
+                let wake = st.reader_waits;
                 drop(st);
+                if wake {
+                    sh.cv_in.notify_all();
+                }
                 sh.stats.add_consumer_wait(t0);
                 return r.map(|e| (e, state));
             }
@@ -151,7 +161,10 @@ impl Background {
                     message: "reader thread ended without a result".into(),
                 });
             }
-            st = super::interrupt::wait(&sh.cv_out, st, || sh.lock())?;
+            st.consumer_waits = true;
+            st = super::interrupt::wait(&sh.cv_out, st, || sh.lock())
+                .inspect_err(|_| sh.lock().consumer_waits = false)?;
+            st.consumer_waits = false;
         }
     }
 }
@@ -182,11 +195,13 @@ fn read_ahead(sh: &Shared, it: &mut dyn DatasetIter, permits: Option<&Permits>) 
                 if n == 0 || (n < sh.depth && sh.exec.budget().fits(est)) {
                     break;
                 }
+                st.reader_waits = true;
                 st = sh
                     .cv_in
                     .wait_timeout(st, Duration::from_millis(20))
                     .unwrap_or_else(|e| e.into_inner())
                     .0;
+                st.reader_waits = false;
             }
         }
         let stopped = || sh.lock().stop;
@@ -217,7 +232,11 @@ fn read_ahead(sh: &Shared, it: &mut dyn DatasetIter, permits: Option<&Permits>) 
         }
         sh.exec.budget().add(bytes);
         st.items.push_back((r, state, bytes));
-        sh.cv_out.notify_all();
+        let wake = st.consumer_waits;
+        drop(st);
+        if wake {
+            sh.cv_out.notify_all();
+        }
         if last {
             return;
         }
