@@ -140,7 +140,7 @@ fn fill_all(
 ) -> Result<()> {
     let shards = Arc::new(manifest.shards.clone());
     let (src, c, list) = (Arc::clone(source), cache.clone(), Arc::clone(&shards));
-    let ahead = ReadAhead::new(shards.len(), read_ahead, move |i| {
+    let mut ahead = ReadAhead::new(shards.len(), read_ahead, move |i| {
         let s = &list[i];
         let key = format!("{}/{}", src.url().trim_end_matches('/'), s.file);
         let got = c.get_or_fill(&key, &s.crc32c, s.bytes, |f| {
@@ -149,8 +149,18 @@ fn fill_all(
         })?;
         Ok(got.path().to_path_buf())
     });
-    for (s, path) in shards.iter().zip(ahead) {
-        link(&path?, &mirror.join(&s.file))?;
+    for s in shards.iter() {
+        let linked = match ahead.next() {
+            Some(path) => path.and_then(|p| link(&p, &mirror.join(&s.file))),
+            None => break,
+        };
+        if let Err(e) = linked {
+            // The downloads still in flight end before the error is returned: none goes on
+            // filling the cache after this call (a refused transfer's caller found another
+            // shard's download still counted in the cache's bytes).
+            ahead.settle();
+            return Err(e);
+        }
     }
     Ok(())
 }

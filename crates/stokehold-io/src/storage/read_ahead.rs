@@ -16,6 +16,7 @@
 //! fetch costs nothing next to the transfer, and memory is bounded by `depth` objects (or by
 //! nothing when `fetch` fills the local cache and hands back a file). Dropping the reader lets
 //! running fetches finish in the background and discards their results; none new start.
+//! [`ReadAhead::settle`] waits for them instead.
 
 use std::collections::VecDeque;
 use std::sync::mpsc::{sync_channel, Receiver};
@@ -75,6 +76,16 @@ impl<T: Send + 'static> ReadAhead<T> {
     pub fn in_flight(&self) -> usize {
         self.pending.len()
     }
+
+    /// Waits for the fetches in flight to end, discarding their results, and starts none: a
+    /// caller that gives up (say, at a failed fetch) returns once nothing it started is still
+    /// running.
+    pub fn settle(&mut self) {
+        self.next_start = self.n;
+        for rx in self.pending.drain(..) {
+            let _ = rx.recv();
+        }
+    }
 }
 
 impl<T: Send + 'static> Iterator for ReadAhead<T> {
@@ -98,6 +109,24 @@ mod tests {
     use super::*;
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::time::Duration;
+
+    #[test]
+    fn settle_waits_for_the_fetches_in_flight_and_starts_no_more() {
+        let done = Arc::new(AtomicUsize::new(0));
+        let d = Arc::clone(&done);
+        let mut ahead = ReadAhead::new(10, 3, move |i| {
+            std::thread::sleep(Duration::from_millis(30));
+            d.fetch_add(1, Ordering::SeqCst);
+            Ok(i)
+        });
+        assert_eq!(ahead.next().unwrap().unwrap(), 0);
+        // Fetches 1, 2 and 3 are running now.
+        ahead.settle();
+        assert_eq!(done.load(Ordering::SeqCst), 4);
+        assert!(ahead.next().is_none());
+        std::thread::sleep(Duration::from_millis(60));
+        assert_eq!(done.load(Ordering::SeqCst), 4, "none started after settle");
+    }
 
     #[test]
     fn in_order_bounded_and_errors_in_place() {
