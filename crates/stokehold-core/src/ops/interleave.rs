@@ -7,7 +7,8 @@
 //! empty slots are skipped. `flat_map` is `cycle_length = block_length = 1`.
 //!
 //! With `num_parallel_calls`, every open input runs ahead on a pool thread (at most
-//! `num_parallel_calls` of them inside `next()` at once, queues bounded by `block_length` and the
+//! `num_parallel_calls` of them reading at once, queues of at least `block_length`, about a
+//! millisecond of reading for small elements (see `exec::background`), bounded by the
 //! memory budget): the order is unchanged when `deterministic`; otherwise, when the current input
 //! has nothing ready, the cycle moves on to one that does. The state is the number of input
 //! elements consumed, the cycle position, and each open input's index and own state; restoring
