@@ -217,7 +217,7 @@ impl Drop for Background {
 /// reading time (at least the `depth` it was started with), ...
 const AHEAD_NS: u64 = 1_000_000;
 /// ... at most this many bytes (a queue of larger elements stays at `depth`) ...
-const AHEAD_BYTES: usize = 4 << 20;
+const AHEAD_BYTES: usize = 1 << 20;
 /// ... and at most this many elements.
 const AHEAD_MAX: usize = 256;
 
@@ -326,7 +326,8 @@ mod tests {
     fn a_queue_holds_about_a_millisecond_of_reading_within_its_bounds() {
         // Quick small elements: up to AHEAD_MAX; large ones: AHEAD_BYTES; slow ones: `depth`.
         assert_eq!(ahead(2, 100, 8), AHEAD_MAX);
-        assert_eq!(ahead(2, 100, 1 << 20), 4);
+        assert_eq!(ahead(2, 100, 256 << 10), 4);
+        assert_eq!(ahead(2, 100, 4 << 20), 2);
         assert_eq!(ahead(2, 100_000, 8), 10);
         assert_eq!(ahead(2, 5_000_000, 8), 2);
         assert_eq!(ahead(16, 5_000_000, 8), 16);
