@@ -150,11 +150,8 @@ fn fill_all(
         Ok(got.path().to_path_buf())
     });
     for s in shards.iter() {
-        let linked = match ahead.next() {
-            Some(path) => path.and_then(|p| link(&p, &mirror.join(&s.file))),
-            None => break,
-        };
-        if let Err(e) = linked {
+        let Some(path) = ahead.next() else { break };
+        if let Err(e) = path.and_then(|p| link(&p, &mirror.join(&s.file))) {
             // The downloads still in flight end before the error is returned: none goes on
             // filling the cache after this call (a refused transfer's caller found another
             // shard's download still counted in the cache's bytes).
