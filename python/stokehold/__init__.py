@@ -17,6 +17,7 @@ used. ``docs/GUIDE.md`` is the cookbook.
 
 from . import jax, keras, tfrecord, torch
 from ._args import AUTOTUNE, INFINITE, UNKNOWN
+from ._malloc import malloc_tuning
 from ._native import (
     CancelledError,
     DataCorruptionError,
@@ -91,6 +92,7 @@ __all__ = [
     "jax",
     "keras",
     "list_files",
+    "malloc_tuning",
     "open_shards",
     "probe_image",
     "open_table",

@@ -25,6 +25,7 @@ mod demo;
 mod epochs;
 pub mod errors;
 mod image;
+mod malloc;
 mod parallel;
 mod ray_io;
 mod remote_cache;
@@ -61,6 +62,7 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 #[pymodule(gil_used = false)]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    malloc::register(m)?;
     errors::register(m)?;
     m.add_class::<convert::TensorBuf>()?;
     dataset::register(m)?;
