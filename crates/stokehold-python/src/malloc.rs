@@ -1,25 +1,25 @@
-//! glibc's malloc thresholds for the process, set once when the module loads.
+//! glibc's malloc thresholds for the process: its own rule for them, started at 4 / 8 MiB once,
+//! when the module loads.
 //!
 //! Why: Python and numpy allocate through glibc's `malloc`. With glibc's defaults an array of
 //! 128 KiB or more is either `mmap`ed and unmapped again at every allocation (above
 //! `M_MMAP_THRESHOLD`, 128 KiB), or, just below it, taken from the heap whose top glibc gives
 //! back to the kernel as soon as more than `M_TRIM_THRESHOLD` (128 KiB) of it is free. Either
 //! way a function that makes and drops such arrays per element (decoding a 1 s, 16 kHz clip and
-//! taking its FFT: a 128 KB spectrum) faults every page of them in afresh each time. That map
-//! ran at about 4.3k elements/s in a plain Python loop and 7.3-8.0k with the thresholds below,
-//! on threads as well as in a loop (`bench/udf`'s wav + fft; dataloader-rs's README has its
-//! users set larger thresholds for the same reason).
+//! taking its FFT: a 128 KB spectrum) faults every page of them in afresh each time. That
+//! function ran at 4.3-4.5k elements/s in a plain Python loop and 8.0-8.1k with the thresholds
+//! below; `bench/udf`'s wav + fft rows give the thread map both ways (dataloader-rs's README
+//! has its users set larger thresholds for the same reason).
 //!
 //! What: glibc raises both thresholds itself when it frees a block it mapped (to that block's
 //! size, and twice that for trimming), and again for each larger one later; the wav + fft map
-//! never has one mapped (its largest array is just under 128 KiB), so its thresholds stay at
-//! glibc's defaults for good. On import stokehold
-//! maps and frees one block of [`MMAP_THRESHOLD`] (4 MiB: numpy asks for huge pages from that
-//! size, so larger arrays are cheap to map), which starts glibc's rule at 4 MiB and 8 MiB
-//! ([`TRIM_THRESHOLD`]); a larger block freed later raises them as it would have anyway. The cost
-//! is free heap memory kept for reuse: about [`TRIM_THRESHOLD`] at the top of each malloc arena
-//! (more once glibc raises it). Rust's own memory is mimalloc's (see `GLOBAL` in `lib.rs`) and
-//! not concerned.
+//! never has one mapped (its largest array, the 128,016-byte spectrum, is just under 128 KiB),
+//! so its thresholds stay at glibc's defaults for good. On import stokehold maps and frees one
+//! block of [`MMAP_THRESHOLD`] (4 MiB: numpy asks for huge pages from that size, so larger
+//! arrays are cheap to map), which starts glibc's rule at 4 MiB and 8 MiB ([`TRIM_THRESHOLD`]);
+//! a larger block freed later raises them as it would have anyway. The cost is free heap memory
+//! kept for reuse: about [`TRIM_THRESHOLD`] at the top of each malloc arena (more once glibc
+//! raises it). Rust's own memory is mimalloc's (see `GLOBAL` in `lib.rs`) and not concerned.
 //!
 //! Left alone: when the environment already says how glibc's malloc should behave
 //! (`GLIBC_TUNABLES` naming a `glibc.malloc.` setting, or a `MALLOC_*_` variable glibc reads),
@@ -52,7 +52,7 @@ const GLIBC_VARS: [&str; 5] = [
 /// What [`tune`] did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Outcome {
-    /// The thresholds were set.
+    /// glibc's rule was started at the thresholds.
     Set,
     /// The environment sets malloc's behaviour itself.
     Environment,
