@@ -7,9 +7,10 @@
 //! back to the kernel as soon as more than `M_TRIM_THRESHOLD` (128 KiB) of it is free. Either
 //! way a function that makes and drops such arrays per element (decoding a 1 s, 16 kHz clip and
 //! taking its FFT: a 128 KB spectrum) faults every page of them in afresh each time. That
-//! function ran at 4.3-4.5k elements/s in a plain Python loop and 8.0-8.1k with the thresholds
-//! below; `bench/udf`'s wav + fft rows give the thread map both ways (dataloader-rs's README
-//! has its users set larger thresholds for the same reason).
+//! function ran at 3.9-4.6k elements/s in a plain Python loop without what this module does and
+//! 6.2-7.9k with it (eight epochs of 3000 each way); `bench/udf`'s wav + fft rows give the
+//! thread map both ways (dataloader-rs's README has its users set larger thresholds for the
+//! same reason).
 //!
 //! What: glibc raises both thresholds itself when it frees a block it mapped (to that block's
 //! size, and twice that for trimming), and again for each larger one later; the wav + fft map
