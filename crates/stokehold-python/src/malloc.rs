@@ -18,7 +18,11 @@
 //! so its thresholds stay at glibc's defaults for good. On import stokehold maps and frees one
 //! block of [`MMAP_THRESHOLD`] (4 MiB: numpy asks for huge pages from that size, so larger
 //! arrays are cheap to map), which starts glibc's rule at 4 MiB and 8 MiB ([`TRIM_THRESHOLD`]);
-//! a larger block freed later raises them as it would have anyway. The cost is free heap memory
+//! a larger block freed later raises them as it would have anyway. Not `mallopt`: it (and
+//! `GLIBC_TUNABLES`) sets fixed values and turns glibc's rule off, so blocks above them are
+//! mapped every time; a `cache()` of clips of up to 5.7 MB decoded in Python built in
+//! 1.16-1.59 s that way against 1.02-1.04 s with glibc's rule (`bench/suite/audio_child.py
+//! "stokehold/cache()"`, three alternating rounds). The cost is free heap memory
 //! kept for reuse: about [`TRIM_THRESHOLD`] at the top of each malloc arena (more once glibc
 //! raises it). Rust's own memory is mimalloc's (see `GLOBAL` in `lib.rs`) and not concerned.
 //!
@@ -77,26 +81,20 @@ fn decided_elsewhere(var: impl Fn(&str) -> Option<String>) -> Option<Outcome> {
     None
 }
 
-/// Sets the thresholds unless the environment decides (once per process).
+/// Starts glibc's rule at the thresholds unless the environment decides (once per process).
 fn tune() -> Outcome {
     *OUTCOME.get_or_init(|| {
         if let Some(o) = decided_elsewhere(|v| std::env::var(v).ok()) {
             return o;
         }
-        set_thresholds()
+        start_glibc_rule()
     })
 }
 
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
-fn set_thresholds() -> Outcome {
-    // glibc raises its thresholds itself when a block it mapped is freed (to that block's size,
-    // and twice that for trimming), and keeps doing so for larger blocks later: freeing one
-    // mapped block of MMAP_THRESHOLD starts its rule there. `mallopt` would set the same values
-    // but turn the rule off, so that later blocks above them were mapped every time: a
-    // `cache()` of clips up to 5.7 MB decoded in Python built in 1.4-1.6 s with the thresholds
-    // set by `mallopt` (or `GLIBC_TUNABLES`), 1.0 s with glibc's rule.
-    // SAFETY: a plain malloc and free of an untouched block. glibc maps it unless its threshold
-    // is already above MMAP_THRESHOLD (then the free changes nothing, and needs not).
+fn start_glibc_rule() -> Outcome {
+    // SAFETY: a plain malloc and free of a block nothing touches. glibc maps it, unless its
+    // threshold is already above MMAP_THRESHOLD: then the free leaves the thresholds as they are.
     unsafe {
         // black_box: LLVM drops a malloc whose block is never used, and its free with it.
         let p = std::hint::black_box(libc::malloc(MMAP_THRESHOLD));
@@ -109,12 +107,12 @@ fn set_thresholds() -> Outcome {
 }
 
 #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
-fn set_thresholds() -> Outcome {
+fn start_glibc_rule() -> Outcome {
     Outcome::Unsupported
 }
 
 /// `{"by": ..., "mmap_threshold": ..., "trim_threshold": ...}`: `by` is `"stokehold"` (the
-/// thresholds, in bytes, are stokehold's), `"environment"` (the process's environment set
+/// thresholds, in bytes, are where glibc's rule started), `"environment"` (the process's environment set
 /// malloc's behaviour; the thresholds are None), `"opted out"` (`STOKEHOLD_MALLOC_TUNING=0`) or
 /// `"unsupported"` (not glibc).
 #[pyfunction]
@@ -135,7 +133,7 @@ fn malloc_tuning(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     Ok(d)
 }
 
-/// Sets the thresholds (see the module doc) and adds `_malloc_tuning`.
+/// Starts glibc's rule (see the module doc) and adds `_malloc_tuning`.
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     tune();
     m.add_function(wrap_pyfunction!(malloc_tuning, m)?)
