@@ -10,7 +10,7 @@ use stokehold_core::{map_fn, Dataset, Example, Tensor};
 /// times (cycle walking).
 fn permutation_ns() -> f64 {
     let n = 400_000u64;
-    let p = Permutation::new(n, 3, 0);
+    let p = Permutation::new(n, stokehold_core::rng::key(3, &[0]));
     let xs: Vec<u64> = (0..n).collect();
     let mut out = Vec::with_capacity(256);
     let mut best = f64::MAX;

@@ -216,6 +216,19 @@ pub trait IterDataset: Send + Sync + 'static {
         None
     }
 
+    /// What this op adds to the pipeline's data fingerprint ([`Dataset::fingerprint`]): its
+    /// name, or `None` for an execution stage, which changes how its input runs, not what it
+    /// yields. An op whose name spells out how it runs (a deterministic parallel map) answers
+    /// the name of the op that yields the same elements (`map[f]`), so a checkpoint taken with
+    /// one parallelism restores under any other, or none. Default: `None` for an op that
+    /// reports a [`IterDataset::stage`], else its name.
+    fn data_name(&self) -> Option<String> {
+        match self.stage() {
+            Some(_) => None,
+            None => Some(self.name()),
+        }
+    }
+
     /// The executor this op runs its input on, when it has one: `with_options`' own, or the
     /// default one a thread-owning op last made (see [`crate::exec::executor_of`]). Default:
     /// `None`.
@@ -429,13 +442,43 @@ impl Dataset {
         }
     }
 
-    /// A stable hash of [`Dataset::describe`], stored in checkpoints so that a state is never
-    /// applied to another pipeline.
+    /// The data the pipeline yields, as text: [`Dataset::describe`] without the execution
+    /// stages (prefetch, parallelize, `with_options`: see [`IterDataset::data_name`]), so
+    /// `range(10).prefetch(2).batch(4)` and `range(10).batch(4)` read the same.
+    pub fn describe_data(&self) -> String {
+        if let Dataset::Iter(i) = self {
+            if i.data_name().is_none() {
+                if let [parent] = &self.parents()[..] {
+                    return parent.describe_data();
+                }
+            }
+        }
+        let me = match self {
+            Dataset::Map(m) => m.name(),
+            Dataset::Iter(i) => i.data_name().unwrap_or_else(|| i.name()),
+        };
+        let parents = self.parents();
+        match parents.len() {
+            0 => me,
+            1 => format!("{} -> {me}", parents[0].describe_data()),
+            _ => {
+                let inner: Vec<_> = parents.iter().map(|p| p.describe_data()).collect();
+                format!("[{}] -> {me}", inner.join(" | "))
+            }
+        }
+    }
+
+    /// A stable hash of [`Dataset::describe_data`], stored in checkpoints so that a state is
+    /// never applied to another pipeline, and is applied to the same pipeline run another way
+    /// (other prefetch depths, parallelism, cores, memory budget).
     pub fn fingerprint(&self) -> u64 {
-        let d = self.describe();
         crate::rng::key(
             0x0005_707e_401d,
-            &d.bytes().map(u64::from).collect::<Vec<_>>(),
+            &self
+                .describe_data()
+                .bytes()
+                .map(u64::from)
+                .collect::<Vec<_>>(),
         )
     }
 

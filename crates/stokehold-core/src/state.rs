@@ -3,9 +3,11 @@
 //! ```json
 //! {"format": "stokehold-state", "version": 1, "fingerprint": "…", "epoch": 0, "iter": {…}}
 //! ```
-//! `fingerprint` hashes the pipeline's description (ops and their arguments), so a state is never
-//! applied to another pipeline; `iter` is the op tree's own state (`{"pos": n}` for a random-access
-//! pipeline: a checkpoint of a few integers).
+//! `fingerprint` hashes the description of the data (ops and their arguments, execution stages
+//! left out: [`Dataset::describe_data`]), so a state is never applied to another pipeline, and
+//! restores the same pipeline run with another prefetch depth, parallelism, core count or memory
+//! budget; `iter` is the op tree's own state (`{"pos": n}` for a random-access pipeline: a
+//! checkpoint of a few integers), in which execution stages show their input's state.
 //!
 //! **After an error the iterator is done** (tf.data's rule, one rule for every op): the error is
 //! returned once and every later `next()` returns `Ok(None)`, whatever op failed and however the
@@ -23,7 +25,9 @@ use crate::error::{Error, Result};
 use crate::example::Example;
 
 /// Version of the state format this build writes and reads.
-pub const STATE_VERSION: u64 = 1;
+/// 2: the data fingerprint (execution stages left out), execution stages' states transparent,
+/// and the keyed draws of `rng::stream_key` (version 1's orders and draws differ).
+pub const STATE_VERSION: u64 = 2;
 
 /// An iterator over a pipeline that can save and restore a versioned, fingerprinted state.
 pub struct PipelineIter {
@@ -124,6 +128,14 @@ impl PipelineIter {
             return Err(Error::State("not a stokehold iterator state".into()));
         }
         let version = state_u64(state, "version")?;
+        if version == 1 {
+            return Err(Error::State(
+                "state version 1 was written by an older stokehold, whose shuffle orders and \
+                 random draws differ from this build's (version 2): it cannot resume here; \
+                 start the run again, or resume it with the stokehold release that wrote it"
+                    .into(),
+            ));
+        }
         if version != STATE_VERSION {
             return Err(Error::State(format!(
                 "state version {version} is not supported by this build (version {STATE_VERSION})"
@@ -134,7 +146,7 @@ impl PipelineIter {
         if got != want {
             return Err(Error::State(format!(
                 "state belongs to another pipeline (fingerprint {got}, this one is {want}: {})",
-                self.ds.describe()
+                self.ds.describe_data()
             )));
         }
         let epoch = state_u64(state, "epoch")?;

@@ -27,6 +27,71 @@ pub fn check(name: &str, ds: &Dataset, cuts: usize) {
     check_deterministic(name, ds);
     check_threads(name, ds);
     check_resume(name, &ds.repeat(Some(3)), cuts);
+    check_resume_across_execution(name, &ds.repeat(Some(2)));
+}
+
+/// The pipeline run other ways: prefetch depths (1, 8, AUTOTUNE), parallelism (2, AUTOTUNE),
+/// and executors with other options (one core, seven cores and a small memory budget). None of
+/// them changes the elements or a checkpoint's identity.
+pub fn execution_variants(ds: &Dataset) -> Vec<(&'static str, Dataset)> {
+    let opts = |cores: usize, memory_budget: usize| crate::ExecOptions {
+        cores,
+        memory_budget,
+        ..crate::ExecOptions::default()
+    };
+    let budget = crate::ExecOptions::default().memory_budget;
+    vec![
+        ("as built", ds.clone()),
+        ("prefetch(1)", ds.prefetch(1).expect("depth > 0")),
+        ("prefetch(8)", ds.prefetch(8).expect("depth > 0")),
+        ("prefetch(AUTOTUNE)", ds.prefetch_autotune()),
+        (
+            "parallelize(2)",
+            ds.parallelize(Parallelism::Fixed(2), true),
+        ),
+        (
+            "parallelize(AUTOTUNE).prefetch(2)",
+            ds.parallelize(Parallelism::Autotune, true)
+                .prefetch(2)
+                .expect("depth > 0"),
+        ),
+        ("with_options(cores=1)", ds.with_options(opts(1, budget))),
+        (
+            "with_options(cores=7, memory_budget=1 MiB)",
+            ds.with_options(opts(7, 1 << 20)),
+        ),
+    ]
+}
+
+/// A state saved under each [`execution_variants`] of `ds` restores under the next one (and
+/// under `ds` as built), and the restored iterator continues as the uninterrupted run: a
+/// checkpoint names the data, not how it was computed.
+pub fn check_resume_across_execution(name: &str, ds: &Dataset) {
+    let full = drain(&mut PipelineIter::new(ds.clone(), 0).unwrap());
+    let variants = execution_variants(ds);
+    let mut rng = Rng::keyed(98, &[name.len() as u64]);
+    for (v, (from_name, from)) in variants.iter().enumerate() {
+        for (to_name, to) in [&variants[(v + 1) % variants.len()], &variants[0]] {
+            let k = rng.below(full.len() as u64 + 1) as usize;
+            let mut it = PipelineIter::new(from.clone(), 0).unwrap();
+            for _ in 0..k {
+                it.next().unwrap();
+            }
+            let state: serde_json::Value = serde_json::from_str(&it.state().to_string()).unwrap();
+            drop(it);
+            let mut resumed = PipelineIter::new(to.clone(), 0).unwrap();
+            resumed.set_state(&state).unwrap_or_else(|e| {
+                panic!(
+                    "{name}: a state saved under {from_name} at {k} refused under {to_name}: {e}"
+                )
+            });
+            assert_eq!(
+                drain(&mut resumed),
+                full[k..],
+                "{name}: saved under {from_name} at {k}, resumed under {to_name}"
+            );
+        }
+    }
 }
 
 /// The elements of epoch `epoch`.

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use pyo3::prelude::*;
 use stokehold_core::ops::bucket::{BucketOptions, ElementLength};
 use stokehold_core::ops::pack::{PackMode, PackOptions};
-use stokehold_core::rng::Rng;
+use stokehold_core::rng::{Rng, Stream};
 use stokehold_core::{Ctx, Dataset, Example, MapFn, Parallelism, INFINITE};
 
 use crate::callbacks::{callback_error, py_key_fn, py_scope, with_python};
@@ -18,11 +18,11 @@ use crate::dataset::PyDataset;
 use crate::errors::{guard, ok};
 
 /// The 128-bit key of element `index` of epoch `epoch` under `seed`: the two first draws `hi`,
-/// `lo` of `stokehold_core::rng::Rng::keyed(seed, [epoch, index])`, as `hi << 64 | lo`. Python's
+/// `lo` of `stokehold_core::rng::Rng::for_element(seed, Stream::RandomMap, epoch, index)`, as `hi << 64 | lo`. Python's
 /// `stokehold.keyed.element_rng` feeds it to `numpy.random.Philox(key=...)`. Pinned by a golden
 /// test (`python/tests/test_sequence.py`): changing it changes every `random_map` output.
 pub fn element_key(seed: u64, epoch: u64, index: u64) -> u128 {
-    let mut rng = Rng::keyed(seed, &[epoch, index]);
+    let mut rng = Rng::for_element(seed, Stream::RandomMap, epoch, index);
     let hi = rng.next_u64();
     let lo = rng.next_u64();
     (u128::from(hi) << 64) | u128::from(lo)

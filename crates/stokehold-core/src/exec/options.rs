@@ -15,11 +15,22 @@ use super::executor::Executor;
 use super::ExecOptions;
 use crate::dataset::{Dataset, DatasetIter, IterDataset};
 use crate::error::Result;
+use crate::ops::plan::{Stage, StageKind};
 
 /// A dataset whose iterators run on one executor.
 pub struct WithOptions {
     parent: Dataset,
     exec: Executor,
+}
+
+impl WithOptions {
+    /// `parent` run on `exec`.
+    pub(crate) fn on(parent: &Dataset, exec: Executor) -> Dataset {
+        Dataset::Iter(Arc::new(WithOptions {
+            parent: parent.clone(),
+            exec,
+        }))
+    }
 }
 
 /// The default executor of a thread-owning op: made by its first iterator and used by every later
@@ -75,10 +86,7 @@ pub fn executor_of(ds: &Dataset) -> Option<Executor> {
 impl Dataset {
     /// Runs this pipeline on its own executor with `opts` (memory budget, cores, trace).
     pub fn with_options(&self, opts: ExecOptions) -> Dataset {
-        Dataset::Iter(Arc::new(WithOptions {
-            parent: self.clone(),
-            exec: Executor::new(opts),
-        }))
+        WithOptions::on(self, Executor::new(opts))
     }
 }
 
@@ -105,5 +113,15 @@ impl IterDataset for WithOptions {
 
     fn executor(&self) -> Option<Executor> {
         Some(self.exec.clone())
+    }
+
+    /// Options change how the input runs, never what it yields: an execution stage.
+    fn stage(&self) -> Option<Stage> {
+        Some(Stage {
+            parent: self.parent.clone(),
+            kind: StageKind::Options {
+                exec: self.exec.clone(),
+            },
+        })
     }
 }

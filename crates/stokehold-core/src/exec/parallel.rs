@@ -713,34 +713,58 @@ impl DatasetIter for ParallelIter {
         Ok(k)
     }
 
+    /// In input order the state is the one of the sequential pipeline that yields the same
+    /// elements, so a checkpoint restores with any parallelism or none: over a random-access
+    /// input `{"pos": n}` (a [`crate::dataset::MapIter`]'s), over a stream the input's state
+    /// (`parallelize`) or `{"count": n, "inner": ...}` (a sequential map over a stream). As
+    /// completed, the numbers already handed out past `low` come too:
+    /// `{"low", "ahead", "inner"?}`.
     fn state(&self) -> Json {
         let st = self.shared.lock();
+        let inner = || st.states.get(&st.low).cloned().unwrap_or(Json::Null);
+        if self.spec.ordered {
+            return match (&self.shared.source, &self.f) {
+                (Source::Index { .. }, _) => json!({ "pos": st.low }),
+                (Source::Stream { .. }, None) => inner(),
+                (Source::Stream { .. }, Some(_)) => json!({ "count": st.low, "inner": inner() }),
+            };
+        }
         let ahead: Vec<u64> = st.ahead.iter().copied().collect();
         match &self.shared.source {
             Source::Index { .. } => json!({ "low": st.low, "ahead": ahead }),
-            Source::Stream { .. } => {
-                json!({ "low": st.low, "ahead": ahead, "inner": st.states.get(&st.low) })
-            }
+            Source::Stream { .. } => json!({ "low": st.low, "ahead": ahead, "inner": inner() }),
         }
     }
 
     fn set_state(&mut self, state: &Json) -> Result<()> {
-        let low = state_u64(state, "low")?;
-        let ahead: BTreeSet<u64> = serde_json::from_value(state_field(state, "ahead")?.clone())
-            .map_err(|e| Error::State(format!("{}: bad ahead field: {e}", self.spec.label)))?;
-        let inner = match &self.parent {
-            Dataset::Map(m) => {
-                if m.len() != INFINITE && low > m.len() {
-                    return Err(Error::State(format!(
-                        "{}: position {low} past the end ({})",
-                        self.spec.label,
-                        m.len()
-                    )));
-                }
-                None
+        let (low, ahead, inner_state) = if self.spec.ordered {
+            match (&self.parent, &self.f) {
+                (Dataset::Map(_), _) => (state_u64(state, "pos")?, BTreeSet::new(), None),
+                (Dataset::Iter(_), None) => (0, BTreeSet::new(), Some(state)),
+                (Dataset::Iter(_), Some(_)) => (
+                    state_u64(state, "count")?,
+                    BTreeSet::new(),
+                    Some(state_field(state, "inner")?),
+                ),
             }
-            Dataset::Iter(_) => Some(state_field(state, "inner")?),
+        } else {
+            let ahead: BTreeSet<u64> = serde_json::from_value(state_field(state, "ahead")?.clone())
+                .map_err(|e| Error::State(format!("{}: bad ahead field: {e}", self.spec.label)))?;
+            let inner = match &self.parent {
+                Dataset::Map(_) => None,
+                Dataset::Iter(_) => Some(state_field(state, "inner")?),
+            };
+            (state_u64(state, "low")?, ahead, inner)
         };
+        if let Dataset::Map(m) = &self.parent {
+            if m.len() != INFINITE && low > m.len() {
+                return Err(Error::State(format!(
+                    "{}: position {low} past the end ({})",
+                    self.spec.label,
+                    m.len()
+                )));
+            }
+        }
         let target = self.shared.lock().target;
         stop(&self.shared);
         let shared = build(
@@ -752,7 +776,7 @@ impl DatasetIter for ParallelIter {
             &self.stats,
             low,
             ahead,
-            inner,
+            inner_state,
         )?;
         {
             let mut st = shared.lock();

@@ -36,9 +36,9 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::Instant;
 
 use crossbeam_channel::{unbounded, Receiver, RecvTimeoutError};
-use serde_json::{json, Value as Json};
+use serde_json::Value as Json;
 
-use crate::dataset::{state_field, Dataset, DatasetIter, IterDataset};
+use crate::dataset::{Dataset, DatasetIter, IterDataset};
 use crate::error::{Error, Result};
 use crate::example::Example;
 use crate::exec::interrupt;
@@ -555,15 +555,16 @@ impl DatasetIter for PrefetchIter {
         r
     }
 
+    /// The input's state after the last element taken: a prefetch is an execution stage, and a
+    /// state saved with it restores without it, and the other way round.
     fn state(&self) -> Json {
-        json!({ "inner": self.state })
+        self.state.clone()
     }
 
     fn set_state(&mut self, state: &Json) -> Result<()> {
         self.running = None;
         let mut inner = self.parent.iter(self.epoch)?;
-        self.exec
-            .enter(|| inner.set_state(state_field(state, "inner")?))?;
+        self.exec.enter(|| inner.set_state(state))?;
         self.state = inner.state();
         self.pending = Some(inner);
         self.done = false;

@@ -228,17 +228,17 @@ impl Dataset {
                 "cannot cache an endless dataset; cache before repeat()",
             ));
         }
-        Ok(match self {
+        Ok(self.on_base(|ds| match ds {
             Dataset::Map(m) => Dataset::from_map(MemCache {
                 parent: m.clone(),
                 arena: OnceLock::new(),
                 filling: Mutex::new(None),
             }),
             Dataset::Iter(_) => Dataset::from_iter(IterCache {
-                parent: self.clone(),
+                parent: ds.clone(),
                 shared: Arc::new(Mutex::new((None, false))),
             }),
-        })
+        }))
     }
 }
 

@@ -10,7 +10,7 @@ use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::example::Example;
 use crate::ops::map::{Ctx, MapFn};
-use crate::rng::Rng;
+use crate::rng::{Rng, Stream};
 use crate::tensor::Tensor;
 
 /// Copies `len` positions starting at `start` along `axis` (zero-copy when `axis == 0`).
@@ -93,7 +93,7 @@ pub fn random_crop(name: &str, axis: usize, size: usize, seed: u64, pad: bool) -
             }
             pad_axis(t, axis, size, 0.0)?
         } else {
-            let mut rng = Rng::keyed(seed, &[ctx.epoch, ctx.index]);
+            let mut rng = Rng::for_element(seed, Stream::Crop, ctx.epoch, ctx.index);
             let start = rng.below((n - size + 1) as u64) as usize;
             slice_axis(t, axis, start, size)?
         };

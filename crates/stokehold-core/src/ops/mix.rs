@@ -12,7 +12,7 @@ use serde_json::{json, Value as Json};
 use crate::dataset::{state_field, state_u64, Dataset, DatasetIter, IterDataset};
 use crate::error::{Error, Result};
 use crate::example::Example;
-use crate::rng::Rng;
+use crate::rng::{Rng, Stream};
 
 /// The weighted mix.
 pub struct Mix {
@@ -76,7 +76,7 @@ impl MixIter {
         }
         // One generator per (seed, epoch, step) and retry count: a retry after dropping an
         // exhausted input draws afresh, keyed the same way on restore.
-        let u = Rng::keyed(self.seed, &[self.epoch, self.step, 0x31c5]).next_f64() * total;
+        let u = Rng::for_element(self.seed, Stream::Mix, self.epoch, self.step).next_f64() * total;
         let mut acc = 0.0;
         let mut last = None;
         for k in (0..self.its.len()).filter(|&k| live(k)) {

@@ -65,33 +65,33 @@ impl Dataset {
 
     /// Applies `f` to every element; `label` names it in op paths and errors.
     pub fn map(&self, label: &str, f: MapFn) -> Dataset {
-        match self {
-            Dataset::Map(m) => Dataset::from_map(MapMap::new(m.clone(), f, label)),
-            Dataset::Iter(_) => Dataset::from_iter(IterMap::new(self.clone(), f, label)),
-        }
+        self.on_base(|ds| match ds {
+            Dataset::Map(m) => Dataset::from_map(MapMap::new(m.clone(), f.clone(), label)),
+            Dataset::Iter(_) => Dataset::from_iter(IterMap::new(ds.clone(), f.clone(), label)),
+        })
     }
 
     /// [`Dataset::map`] with a batch form of `f` ([`BatchMapFn`]), which `batch` over a
     /// random-access input uses: the same elements, the batch made in one pass.
     pub fn map_batched(&self, label: &str, f: MapFn, batch_f: BatchMapFn) -> Dataset {
-        match self {
-            Dataset::Map(m) => {
-                Dataset::from_map(MapMap::new(m.clone(), f, label).with_batch_fn(batch_f))
-            }
-            Dataset::Iter(_) => Dataset::from_iter(IterMap::new(self.clone(), f, label)),
-        }
+        self.on_base(|ds| match ds {
+            Dataset::Map(m) => Dataset::from_map(
+                MapMap::new(m.clone(), f.clone(), label).with_batch_fn(batch_f.clone()),
+            ),
+            Dataset::Iter(_) => Dataset::from_iter(IterMap::new(ds.clone(), f.clone(), label)),
+        })
     }
 
     /// [`Dataset::map`] whose runs of calls (a batch's elements, a worker's run) are made inside
     /// `scope` ([`ScopeFn`]: a Python function's GIL, held once per run). Over a stream, the
     /// elements come one at a time and `scope` is not used.
     pub fn map_scoped(&self, label: &str, f: MapFn, scope: ScopeFn) -> Dataset {
-        match self {
-            Dataset::Map(m) => {
-                Dataset::from_map(MapMap::new(m.clone(), f, label).with_scope(scope))
-            }
-            Dataset::Iter(_) => Dataset::from_iter(IterMap::new(self.clone(), f, label)),
-        }
+        self.on_base(|ds| match ds {
+            Dataset::Map(m) => Dataset::from_map(
+                MapMap::new(m.clone(), f.clone(), label).with_scope(scope.clone()),
+            ),
+            Dataset::Iter(_) => Dataset::from_iter(IterMap::new(ds.clone(), f.clone(), label)),
+        })
     }
 
     /// Keeps the elements for which `f` is true (a stream).
@@ -113,17 +113,17 @@ impl Dataset {
     /// A seeded global permutation, a new one each epoch, or with `reshuffle_each_iteration =
     /// false` the same one every epoch (tf.data's flag); an error for streams and endless inputs.
     pub fn shuffle_with(&self, seed: u64, reshuffle_each_iteration: bool) -> Result<Dataset> {
-        match self {
+        self.try_on_base(|ds| match ds {
             Dataset::Map(m) => Ok(Dataset::from_map(Remap(
                 GlobalShuffle::new(m.clone(), seed)?
                     .reshuffle_each_iteration(reshuffle_each_iteration),
             ))),
             Dataset::Iter(_) => Err(crate::Error::invalid(stream_shuffle_advice(
-                self,
+                ds,
                 &format!("shuffle(seed={seed})"),
                 "use shuffle(buffer_size=...) for streams",
             ))),
-        }
+        })
     }
 
     /// A shuffle buffer of `size` elements (any input; the result is a stream).
@@ -163,18 +163,18 @@ impl Dataset {
 
     /// The first `n` elements (of each epoch, for random access).
     pub fn take(&self, n: u64) -> Dataset {
-        match self {
+        self.on_base(|ds| match ds {
             Dataset::Map(m) => Dataset::from_map(Remap(MapSlice::take(m.clone(), n))),
-            Dataset::Iter(_) => Dataset::from_iter(IterSlice::take(self.clone(), n)),
-        }
+            Dataset::Iter(_) => Dataset::from_iter(IterSlice::take(ds.clone(), n)),
+        })
     }
 
     /// All but the first `n` elements (of each epoch, for random access).
     pub fn skip(&self, n: u64) -> Dataset {
-        match self {
+        self.on_base(|ds| match ds {
             Dataset::Map(m) => Dataset::from_map(Remap(MapSlice::skip(m.clone(), n))),
-            Dataset::Iter(_) => Dataset::from_iter(IterSlice::skip(self.clone(), n)),
-        }
+            Dataset::Iter(_) => Dataset::from_iter(IterSlice::skip(ds.clone(), n)),
+        })
     }
 
     /// Adds the position within the epoch as int64 feature `name`.
@@ -193,9 +193,11 @@ impl Dataset {
 
     /// `batch` or `padded_batch`, as `opts` says.
     pub fn batch_with(&self, opts: BatchOptions) -> Result<Dataset> {
-        Ok(match self {
-            Dataset::Map(m) => Dataset::from_map(MapBatch::new(m.clone(), opts)?),
-            Dataset::Iter(_) => Dataset::from_iter(IterBatch::new(self.clone(), opts)?),
+        self.try_on_base(|ds| {
+            Ok(match ds {
+                Dataset::Map(m) => Dataset::from_map(MapBatch::new(m.clone(), opts.clone())?),
+                Dataset::Iter(_) => Dataset::from_iter(IterBatch::new(ds.clone(), opts.clone())?),
+            })
         })
     }
 

@@ -34,7 +34,7 @@ use crate::dataset::{state_field, state_u64, Dataset, DatasetIter, IterDataset};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::example::Example;
-use crate::rng::Rng;
+use crate::rng::{Rng, Stream};
 use crate::tensor::Tensor;
 
 /// How a row is chosen for an element.
@@ -224,7 +224,8 @@ impl PackIter {
         let from = self.open_from.take().expect("an open set has a start");
         let mut order: Vec<usize> = (0..rows.len()).collect();
         if self.opts.shuffle_bins {
-            Rng::keyed(self.opts.seed, &[self.epoch, self.counter]).shuffle(&mut order);
+            Rng::for_element(self.opts.seed, Stream::Pack, self.epoch, self.counter)
+                .shuffle(&mut order);
         }
         if self.skip > rows.len() {
             return Err(Error::State(format!(

@@ -3,8 +3,9 @@
 //! Over a random-access input, workers fetch by index: `files.map(load).padded_batch(64)
 //! .parallelize(Autotune, true)` loads and pads whole batches on the workers. Over a stream,
 //! workers take elements from the input in order and map them in parallel. Output is in input
-//! order by default (`deterministic = true`), or as completed. The name (and so the checkpoint
-//! fingerprint) leaves the parallelism out: a state saved with 1 thread restores with 8.
+//! order by default (`deterministic = true`), or as completed. In order, the stage is left out
+//! of the checkpoint fingerprint and its state is the sequential pipeline's
+//! ([`IterDataset::data_name`]): a state saved with 1 thread restores with 8, or with none.
 
 use crate::dataset::{Dataset, DatasetIter, IterDataset};
 use crate::error::Result;
@@ -19,6 +20,9 @@ pub struct ParallelMap {
     parent: Dataset,
     f: Option<MapFn>,
     spec: StageSpec,
+    /// The sequential op yielding the same elements in order (`map[label]`), for the data
+    /// fingerprint.
+    map_name: String,
     /// The default executor its iterators last made (when none was installed), for stats.
     default_exec: DefaultExecutor,
 }
@@ -33,6 +37,7 @@ impl ParallelMap {
         deterministic: bool,
     ) -> Self {
         let kind = if f.is_some() { "map" } else { "parallelize" };
+        let map_name = format!("map[{label}]");
         let label = format!("{kind}[{label}](parallel, deterministic={deterministic})");
         let scoped = parent.calls_in_scope();
         ParallelMap {
@@ -44,6 +49,7 @@ impl ParallelMap {
                 ordered: deterministic,
                 scoped,
             },
+            map_name,
             default_exec: DefaultExecutor::default(),
         }
     }
@@ -96,11 +102,23 @@ impl IterDataset for ParallelMap {
     fn executor(&self) -> Option<Executor> {
         self.default_exec.get()
     }
+
+    /// In input order the elements are the sequential map's (or, with no function, the
+    /// input's): the parallelism stays out of the fingerprint. As completed, the order is
+    /// part of the data.
+    fn data_name(&self) -> Option<String> {
+        match (&self.f, self.spec.ordered) {
+            (_, false) => Some(self.name()),
+            (None, true) => None,
+            (Some(_), true) => Some(self.map_name.clone()),
+        }
+    }
 }
 
 impl Dataset {
     /// Applies `f` on `par` worker threads; `deterministic` keeps the input order (the default of
-    /// tf.data), otherwise elements come as they complete. The result is a stream.
+    /// tf.data), otherwise elements come as they complete. The result is a stream (over a
+    /// random-access input, `map(f).parallelize(par)` keeps random access).
     pub fn map_parallel(
         &self,
         label: &str,

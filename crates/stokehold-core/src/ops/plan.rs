@@ -20,7 +20,7 @@ use serde_json::{json, Value as Json};
 use crate::dataset::{Dataset, MapDataset, INFINITE};
 use crate::error::{Error, Result};
 use crate::example::Example;
-use crate::exec::options::DefaultExecutor;
+use crate::exec::options::{DefaultExecutor, WithOptions};
 use crate::exec::prefetch::Prefetch;
 use crate::exec::Parallelism;
 use crate::ops::parallel_map::ParallelMap;
@@ -43,6 +43,11 @@ pub enum StageKind {
         /// Elements run ahead (> 0); `None` for `prefetch(AUTOTUNE)`.
         depth: Option<usize>,
     },
+    /// `with_options(...)`: the input run on this executor.
+    Options {
+        /// The executor (shared with the copy: one budget, one set of stats).
+        exec: crate::exec::Executor,
+    },
     /// `parallelize(par, deterministic=true)`.
     Parallelize {
         /// Worker threads.
@@ -63,6 +68,7 @@ impl StageKind {
             StageKind::Parallelize { par, slot } => Dataset::from_iter(
                 ParallelMap::new(input.clone(), None, "input", *par, true).sharing(slot.clone()),
             ),
+            StageKind::Options { exec } => WithOptions::on(input, exec.clone()),
         }
     }
 
@@ -74,7 +80,7 @@ impl StageKind {
             StageKind::Prefetch { depth } => {
                 Dataset::from_iter(Prefetch::with_depth(input.clone(), *depth).cold())
             }
-            StageKind::Parallelize { .. } => self.apply(input),
+            StageKind::Parallelize { .. } | StageKind::Options { .. } => self.apply(input),
         }
     }
 
@@ -115,6 +121,33 @@ impl Dataset {
                     cur = st.parent;
                 }
             }
+        }
+    }
+
+    /// `op` built over this pipeline's random-access base, with the execution stages on top of
+    /// it re-applied over the result, when this pipeline is such stages over a base and `op`
+    /// keeps random access: `ds.map(f).parallelize(4).batch(8)` is built as
+    /// `ds.map(f).batch(8).parallelize(4)` (the same elements; the workers build whole batches),
+    /// `ds.prefetch(2).map(g)` as `ds.map(g).prefetch(2)`. So execution stages never turn a
+    /// random-access pipeline into a stream, and a checkpoint reads the same with or without
+    /// them. Every op that keeps random access builds itself through this; otherwise `op(self)`.
+    pub(crate) fn try_on_base(&self, op: impl Fn(&Dataset) -> Result<Dataset>) -> Result<Dataset> {
+        if let Dataset::Iter(_) = self {
+            if let Some((base, stages)) = self.peel_stages() {
+                let out = op(&base)?;
+                if out.is_random_access() {
+                    return Ok(apply_stages(&out, &stages));
+                }
+            }
+        }
+        op(self)
+    }
+
+    /// [`Dataset::try_on_base`] for an op that cannot fail.
+    pub(crate) fn on_base(&self, op: impl Fn(&Dataset) -> Dataset) -> Dataset {
+        match self.try_on_base(|ds| Ok(op(ds))) {
+            Ok(ds) => ds,
+            Err(_) => unreachable!("op cannot fail"),
         }
     }
 
@@ -557,8 +590,43 @@ mod tests {
             ]
         ));
         assert_eq!(apply_stages(&b, &stages).describe(), ds.describe());
-        assert!(ds.batch(2, false).unwrap().peel_stages().is_none());
+        assert!(ds.shuffle_buffer(2, 0).unwrap().peel_stages().is_none());
         let (b, stages) = base.peel_stages().unwrap();
         assert!(stages.is_empty() && b.is_random_access());
+    }
+
+    #[test]
+    fn random_access_ops_are_built_under_the_stages() {
+        let base = Dataset::range(10).shuffle(1);
+        let staged = base
+            .parallelize(Parallelism::Fixed(2), true)
+            .prefetch(3)
+            .unwrap()
+            .with_options(crate::ExecOptions::default());
+        let ds = staged.batch(4, false).unwrap().take(2).skip(1);
+        let (b, stages) = ds.peel_stages().unwrap();
+        assert_eq!(
+            b.describe(),
+            base.batch(4, false).unwrap().take(2).skip(1).describe()
+        );
+        assert!(matches!(
+            stages.as_slice(),
+            [
+                StageKind::Parallelize { .. },
+                StageKind::Prefetch { depth: Some(3) },
+                StageKind::Options { .. }
+            ]
+        ));
+        // The data fingerprint leaves the stages out.
+        assert_eq!(ds.describe_data(), b.describe());
+        assert_eq!(ds.fingerprint(), b.fingerprint());
+        // An op that makes a stream goes on top of the stages.
+        let f = ds.filter("all", crate::ops::filter_fn(|_, _| Ok(true)));
+        assert!(f.peel_stages().is_none());
+        assert_eq!(
+            f.describe_data(),
+            "range(10) -> shuffle(seed=1) -> batch(4, drop_remainder=false) -> take(2) -> skip(1) \
+             -> filter[all]"
+        );
     }
 }

@@ -159,14 +159,16 @@ impl Dataset {
         policy: ShardPolicy,
     ) -> Result<Dataset> {
         check_parts(parts, index)?;
-        let parent = need_map(self, label)?.clone();
-        Ok(Dataset::from_map(Remap(RankShard {
-            parent,
-            parts,
-            index,
-            policy,
-            label,
-        })))
+        self.try_on_base(|ds| {
+            let parent = need_map(ds, label)?.clone();
+            Ok(Dataset::from_map(Remap(RankShard {
+                parent,
+                parts,
+                index,
+                policy,
+                label,
+            })))
+        })
     }
 
     /// Elements `start..stop` of each epoch (clamped to the length); keeps random access.

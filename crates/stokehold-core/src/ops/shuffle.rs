@@ -31,9 +31,14 @@ use crate::dataset::{
 use crate::error::{Error, Result};
 use crate::example::Example;
 use crate::ops::remap::IndexMap;
-use crate::rng::{Permutation, Rng};
+use crate::rng::{stream_key, Permutation, Rng, Stream};
 
-/// `Permutation::cached(n, seed, key).apply(i)`, remembered per thread for the last few `i`: an
+/// The permutation of epoch `key` (the epoch, or 0 without reshuffling) under `seed`.
+fn epoch_permutation(n: u64, seed: u64, key: u64) -> Permutation {
+    Permutation::cached(n, stream_key(seed, Stream::Shuffle, &[key]))
+}
+
+/// `epoch_permutation(n, seed, key).apply(i)`, remembered per thread for the last few `i`: an
 /// element-by-element iterator over shard records asks for each index three times (its prefetch
 /// hints 16 and 8 ahead, then the read), and a value costs about 2.6 encryptions for n = 400k
 /// (`Permutation::encrypt` was 5.7 % of `shard_read_bench`'s global-shuffle epochs).
@@ -49,7 +54,7 @@ fn permuted(n: u64, seed: u64, key: u64, i: u64) -> u64 {
         if (slot.0, slot.1, slot.2, slot.3) == (n, seed, key, i) {
             return slot.4;
         }
-        let j = Permutation::cached(n, seed, key).apply(i);
+        let j = epoch_permutation(n, seed, key).apply(i);
         *slot = (n, seed, key, i, j);
         j
     })
@@ -129,7 +134,7 @@ impl IndexMap for GlobalShuffle {
             within.clear();
             within.extend(rest[..run].iter().map(|&i| i - lo));
             let from = out.len();
-            Permutation::cached(n, self.seed, key).apply_many(&within, &mut out);
+            epoch_permutation(n, self.seed, key).apply_many(&within, &mut out);
             for j in &mut out[from..] {
                 *j = match lo.checked_add(*j) {
                     Some(g) => g,
@@ -183,7 +188,11 @@ impl BufferShuffle {
 
     /// The iterator of epoch `epoch`.
     fn open(&self, epoch: u64) -> Result<BufferShuffleIter> {
-        let rng = Rng::keyed(self.seed, &[if self.reshuffle { epoch } else { 0 }, 0x5b]);
+        let rng = Rng::for_stream(
+            self.seed,
+            Stream::ShuffleBuffer,
+            &[if self.reshuffle { epoch } else { 0 }],
+        );
         Ok(BufferShuffleIter {
             parent: self.parent.clone(),
             epoch,

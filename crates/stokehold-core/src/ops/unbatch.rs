@@ -241,12 +241,14 @@ impl Dataset {
     /// [`crate::ops::unbatch`]). Random access when the input is random access and knows its
     /// elements' leading size ([`MapDataset::rows_per_element`]); a stream otherwise.
     pub fn unbatch(&self) -> Dataset {
-        if let Dataset::Map(m) = self {
-            if let Some(u) = MapUnbatch::new(m.clone()) {
-                return Dataset::from_map(u);
+        self.on_base(|ds| {
+            if let Dataset::Map(m) = ds {
+                if let Some(u) = MapUnbatch::new(m.clone()) {
+                    return Dataset::from_map(u);
+                }
             }
-        }
-        Dataset::from_iter(Unbatch::new(self.clone()))
+            Dataset::from_iter(Unbatch::new(ds.clone()))
+        })
     }
 
     /// tf.data's `rebatch(batch_size, drop_remainder)`: literally `unbatch()` then

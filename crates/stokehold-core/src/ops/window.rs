@@ -306,10 +306,10 @@ impl Dataset {
         drop_remainder: bool,
     ) -> Result<Dataset> {
         let spec = WindowSpec::new(size, shift, stride, drop_remainder)?;
-        Ok(match self {
+        Ok(self.on_base(|ds| match ds {
             Dataset::Map(m) => Dataset::from_map(MapWindow::new(m.clone(), spec)),
-            Dataset::Iter(_) => Dataset::from_iter(IterWindow::new(self.clone(), spec)),
-        })
+            Dataset::Iter(_) => Dataset::from_iter(IterWindow::new(ds.clone(), spec)),
+        }))
     }
 }
 

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use crate::dataset::{Dataset, MapDataset, INFINITE};
 use crate::error::{Error, Result};
 use crate::ops::remap::{IndexMap, Remap};
-use crate::rng::{key, Permutation, Rng};
+use crate::rng::{stream_key, Permutation, Rng, Stream};
 
 /// A windowed shuffle over a random-access dataset.
 pub struct WindowShuffle {
@@ -49,20 +49,29 @@ impl WindowShuffle {
         // The short window goes to a random slot among the full ones, so the epoch's last
         // positions are not always the input's last ones.
         let t = if tail > 0 {
-            Rng::keyed(self.seed, &[epoch, 0x7a11]).below(full + 1)
+            Rng::for_stream(self.seed, Stream::ShortWindow, &[epoch]).below(full + 1)
         } else {
             full
         };
         let (slot, j) = if i < t * w {
             (i / w, i % w)
         } else if i < t * w + tail {
-            let inner = Permutation::cached(tail, key(self.seed, &[epoch, full]), 0x7a11);
+            let inner = Permutation::cached(
+                tail,
+                stream_key(self.seed, Stream::WithinWindow, &[epoch, full]),
+            );
             return full * w + inner.apply(i - t * w);
         } else {
             ((i - tail) / w, (i - tail) % w)
         };
-        let win = Permutation::cached(full, self.seed, epoch).apply(slot);
-        win * w + Permutation::cached(w, key(self.seed, &[epoch, win]), 0x3d).apply(j)
+        let win = Permutation::cached(full, stream_key(self.seed, Stream::WindowOrder, &[epoch]))
+            .apply(slot);
+        win * w
+            + Permutation::cached(
+                w,
+                stream_key(self.seed, Stream::WithinWindow, &[epoch, win]),
+            )
+            .apply(j)
     }
 }
 
@@ -97,18 +106,20 @@ impl IndexMap for WindowShuffle {
 impl Dataset {
     /// A windowed shuffle (random-access input only; see [`WindowShuffle`]).
     pub fn window_shuffle(&self, window: u64, seed: u64) -> Result<Dataset> {
-        let m = self.as_map().ok_or_else(|| {
-            Error::invalid(super::stream_shuffle_advice(
-                self,
-                &format!("window_shuffle(window={window}, seed={seed})"),
-                "use shuffle_buffer for streams",
-            ))
-        })?;
-        Ok(Dataset::from_map(Remap(WindowShuffle::new(
-            m.clone(),
-            window,
-            seed,
-        )?)))
+        self.try_on_base(|ds| {
+            let m = ds.as_map().ok_or_else(|| {
+                Error::invalid(super::stream_shuffle_advice(
+                    ds,
+                    &format!("window_shuffle(window={window}, seed={seed})"),
+                    "use shuffle_buffer for streams",
+                ))
+            })?;
+            Ok(Dataset::from_map(Remap(WindowShuffle::new(
+                m.clone(),
+                window,
+                seed,
+            )?)))
+        })
     }
 }
 

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use bytes::Bytes;
-use stokehold_core::rng::Rng;
+use stokehold_core::rng::{Rng, Stream};
 use stokehold_core::{Ctx, DType, Error, Example, MapFn, Result, Tensor};
 
 use super::decode::{open_bytes, open_file, Audio, Opened};
@@ -158,7 +158,9 @@ fn decode_opened(opened: Opened, opts: &DecodeOptions, ctx: &Ctx, name: &Path) -
     let rate = info.sample_rate;
     let draw = |n: u64, size: u64| {
         let mut rng = match &opts.window {
-            Window::Random { seed, .. } => Rng::keyed(*seed, &[ctx.epoch, ctx.index]),
+            Window::Random { seed, .. } => {
+                Rng::for_element(*seed, Stream::AudioWindow, ctx.epoch, ctx.index)
+            }
             _ => unreachable!("draws happen for random windows only"),
         };
         if n > size {

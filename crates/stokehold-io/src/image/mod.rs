@@ -24,7 +24,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use stokehold_core::rng::Rng;
+use stokehold_core::rng::{Rng, Stream};
 use stokehold_core::{BatchMapFn, Ctx, DType, Error, Example, MapFn, Result, Tensor, Value};
 
 pub mod augment;
@@ -251,7 +251,7 @@ pub fn random_resized_crop_fn(
     let name = name.to_string();
     Arc::new(move |mut e: Example, ctx: &Ctx| {
         let (t, (h, w, c)) = hwc(&e, ctx, &name, true)?;
-        let mut rng = Rng::keyed(seed, &[ctx.epoch, ctx.index]);
+        let mut rng = Rng::for_element(seed, Stream::ResizedCrop, ctx.epoch, ctx.index);
         let rect = augment::random_resized_crop_rect(h, w, scale, ratio, &mut rng);
         let px = resize::resize(t.data(), (h, w, c), rect, size, interp)
             .map_err(|err| arg_err(ctx, &name, err))?;
@@ -265,7 +265,7 @@ pub fn random_resized_crop_fn(
 pub fn random_flip_fn(name: &str, p: f64, seed: u64) -> MapFn {
     let name = name.to_string();
     Arc::new(move |mut e: Example, ctx: &Ctx| {
-        let flip = Rng::keyed(seed, &[ctx.epoch, ctx.index]).next_f64() < p;
+        let flip = Rng::for_element(seed, Stream::Flip, ctx.epoch, ctx.index).next_f64() < p;
         if !flip {
             return Ok(e);
         }
@@ -373,7 +373,7 @@ pub fn color_jitter_fn(
                 ),
             ));
         }
-        let mut rng = Rng::keyed(seed, &[ctx.epoch, ctx.index]);
+        let mut rng = Rng::for_element(seed, Stream::ColorJitter, ctx.epoch, ctx.index);
         let adjust = augment::jitter_params([brightness, contrast, saturation], &mut rng);
         let mut px = t.data().to_vec();
         augment::color_jitter(&mut px, &adjust);

@@ -8,7 +8,7 @@
 
 use std::path::Path;
 
-use stokehold_core::rng::Permutation;
+use stokehold_core::rng::{stream_key, Permutation, Stream};
 use stokehold_core::{Dataset, Error, Example, Result, INFINITE};
 
 use super::format::{Manifest, ShardFeature};
@@ -72,7 +72,8 @@ pub fn write_shards(
             (None, Some(m)) => {
                 let n = m.len();
                 let end = n.min(done + chunk as u64);
-                let perm = seed.map(|s| Permutation::new(n, s, 0));
+                let perm =
+                    seed.map(|s| Permutation::new(n, stream_key(s, Stream::WriteOrder, &[])));
                 let idx: Vec<u64> = (done..end)
                     .map(|i| perm.as_ref().map_or(i, |p| p.apply(i)))
                     .collect();
