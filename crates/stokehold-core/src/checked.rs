@@ -13,8 +13,10 @@
 
 use std::fmt::Display;
 
-use crate::dataset::INFINITE;
 use crate::error::{Error, Result};
+
+/// Length of a dataset that repeats forever.
+pub const INFINITE: u64 = u64::MAX;
 
 fn past(op: &str, what: impl Display, expr: String) -> Error {
     Error::invalid(format!(

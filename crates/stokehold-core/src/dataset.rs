@@ -22,9 +22,10 @@ use serde_json::{json, Value as Json};
 
 use crate::error::{Error, Result};
 use crate::example::Example;
+use crate::exec::{DefaultExecutor, Executor, Parallelism};
 
-/// Length of a dataset that repeats forever.
-pub const INFINITE: u64 = u64::MAX;
+pub use crate::alloc::{prefetch_memory, prefetch_write};
+pub use crate::checked::INFINITE;
 
 /// A random-access dataset.
 pub trait MapDataset: Send + Sync + 'static {
@@ -145,48 +146,36 @@ pub fn hint_batch(ds: &dyn MapDataset, indices: &[u64]) {
     }
 }
 
-/// Asks the CPU for the cache lines of `len` bytes at `ptr`, to be written (`prefetchw`; a
-/// no-op on other architectures, and on x86-64 CPUs without it).
-///
-/// For copies into a buffer that is not in the core's cache (a batch buffer, whose last use was
-/// one or many batches ago): each store to an absent line waits for the line to be read first,
-/// and asking a few KiB ahead of the copy overlaps those reads (see `alloc::Filler`).
-/// `shard_read_bench`'s rows of two threads each keeping their last 48 batches of 256 records of
-/// 1 KiB alive, three alternations of builds without and with it: 5.35-5.76M -> 6.61-7.01M
-/// records/s sequential, 3.52-3.84M -> 3.99-4.12M shuffled; with a hot buffer (the same threads
-/// keeping none), no change.
-#[inline]
-pub fn prefetch_write(ptr: *const u8, len: usize) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        // From the start of `ptr`'s line, so that the line holding the last byte is asked for.
-        let line = ptr.wrapping_sub(ptr as usize % 64);
-        let end = len + ptr as usize % 64;
-        let mut off = 0;
-        while off < end {
-            // SAFETY: a prefetch never faults, whatever the address.
-            unsafe {
-                std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_ET0 }>(
-                    line.wrapping_add(off) as *const i8,
-                )
-            };
-            off += 64;
-        }
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = (ptr, len);
+/// An execution stage as its op reports it: its input, and how to apply it again.
+#[derive(Clone)]
+pub struct Stage {
+    /// The stage's input.
+    pub parent: Dataset,
+    /// The stage itself.
+    pub kind: StageKind,
 }
 
-/// Asks the CPU to bring the cache line at `ptr` in (a no-op on other architectures).
-#[inline]
-pub fn prefetch_memory(ptr: *const u8) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch never faults, whatever the address.
-    unsafe {
-        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(ptr as *const i8)
-    };
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = ptr;
+/// What an execution stage does, enough to apply it to another input.
+#[derive(Clone)]
+pub enum StageKind {
+    /// `prefetch(depth)`.
+    Prefetch {
+        /// Elements run ahead (> 0); `None` for `prefetch(AUTOTUNE)`.
+        depth: Option<usize>,
+    },
+    /// `with_options(...)`: the input run on this executor.
+    Options {
+        /// The executor (shared with the copy: one budget, one set of stats).
+        exec: Executor,
+    },
+    /// `parallelize(par, deterministic=true)`.
+    Parallelize {
+        /// Worker threads.
+        par: Parallelism,
+        /// The op's default-executor slot, shared with the copy (stats stay findable from the
+        /// original dataset).
+        slot: DefaultExecutor,
+    },
 }
 
 /// A stream of elements.
@@ -212,7 +201,7 @@ pub trait IterDataset: Send + Sync + 'static {
     /// what it yields (a prefetch; a deterministic `parallelize` without a map function). Over a
     /// random-access input, `repeat` and `epochs` peel such stages off, work on the input, and
     /// re-apply them (see [`crate::ops::plan`]). Default: `None`.
-    fn stage(&self) -> Option<crate::ops::plan::Stage> {
+    fn stage(&self) -> Option<Stage> {
         None
     }
 
@@ -239,7 +228,7 @@ pub trait IterDataset: Send + Sync + 'static {
     /// The log of the elements this op left out, when it skips failing elements
     /// (`ignore_errors`, a loader's `on_error="skip"`); found with
     /// [`error_logs`](crate::ops::ignore_errors::error_logs). Default: `None`.
-    fn error_log(&self) -> Option<Arc<crate::ops::on_error::ErrorLog>> {
+    fn error_log(&self) -> Option<Arc<crate::skip::ErrorLog>> {
         None
     }
 }

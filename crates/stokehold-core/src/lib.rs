@@ -24,6 +24,7 @@ pub mod example;
 pub mod exec;
 pub mod ops;
 pub mod rng;
+pub mod skip;
 pub mod state;
 pub mod tensor;
 pub mod testing;

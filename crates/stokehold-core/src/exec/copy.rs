@@ -19,8 +19,8 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
+use crate::alloc::prefetch_memory;
 use crate::alloc::Filler;
-use crate::dataset::prefetch_memory;
 use crate::exec::pool::Pool;
 
 /// Below this many bytes a batch is copied by the caller alone: waking a helper (~10-50 us on a

@@ -21,15 +21,11 @@ use std::cell::RefCell;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use serde_json::Value as Json;
-
 use super::budget::Budget;
 use super::pool::Pool;
 use super::stats::{OpStats, StatsReport};
 use super::trace::Trace;
-use crate::dataset::{Dataset, DatasetIter};
 use crate::error::Result;
-use crate::example::Example;
 
 /// Default memory budget: 1 GiB, a figure that fits a training host's input pipeline next to the
 /// model; users with large elements raise it, users on small machines lower it.
@@ -98,7 +94,7 @@ impl Executor {
     }
 
     /// The executor installed on this thread, or a new default one. Thread-owning ops use
-    /// [`DefaultExecutor::current_or_new`](super::options::DefaultExecutor::current_or_new)
+    /// [`DefaultExecutor::current_or_new`](DefaultExecutor::current_or_new)
     /// instead, so that the default one can be found from their dataset.
     pub fn current_or_default() -> Executor {
         Executor::current().unwrap_or_else(|| Executor::new(ExecOptions::default()))
@@ -116,15 +112,6 @@ impl Executor {
         }
         let _restore = Restore(prev);
         f()
-    }
-
-    /// An iterator over epoch `epoch` of `ds` whose parallel ops run on this executor.
-    pub fn iter(&self, ds: &Dataset, epoch: u64) -> Result<ExecIter> {
-        let inner = self.enter(|| ds.iter(epoch))?;
-        Ok(ExecIter {
-            exec: self.clone(),
-            inner,
-        })
     }
 
     /// The options.
@@ -205,37 +192,40 @@ impl Executor {
     }
 }
 
-/// An iterator that keeps its [`Executor`] (and so the pipeline's threads) alive, and exposes
-/// its stats and trace.
-pub struct ExecIter {
-    exec: Executor,
-    inner: Box<dyn DatasetIter>,
-}
+/// The default executor of a thread-owning op: made by its first iterator and used by every later
+/// one (each epoch's `iter()`), so that the op's threads, its statistics and what AUTOTUNE learnt
+/// carry from one epoch to the next. Without it every epoch of a plain `for batch in ds` started
+/// on a fresh executor: new threads, AUTOTUNE starting over from one worker every epoch, and
+/// `ds.stats()` showing the last epoch alone. Cloning shares the slot: a stage re-applied by
+/// `repeat` / `epochs` (see [`crate::ops::plan`]) reports into the slot of the op it copies, so
+/// `ds.stats()` covers `ds.epochs()` too. A forked child makes its own (the parent's threads and
+/// the memory its buffers held are not the child's).
+///
+/// A strong reference: stats stay readable after the loop. The executor's idle threads still exit
+/// on their own (see [`super::pool`]), so it holds memory, not threads.
+#[derive(Clone, Default)]
+pub struct DefaultExecutor(Arc<Mutex<Option<(Executor, u32)>>>);
 
-impl ExecIter {
-    /// The executor (stats, trace, budget).
-    pub fn executor(&self) -> &Executor {
-        &self.exec
+impl DefaultExecutor {
+    /// The executor installed on this thread, or else this op's default one (made on first use).
+    pub fn current_or_new(&self) -> Executor {
+        Executor::current().unwrap_or_else(|| {
+            let mut slot = self.0.lock().unwrap_or_else(|e| e.into_inner());
+            let pid = super::pid();
+            match &*slot {
+                Some((exec, p)) if *p == pid => exec.clone(),
+                _ => {
+                    let exec = Executor::new(ExecOptions::default());
+                    *slot = Some((exec.clone(), pid));
+                    exec
+                }
+            }
+        })
     }
 
-    /// Shorthand for `executor().stats()`.
-    pub fn stats(&self) -> StatsReport {
-        self.exec.stats()
-    }
-}
-
-impl DatasetIter for ExecIter {
-    fn next(&mut self) -> Result<Option<Example>> {
-        let inner = &mut self.inner;
-        self.exec.enter(|| inner.next())
-    }
-
-    fn state(&self) -> Json {
-        self.inner.state()
-    }
-
-    fn set_state(&mut self, state: &Json) -> Result<()> {
-        let inner = &mut self.inner;
-        self.exec.enter(|| inner.set_state(state))
+    /// The default executor of this op, if one was made.
+    pub fn get(&self) -> Option<Executor> {
+        let slot = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        slot.as_ref().map(|(exec, _)| exec.clone())
     }
 }

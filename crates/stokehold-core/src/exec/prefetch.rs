@@ -39,12 +39,12 @@ use crossbeam_channel::{unbounded, Receiver, RecvTimeoutError};
 use serde_json::Value as Json;
 
 use crate::dataset::{Dataset, DatasetIter, IterDataset};
+use crate::dataset::{Stage, StageKind};
 use crate::error::{Error, Result};
 use crate::example::Example;
 use crate::exec::interrupt;
-use crate::exec::options::DefaultExecutor;
+use crate::exec::DefaultExecutor;
 use crate::exec::OpStats;
-use crate::ops::plan::{Stage, StageKind};
 
 /// The fewest elements an autotuned prefetch buffers: double buffering, so the consumer takes one
 /// while the thread makes the next.

@@ -22,8 +22,8 @@ use crate::dataset::{state_field, state_u64, Dataset, DatasetIter, IterDataset};
 use crate::error::{Error, Result};
 use crate::example::Example;
 use crate::exec::background::{Background, Permits};
-use crate::exec::options::DefaultExecutor;
 use crate::exec::stats::OpStats;
+use crate::exec::DefaultExecutor;
 use crate::exec::{Executor, Parallelism};
 use crate::ops::map::Ctx;
 

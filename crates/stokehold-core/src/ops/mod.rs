@@ -179,7 +179,11 @@ impl Dataset {
 
     /// Adds the position within the epoch as int64 feature `name`.
     pub fn enumerate(&self, name: &str) -> Dataset {
-        let len = self.as_map().map(|m| m.len());
+        // The map is built over the random-access base under any execution stages, where
+        // indices count on across epochs.
+        let len = self
+            .peel_stages()
+            .and_then(|(base, _)| base.as_map().map(|m| m.len()));
         self.map(
             &format!("enumerate:{name}"),
             enumerate::enumerate_fn(name, len),

@@ -32,91 +32,22 @@
 //! assert_eq!(log.count(), 4);
 //! ```
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use serde_json::Value as Json;
 
 use crate::dataset::{Dataset, DatasetIter, IterDataset};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::example::Example;
 use crate::exec::Parallelism;
 use crate::ops::map::{Ctx, MapFn};
 use crate::tensor::Tensor;
 
-/// How many skipped elements an [`ErrorLog`] keeps in detail.
-pub const KEEP_FIRST: usize = 16;
+pub use crate::skip::{skippable, ErrorLog, OnError, SkippedElement, KEEP_FIRST};
 
 /// The reserved feature of a tombstone. Its leading NUL keeps it apart from any feature a user
 /// can name (names arrive as Python identifiers, dict keys from files or proto field names).
 const TOMBSTONE: &str = "\0stokehold:skipped";
-
-/// What an op does with an element it fails on.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum OnError {
-    /// The error reaches the consumer (the default).
-    #[default]
-    Raise,
-    /// The element is left out and counted in the op's [`ErrorLog`].
-    Skip,
-}
-
-impl OnError {
-    /// `"raise"` or `"skip"`; anything else is an error naming `op`.
-    pub fn parse(op: &str, s: &str) -> Result<OnError> {
-        match s {
-            "raise" => Ok(OnError::Raise),
-            "skip" => Ok(OnError::Skip),
-            _ => Err(Error::invalid(format!(
-                "{op}(on_error={s:?}): must be \"raise\" or \"skip\""
-            ))),
-        }
-    }
-}
-
-/// One skipped element.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct SkippedElement {
-    /// Global index of the element in the op's input.
-    pub index: u64,
-    /// The error, as its message (it names the op, and the file where there is one).
-    pub error: String,
-}
-
-/// A shared tally of skipped elements: the count and the first [`KEEP_FIRST`] in detail.
-#[derive(Debug, Default)]
-pub struct ErrorLog {
-    inner: Mutex<(u64, Vec<SkippedElement>)>,
-}
-
-impl ErrorLog {
-    /// Records one skipped element.
-    pub fn push(&self, skipped: SkippedElement) {
-        let mut g = self.inner.lock().unwrap_or_else(|p| p.into_inner());
-        g.0 += 1;
-        if g.1.len() < KEEP_FIRST {
-            g.1.push(skipped);
-        }
-    }
-
-    /// How many elements were skipped so far.
-    pub fn count(&self) -> u64 {
-        self.inner.lock().unwrap_or_else(|p| p.into_inner()).0
-    }
-
-    /// The first few skipped elements.
-    pub fn first(&self) -> Vec<SkippedElement> {
-        let g = self.inner.lock().unwrap_or_else(|p| p.into_inner());
-        g.1.clone()
-    }
-}
-
-/// Whether `e` is a failure of one element, which `OnError::Skip` may leave out.
-pub fn skippable(e: &Error) -> bool {
-    matches!(
-        e,
-        Error::Schema { .. } | Error::Io { .. } | Error::Corrupt { .. } | Error::Callback { .. }
-    )
-}
 
 impl Dataset {
     /// Applies `f` as [`Dataset::map`] does (or on `par` worker threads, as
@@ -217,6 +148,7 @@ impl DatasetIter for DropIter {
 mod tests {
     use super::*;
     use crate::map_fn;
+    use crate::Error;
 
     fn every_third_fails() -> MapFn {
         map_fn(|e, ctx| {

@@ -8,12 +8,12 @@
 //! ([`IterDataset::data_name`]): a state saved with 1 thread restores with 8, or with none.
 
 use crate::dataset::{Dataset, DatasetIter, IterDataset};
+use crate::dataset::{Stage, StageKind};
 use crate::error::Result;
-use crate::exec::options::DefaultExecutor;
 use crate::exec::parallel::{ParallelIter, StageSpec};
+use crate::exec::DefaultExecutor;
 use crate::exec::{Executor, Parallelism};
 use crate::ops::map::MapFn;
-use crate::ops::plan::{Stage, StageKind};
 
 /// A parallel stage over `parent`, mapping with `f` when given.
 pub struct ParallelMap {

@@ -20,43 +20,12 @@ use serde_json::{json, Value as Json};
 use crate::dataset::{Dataset, MapDataset, INFINITE};
 use crate::error::{Error, Result};
 use crate::example::Example;
-use crate::exec::options::{DefaultExecutor, WithOptions};
+use crate::exec::options::WithOptions;
 use crate::exec::prefetch::Prefetch;
-use crate::exec::Parallelism;
 use crate::ops::parallel_map::ParallelMap;
 use crate::state::PipelineIter;
 
-/// An execution stage as its op reports it: its input, and how to apply it again.
-#[derive(Clone)]
-pub struct Stage {
-    /// The stage's input.
-    pub parent: Dataset,
-    /// The stage itself.
-    pub kind: StageKind,
-}
-
-/// What an execution stage does, enough to apply it to another input.
-#[derive(Clone)]
-pub enum StageKind {
-    /// `prefetch(depth)`.
-    Prefetch {
-        /// Elements run ahead (> 0); `None` for `prefetch(AUTOTUNE)`.
-        depth: Option<usize>,
-    },
-    /// `with_options(...)`: the input run on this executor.
-    Options {
-        /// The executor (shared with the copy: one budget, one set of stats).
-        exec: crate::exec::Executor,
-    },
-    /// `parallelize(par, deterministic=true)`.
-    Parallelize {
-        /// Worker threads.
-        par: Parallelism,
-        /// The op's default-executor slot, shared with the copy (stats stay findable from the
-        /// original dataset).
-        slot: DefaultExecutor,
-    },
-}
+pub use crate::dataset::{Stage, StageKind};
 
 impl StageKind {
     /// This stage over `input`.
@@ -566,6 +535,7 @@ fn py_tuple(items: &[Json]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::exec::Parallelism;
 
     #[test]
     fn tuples_print_as_python_prints_them() {
