@@ -22,13 +22,14 @@ Systems, at 1 and 2 workers:
   dataloader-rs      PyDataloader(Dataset(elements -> fn), batch_size=1 (a loader yields lists),
                      num_workers=N threads), a new one per epoch; CPython 3.13 (GIL), with the
                      glibc malloc thresholds its README sets (GLIBC_TUNABLES)
-  stokehold/threads, glibc malloc defaults
-                     the thread map again, in a fresh process with STOKEHOLD_MALLOC_TUNING=0:
-                     glibc's defaults give back the heap's top whenever a block of 128 KiB or more
-                     at it is freed, so each element's arrays are faulted in afresh (in a plain
-                     Python loop too); stokehold's import starts glibc's own dynamic thresholds at
-                     4 / 8 MiB instead (GUIDE, "glibc's malloc thresholds"). This row shows what
-                     that buys, apart from the loader
+  stokehold/threads, tune_malloc()
+                     the thread map again, in a fresh process that calls stokehold.tune_malloc()
+                     first: glibc's defaults (what the other rows run with; importing stokehold
+                     leaves them) give back the heap's top whenever a block of 128 KiB or more at
+                     it is freed, so each element's arrays are faulted in afresh (in a plain
+                     Python loop too); tune_malloc() starts glibc's own dynamic thresholds at
+                     4 / 8 MiB instead, keeping freed memory in the heap (GUIDE, "glibc's malloc
+                     thresholds"). This row shows what that buys, apart from the loader
 The peers (bench/peers/) run each in its own process after the others, the same function on
 the same seeded elements (made in their process by this module's py_elements/wav_elements).
 Each timed run is one epoch: "throughput" counts the elements after the first (steady state),
@@ -231,16 +232,18 @@ def throughput_rows(workload, columns, elements, fn, n, unit, quick):
     return out
 
 
-# ---- the thread map with glibc's malloc defaults (a fresh process) ------------------------------
+# ---- the thread map with stokehold.tune_malloc() (a fresh process) -----------------------------
 
-GLIBC_DEFAULTS = "stokehold/threads, glibc malloc defaults"
+TUNED = "stokehold/threads, tune_malloc()"
 
 
 def malloc_child(fn_name, n, workers):
-    """The thread map's timed runs, printed as JSON (run with STOKEHOLD_MALLOC_TUNING=0)."""
+    """The thread map's timed runs after ``stokehold.tune_malloc()``, printed as JSON."""
     import stokehold as sh
 
-    assert sh.malloc_tuning()["by"] == "opted out", sh.malloc_tuning()
+    assert sh.malloc_tuning()["by"] == "not tuned", sh.malloc_tuning()  # import left it
+    tuned = sh.tune_malloc()
+    assert tuned["by"] == "stokehold", tuned
     fn = {f.__name__: f for f in PEER_ELEMENTS}[fn_name]
     columns, _ = source_data(fn, n)
     source = sh.from_arrays(columns)
@@ -249,26 +252,24 @@ def malloc_child(fn_name, n, workers):
 
 
 def malloc_rows(workload, config, fn, n, workers, unit):
-    """The thread map again, in a process where stokehold leaves glibc's malloc thresholds at
-    their defaults (``STOKEHOLD_MALLOC_TUNING=0``): what starting glibc's rule at 4 / 8 MiB on
-    import buys a function that makes arrays of 128 KiB and more per element, apart from the
-    loader (a plain Python loop gains as much)."""
+    """The thread map again, in a process that calls ``stokehold.tune_malloc()`` first: what
+    starting glibc's rule at 4 / 8 MiB buys a function that makes arrays of 128 KiB and more per
+    element, apart from the loader (a plain Python loop gains as much). The ``stokehold/threads``
+    row beside it is the same map with glibc's defaults."""
     cmd = [sys.executable, __file__, "--json", "-", "--malloc-child", fn.__name__, str(n),
            str(workers)]
     env = {k: v for k, v in os.environ.items()
            if k != "GLIBC_TUNABLES" and not k.startswith("MALLOC_")}
-    res = subprocess.run(cmd, capture_output=True, text=True, timeout=900,
-                         env=dict(env, STOKEHOLD_MALLOC_TUNING="0"))
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=900, env=env)
     if res.returncode != 0:
         print(res.stderr, file=sys.stderr)
-        return [rows.unavailable(workload, GLIBC_DEFAULTS, config,
-                                 f"failed: {res.stderr[-200:]}")]
+        return [rows.unavailable(workload, TUNED, config, f"failed: {res.stderr[-200:]}")]
     got = json.loads(res.stdout.strip().splitlines()[-1])
-    note = "the thread map with STOKEHOLD_MALLOC_TUNING=0: glibc's malloc thresholds as they come"
-    print(f"{workload} {config} {GLIBC_DEFAULTS}: {got}", file=sys.stderr)
-    return [rows.median_row(workload, GLIBC_DEFAULTS, config, "throughput", got["rates"], unit,
+    note = "the thread map after stokehold.tune_malloc(): glibc's rule started at 4 / 8 MiB"
+    print(f"{workload} {config} {TUNED}: {got}", file=sys.stderr)
+    return [rows.median_row(workload, TUNED, config, "throughput", got["rates"], unit,
                             params={"parallelism": workers}, note=note),
-            rows.median_row(workload, GLIBC_DEFAULTS, config, "time to first element",
+            rows.median_row(workload, TUNED, config, "time to first element",
                             got["firsts"], "s", better="lower")]
 
 

@@ -17,7 +17,7 @@ used. ``docs/GUIDE.md`` is the cookbook.
 
 from . import jax, keras, tfrecord, torch
 from ._args import AUTOTUNE, INFINITE, UNKNOWN
-from ._malloc import malloc_tuning
+from ._malloc import malloc_tuning, tune_malloc
 from ._native import (
     CancelledError,
     DataCorruptionError,
@@ -102,6 +102,7 @@ __all__ = [
     "storage_stats",
     "tfrecord",
     "torch",
+    "tune_malloc",
     "verify_shards",
     "write_shards",
     "write_table",
