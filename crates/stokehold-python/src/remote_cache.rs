@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use pyo3::prelude::*;
 use stokehold_core::Dataset;
-use stokehold_io::storage::cached_shards::{open_cached, shard_source, DEFAULT_READ_AHEAD};
+use stokehold_io::shard::cached_shards::{open_cached, shard_source, DEFAULT_READ_AHEAD};
 use stokehold_io::storage::local_cache::LocalCache;
 
 use crate::dataset::PyDataset;

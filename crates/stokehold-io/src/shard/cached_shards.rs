@@ -21,11 +21,11 @@ use std::sync::Arc;
 
 use stokehold_core::{Error, Result};
 
-use super::local_cache::LocalCache;
-use super::read_ahead::ReadAhead;
+use super::format::MANIFEST_NAME;
+use super::reader::read_manifest;
+use super::{Manifest, ShardDataset};
 use crate::atomic;
-use crate::shard::reader::read_manifest;
-use crate::shard::{Manifest, ShardDataset};
+use crate::storage::{self, folder::Folder, local_cache::LocalCache, read_ahead::ReadAhead};
 
 /// Shards downloaded at once: enough to keep a loopback or datacenter link busy while one shard's
 /// request waits on its first byte, few enough to bound connections and memory in flight.
@@ -41,50 +41,44 @@ pub trait ShardSource: Send + Sync {
     fn download(&self, file: &str, size: u64, out: &mut File) -> Result<()>;
 }
 
-/// A shard folder on a local or mounted file system (NFS, a FUSE-mounted bucket) as a
-/// [`ShardSource`]: reading it through the cache copies its shards to the cache's disk once.
-#[derive(Debug, Clone)]
-pub struct FolderSource {
-    dir: PathBuf,
-}
-
-impl FolderSource {
-    /// The folder `dir`.
-    pub fn new(dir: impl AsRef<Path>) -> Self {
-        FolderSource {
-            dir: dir.as_ref().to_path_buf(),
-        }
-    }
-}
-
-impl ShardSource for FolderSource {
-    fn url(&self) -> String {
-        let abs = std::fs::canonicalize(&self.dir).unwrap_or_else(|_| self.dir.clone());
-        format!("file://{}", abs.display())
-    }
-
-    fn manifest(&self) -> Result<Vec<u8>> {
-        let p = self.dir.join(crate::shard::format::MANIFEST_NAME);
-        std::fs::read(&p).map_err(|e| Error::io(p, e))
-    }
-
-    fn download(&self, file: &str, _size: u64, out: &mut File) -> Result<()> {
-        let p = self.dir.join(file);
-        let mut f = File::open(&p).map_err(|e| Error::io(&p, e))?;
-        std::io::copy(&mut f, out).map_err(|e| Error::io(&p, e))?;
-        Ok(())
-    }
-}
-
 /// The source of the shard folder at `location`: an object-store URL (cargo feature `remote`)
 /// or a local or mounted folder.
 pub fn shard_source(location: &Path) -> Result<Arc<dyn ShardSource>> {
-    match location.to_str() {
-        #[cfg(feature = "remote")]
-        Some(url) if super::is_url(url) => Ok(Arc::new(super::remote_shards::UrlSource::new(url)?)),
-        #[cfg(not(feature = "remote"))]
-        Some(url) if super::is_url(url) => Err(super::no_remote(url)),
-        _ => Ok(Arc::new(FolderSource::new(location))),
+    Ok(Arc::new(FolderShards {
+        folder: storage::folder::folder(location)?,
+        location: location.to_path_buf(),
+    }))
+}
+
+/// A shard folder read through the storage seam's [`Folder`]: the manifest is a file in it.
+struct FolderShards {
+    folder: Arc<dyn Folder>,
+    location: PathBuf,
+}
+
+impl ShardSource for FolderShards {
+    fn url(&self) -> String {
+        self.folder.url()
+    }
+
+    fn manifest(&self) -> Result<Vec<u8>> {
+        match self.folder.read(MANIFEST_NAME) {
+            // No manifest in an object store: the reader's own words (an incomplete folder, or
+            // nothing at all under the prefix, a missing bucket), then the read's error if it
+            // has none.
+            Err(Error::Io { source, .. })
+                if source.kind() == std::io::ErrorKind::NotFound
+                    && storage::is_remote(&self.location) =>
+            {
+                read_manifest(Path::new(&self.folder.url()))?;
+                self.folder.read(MANIFEST_NAME)
+            }
+            other => other,
+        }
+    }
+
+    fn download(&self, file: &str, size: u64, out: &mut File) -> Result<()> {
+        self.folder.download(file, size, out)
     }
 }
 
@@ -108,7 +102,7 @@ pub fn open_cached(
         h64(&text)
     ));
     std::fs::create_dir_all(&mirror).map_err(|e| Error::io(&mirror, e))?;
-    atomic::write_atomic(mirror.join(crate::shard::format::MANIFEST_NAME), &text)?;
+    atomic::write_atomic(mirror.join(MANIFEST_NAME), &text)?;
     let manifest = read_manifest(&mirror)?; // checks format, version and plain shard names
     let total: u64 = manifest.shards.iter().map(|s| s.bytes).sum();
     if total > cache.cap() {

@@ -18,6 +18,7 @@
 
 pub mod assemble;
 pub mod cache;
+pub mod cached_shards;
 pub mod codec;
 pub mod format;
 pub mod reader;

@@ -17,7 +17,6 @@
 //! [`set_object_cache`] installs a process-wide [`ObjectCache`] that [`open`] asks first, so a
 //! cached remote shard opens as a local memory map.
 
-use std::ops::Range;
 use std::path::Path;
 use std::sync::{Arc, RwLock};
 
@@ -27,155 +26,24 @@ use stokehold_core::{Error, Result};
 #[cfg(feature = "remote")]
 pub mod aws_profile;
 mod cache_hook;
-pub mod cached_shards;
+pub mod folder;
 mod local;
 pub mod local_cache;
+mod meta;
+mod object;
 pub mod read_ahead;
 #[cfg(feature = "remote")]
 pub mod remote;
-#[cfg(feature = "remote")]
-pub mod remote_shards;
 mod staging;
 pub mod stream_ahead;
 mod url;
 
+pub use self::meta::Meta;
+#[cfg(not(feature = "remote"))]
+use self::object::no_remote;
+pub use self::object::{Object, Source};
 pub use self::staging::{remote_path, write_staged};
 pub use self::url::{is_url, join, split_url};
-
-/// What a listing or a `head` knows about one file or object.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Meta {
-    /// The location, as given or listed (a path or a full URL).
-    pub location: String,
-    /// Its size in bytes.
-    pub size: u64,
-    /// The object's version where the backend has one (S3's ETag or version id); `None` for
-    /// local files.
-    pub version: Option<String>,
-}
-
-/// An object opened for reading by range: its size and version are fixed at open, and each read
-/// checks it still has that version.
-#[derive(Clone)]
-pub struct Object {
-    meta: Meta,
-    backend: ObjectBackend,
-}
-
-#[derive(Clone)]
-enum ObjectBackend {
-    Local(Bytes),
-    #[cfg(feature = "remote")]
-    Remote(Arc<remote::RemoteObject>),
-}
-
-impl std::fmt::Debug for Object {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Object").field("meta", &self.meta).finish()
-    }
-}
-
-impl Object {
-    /// Location, size and version.
-    pub fn meta(&self) -> &Meta {
-        &self.meta
-    }
-
-    /// Size in bytes.
-    pub fn size(&self) -> u64 {
-        self.meta.size
-    }
-
-    /// The location (a path or URL), for errors.
-    pub fn location(&self) -> &str {
-        &self.meta.location
-    }
-
-    /// Whether the bytes come over the network (a reader may then batch its reads).
-    pub fn is_remote(&self) -> bool {
-        !matches!(self.backend, ObjectBackend::Local(_))
-    }
-
-    /// Bytes `range` of the object: exactly `range.end - range.start` bytes, or an error naming
-    /// the location and the offset (past the end, a short body, a changed object).
-    pub fn read_range(&self, range: Range<u64>) -> Result<Bytes> {
-        check_range(&self.meta, &range)?;
-        match &self.backend {
-            ObjectBackend::Local(b) => Ok(b.slice(range.start as usize..range.end as usize)),
-            #[cfg(feature = "remote")]
-            ObjectBackend::Remote(r) => r.read_range(range),
-        }
-    }
-
-    /// Several ranges at once: neighbouring ranges are merged into multi-MiB requests and the
-    /// requests run concurrently (bounded). The result has one `Bytes` per range, in order.
-    pub fn read_ranges(&self, ranges: &[Range<u64>]) -> Result<Vec<Bytes>> {
-        for r in ranges {
-            check_range(&self.meta, r)?;
-        }
-        match &self.backend {
-            ObjectBackend::Local(b) => Ok(ranges
-                .iter()
-                .map(|r| b.slice(r.start as usize..r.end as usize))
-                .collect()),
-            #[cfg(feature = "remote")]
-            ObjectBackend::Remote(r) => r.read_ranges(ranges),
-        }
-    }
-
-    /// The whole object.
-    pub fn read_all(&self) -> Result<Bytes> {
-        self.read_range(0..self.meta.size)
-    }
-
-    /// Writes the whole object into `out`, streaming (one request for a remote object, resumed
-    /// where a body breaks off); the number of bytes written is the object's size.
-    pub fn copy_to(&self, out: &mut dyn std::io::Write) -> Result<u64> {
-        match &self.backend {
-            ObjectBackend::Local(b) => out
-                .write_all(b)
-                .map(|()| b.len() as u64)
-                .map_err(|e| Error::io(&self.meta.location, e)),
-            #[cfg(feature = "remote")]
-            ObjectBackend::Remote(r) => r.copy_to(out),
-        }
-    }
-
-    /// Copies the whole object to `dest` (written to a temporary name and renamed, so `dest`
-    /// never holds a partial copy). The hook a local cache fills itself with.
-    pub fn fetch_to(&self, dest: &Path) -> Result<()> {
-        let data = self.read_all()?;
-        crate::atomic::write_atomic(dest, &data).map(drop)
-    }
-}
-
-fn check_range(meta: &Meta, r: &Range<u64>) -> Result<()> {
-    if r.start > r.end || r.end > meta.size {
-        return Err(Error::corrupt(
-            &meta.location,
-            r.start,
-            format!(
-                "range {}..{} is outside the object ({} bytes)",
-                r.start, r.end, meta.size
-            ),
-        ));
-    }
-    Ok(())
-}
-
-/// Where a reader's bytes are: a local memory map (the fast path, unchanged from before the
-/// seam), or an object read by range.
-pub enum Source {
-    /// A local file, memory-mapped; `file` is kept open for length checks (`fstat`).
-    Mapped {
-        /// The open file.
-        file: Arc<std::fs::File>,
-        /// The map.
-        data: Bytes,
-    },
-    /// An object in a store.
-    Remote(Object),
-}
 
 /// A process-wide cache of remote objects as local files (installed by [`set_object_cache`]).
 pub trait ObjectCache: Send + Sync {
@@ -201,7 +69,7 @@ pub fn open(location: &Path) -> Result<Source> {
     match remote_url(location)? {
         None => local::map(location),
         Some(url) => {
-            let object = open_object_url(url)?;
+            let object = Object::open_url(url)?;
             if let Some(cache) = object_cache() {
                 if let Some(path) = cache.local_copy(&object)? {
                     return local::map(&path);
@@ -216,17 +84,17 @@ pub fn open(location: &Path) -> Result<Source> {
 pub fn open_object(location: &Path) -> Result<Object> {
     match remote_url(location)? {
         None => match local::map(location)? {
-            Source::Mapped { data, .. } => Ok(Object {
-                meta: Meta {
+            Source::Mapped { data, .. } => Ok(Object::local(
+                Meta {
                     location: location.to_string_lossy().into_owned(),
                     size: data.len() as u64,
                     version: None,
                 },
-                backend: ObjectBackend::Local(data),
-            }),
+                data,
+            )),
             Source::Remote(o) => Ok(o),
         },
-        Some(url) => open_object_url(url),
+        Some(url) => Object::open_url(url),
     }
 }
 
@@ -236,7 +104,7 @@ pub fn read(location: &Path) -> Result<Bytes> {
         None => std::fs::read(location)
             .map(Bytes::from)
             .map_err(|e| Error::io(location, e)),
-        Some(url) => open_object_url(url)?.read_all(),
+        Some(url) => Object::open_url(url)?.read_all(),
     }
 }
 
@@ -308,7 +176,7 @@ pub fn reader(location: &Path, offset: u64) -> Result<Box<dyn std::io::Read + Se
             }
             Ok(Box::new(f))
         }
-        Some(url) => Ok(Box::new(ObjectRead::new(open_object_url(url)?, offset))),
+        Some(url) => Ok(Box::new(ObjectRead::new(Object::open_url(url)?, offset))),
     }
 }
 
@@ -406,27 +274,6 @@ fn remote_url(location: &Path) -> Result<Option<&str>> {
         Some(s) if is_url(s) => Ok(Some(s)),
         _ => Ok(None),
     }
-}
-
-fn open_object_url(url: &str) -> Result<Object> {
-    #[cfg(feature = "remote")]
-    {
-        let r = remote::RemoteObject::open(url)?;
-        Ok(Object {
-            meta: r.meta().clone(),
-            backend: ObjectBackend::Remote(Arc::new(r)),
-        })
-    }
-    #[cfg(not(feature = "remote"))]
-    Err(no_remote(url))
-}
-
-#[cfg(not(feature = "remote"))]
-fn no_remote(url: &str) -> Error {
-    Error::invalid(format!(
-        "{url}: object-store URLs need stokehold-io's `remote` cargo feature (on in the wheel and \
-         the CLI); this build reads local paths only"
-    ))
 }
 
 #[cfg(test)]

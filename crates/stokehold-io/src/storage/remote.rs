@@ -31,15 +31,11 @@ use object_store::{
 use stokehold_core::{Error, Result};
 use tokio::runtime::Runtime;
 
-use self::hedge::{hedged_get, Shared, BYTES, REQUESTS};
-pub use self::hedge::{stats, Stats};
+use self::hedge::{hedged_get, Answer, Shared, BYTES, REQUESTS};
+pub use self::hedge::{stats, Stats, MAX_IN_FLIGHT};
 use super::{split_url, Meta};
 
 mod hedge;
-
-/// Requests in flight per process at most: enough to hide S3's ~20-50 ms first-byte latency at
-/// several GB/s, few enough not to be throttled (S3 allows thousands per prefix per second).
-pub const MAX_IN_FLIGHT: usize = 32;
 
 /// Ranges closer than this are fetched by one request: a request costs a round trip (~1 ms on
 /// loopback, 20+ ms to S3), which buys a MiB or more of transfer.
@@ -95,9 +91,6 @@ static STATE: Mutex<Option<Arc<State>>> = Mutex::new(None);
 /// Option pairs (key, value) by store (`scheme://bucket`), and for every store (key `""`).
 type StoreOptions = HashMap<String, Vec<(String, String)>>;
 static OPTIONS: Mutex<Option<StoreOptions>> = Mutex::new(None);
-
-/// One ranged `GET`'s answer: the ETag it came from and its bytes.
-type Answer = std::result::Result<(Option<String>, Bytes), object_store::Error>;
 
 /// Extra configuration for the stores built from now on: for `store` (`s3://bucket`), or for
 /// every store when `store` is `""`. Keys are object_store's for the scheme, e.g.

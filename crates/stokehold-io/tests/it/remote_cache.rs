@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use stokehold_core::MapDataset;
 use stokehold_io::shard::{Compression, ShardDataset};
-use stokehold_io::storage::cached_shards::{open_cached, shard_source};
+use stokehold_io::shard::cached_shards::{open_cached, shard_source};
 use stokehold_io::storage::local_cache::LocalCache;
 
 use super::remote::{assert_same, shard_opts, source, upload_dir};

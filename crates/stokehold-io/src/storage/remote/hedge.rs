@@ -7,11 +7,17 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use bytes::Bytes;
 use object_store::path::Path;
 use object_store::{GetOptions, ObjectStore};
 use tokio::sync::Semaphore;
 
-use super::{Answer, MAX_IN_FLIGHT};
+/// Requests in flight per process at most: enough to hide S3's ~20-50 ms first-byte latency at
+/// several GB/s, few enough not to be throttled (S3 allows thousands per prefix per second).
+pub const MAX_IN_FLIGHT: usize = 32;
+
+/// One ranged `GET`'s answer: the ETag it came from and its bytes.
+pub(super) type Answer = std::result::Result<(Option<String>, Bytes), object_store::Error>;
 
 /// A read waits at least this long before it is hedged: S3's time to first byte is typically
 /// 10-50 ms with a tail to a few hundred; below ~100 ms a hedge would often duplicate a request
