@@ -13,39 +13,13 @@ use zune_jpeg::zune_core::colorspace::ColorSpace;
 use zune_jpeg::zune_core::options::DecoderOptions;
 use zune_jpeg::JpegDecoder;
 
-use super::{ImageError, Layout};
+use super::error::ImageError;
+pub use super::format::Format;
+use super::pixels::Layout;
 
 /// Pillow's decompression-bomb ceiling (`2 * Image.MAX_IMAGE_PIXELS`): a user coming from a PIL
 /// `map` keeps the same limit by default.
 pub const DEFAULT_MAX_PIXELS: u64 = 178_956_970;
-
-/// An image container format, recognised by its signature.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Format {
-    /// JPEG (JFIF / Exif), baseline or progressive.
-    Jpeg,
-    /// PNG.
-    Png,
-    /// WebP (RIFF), lossy or lossless.
-    WebP,
-}
-
-impl Format {
-    /// The format's usual name.
-    pub fn name(self) -> &'static str {
-        match self {
-            Format::Jpeg => "JPEG",
-            Format::Png => "PNG",
-            Format::WebP => "WebP",
-        }
-    }
-}
-
-impl std::fmt::Display for Format {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
-    }
-}
 
 /// Recognises the format from the first bytes; formats we do not decode are named in the error.
 pub fn sniff(data: &[u8]) -> Result<Format, ImageError> {

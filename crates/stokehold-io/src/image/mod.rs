@@ -29,69 +29,16 @@ use stokehold_core::{BatchMapFn, Ctx, DType, Error, Example, MapFn, Result, Tens
 
 pub mod augment;
 pub mod decode;
+mod error;
+mod format;
 mod pixels;
 pub mod resize;
 
-pub use decode::{decode, probe, sniff, DecodeOptions, Format, ImageInfo, DEFAULT_MAX_PIXELS};
+pub use decode::{decode, probe, sniff, DecodeOptions, ImageInfo, DEFAULT_MAX_PIXELS};
+pub use error::ImageError;
+pub use format::Format;
+pub use pixels::Layout;
 pub use resize::{Interpolation, Rect, Size};
-
-/// Why an image could not be decoded or transformed.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum ImageError {
-    /// Not one of the formats we decode (the detected one is named).
-    #[error("unsupported image format ({0}); decode_image reads JPEG, PNG and WebP")]
-    Unsupported(&'static str),
-    /// The decoder refused the bytes.
-    #[error("{format}: {reason}")]
-    Corrupt {
-        /// The format the signature announced.
-        format: Format,
-        /// The decoder's message.
-        reason: String,
-    },
-    /// A zero side, or more pixels than allowed (checked on the header, before allocating).
-    #[error(
-        "{format} header says {width}x{height}: refused before decoding (each side must be \
-         >= 1 and width*height <= max_pixels = {max_pixels})"
-    )]
-    Size {
-        /// The format.
-        format: Format,
-        /// Width from the header.
-        width: u64,
-        /// Height from the header.
-        height: u64,
-        /// The limit in force.
-        max_pixels: u64,
-    },
-    /// An option or an input tensor an op cannot work with.
-    #[error("{0}")]
-    Argument(String),
-}
-
-/// Memory order of a decoded or normalised image.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum Layout {
-    /// `[height, width, channels]` (tf.image, Pillow, numpy).
-    #[default]
-    Hwc,
-    /// `[channels, height, width]` (torchvision).
-    Chw,
-}
-
-impl Layout {
-    /// `"HWC"` or `"CHW"`.
-    pub fn parse(s: &str) -> Result<Self> {
-        match s {
-            "HWC" => Ok(Layout::Hwc),
-            "CHW" => Ok(Layout::Chw),
-            _ => Err(Error::invalid(format!(
-                "layout={s:?}: must be \"HWC\" or \"CHW\""
-            ))),
-        }
-    }
-}
 
 /// The error of element `ctx.index` in feature `feature`: a corrupt-file error naming the path
 /// when the element carries one in feature `"path"` (a `read_file` / `list_files` pipeline),

@@ -1,4 +1,30 @@
-//! Pixel-level helpers shared by decode and the augmentation ops: channel conversion and layout.
+//! Pixel-level helpers shared by decode and the augmentation ops: the memory layout
+//! ([`Layout`]) and channel conversion.
+
+use stokehold_core::{Error, Result};
+
+/// Memory order of a decoded or normalised image.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Layout {
+    /// `[height, width, channels]` (tf.image, Pillow, numpy).
+    #[default]
+    Hwc,
+    /// `[channels, height, width]` (torchvision).
+    Chw,
+}
+
+impl Layout {
+    /// `"HWC"` or `"CHW"`.
+    pub fn parse(s: &str) -> Result<Self> {
+        match s {
+            "HWC" => Ok(Layout::Hwc),
+            "CHW" => Ok(Layout::Chw),
+            _ => Err(Error::invalid(format!(
+                "layout={s:?}: must be \"HWC\" or \"CHW\""
+            ))),
+        }
+    }
+}
 
 /// A sample type of decoded images (`u8`, `u16`).
 pub trait Sample: Copy + Default + Send + 'static {

@@ -7,7 +7,7 @@ use std::cell::RefCell;
 use fast_image_resize::images::{Image, ImageRef};
 use fast_image_resize::{FilterType, PixelType, ResizeAlg, ResizeOptions, Resizer};
 
-use super::ImageError;
+use super::error::ImageError;
 
 /// How pixels are interpolated.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -64,7 +64,13 @@ impl Table {
     pub fn open(path: impl AsRef<Path>) -> Result<Table> {
         let path = path.as_ref();
         if crate::storage::is_remote(path) {
-            return remote::open(path);
+            let (rows, header, remote) = remote::open(path)?;
+            return Ok(Table {
+                path: path.to_path_buf(),
+                rows,
+                header: Some(header),
+                remote: Some(remote),
+            });
         }
         let file = File::open(path).map_err(|e| Error::io(path, e))?;
         let size = file.metadata().map_err(|e| Error::io(path, e))?.len();

@@ -6,7 +6,7 @@ use bytes::Bytes;
 use stokehold_core::ops::gather::{check_table, int_values};
 use stokehold_core::{DType, Error, Result, Tensor};
 
-use super::{npy, Table};
+use super::npy::{self, NpyHeader};
 use crate::storage::Object;
 
 /// Bytes read to find the header: `.npy` headers are a few hundred bytes; the format allows up
@@ -21,7 +21,9 @@ pub(super) struct RemoteRows {
     pub(super) shape: Vec<usize>,
 }
 
-pub(super) fn open(path: &Path) -> Result<Table> {
+/// Opens the remote table at `path`: its empty `[0, row shape]` stand-in rows, its header, and
+/// the rows' reader.
+pub(super) fn open(path: &Path) -> Result<(Tensor, NpyHeader, RemoteRows)> {
     let object = crate::storage::open_object(path)?;
     let size = object.size();
     let head = object.read_range(0..size.min(HEADER_READ))?;
@@ -44,16 +46,12 @@ pub(super) fn open(path: &Path) -> Result<Table> {
     empty[0] = 0;
     let rows = Tensor::new(header.dtype, empty, Bytes::new())?;
     check_table(&rows, &path.display().to_string())?;
-    Ok(Table {
-        path: path.to_path_buf(),
-        rows,
-        remote: Some(RemoteRows {
-            object,
-            data_offset: header.data_offset as u64,
-            shape: header.shape.clone(),
-        }),
-        header: Some(header),
-    })
+    let remote = RemoteRows {
+        object,
+        data_offset: header.data_offset as u64,
+        shape: header.shape.clone(),
+    };
+    Ok((rows, header, remote))
 }
 
 impl RemoteRows {

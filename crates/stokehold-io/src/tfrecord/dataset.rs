@@ -1,9 +1,10 @@
 //! `TFRecordDataset`: the records of a list of files, as a stream (or, when every file has an
 //! index sidecar, at random).
 //!
-//! Each element has one feature, [`RECORD`] (`"record"`): a scalar bytes tensor holding the
-//! serialized record. Parse it per element ([`Parser::element_fn`](super::Parser::element_fn)) or,
-//! faster, batch first and parse each batch ([`Parser::batch_fn`](super::Parser::batch_fn)).
+//! Each element has one feature, [`RECORD`](super::RECORD) (`"record"`): a scalar bytes tensor
+//! holding the serialized record. Parse it per element
+//! ([`Parser::element_fn`](super::Parser::element_fn)) or, faster, batch first and parse each
+//! batch ([`Parser::batch_fn`](super::Parser::batch_fn)).
 //!
 //! The stream's state is `{"file": i, "offset": o}`: the file being read and the stream offset of
 //! its next record (for compressed files, an offset in the decompressed stream: resuming
@@ -12,12 +13,11 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use bytes::Bytes;
 use serde_json::{json, Value as Json};
 use stokehold_core::dataset::{state_u64, DatasetIter, IterDataset};
-use stokehold_core::{interleave_fn, Dataset, Error, Example, InterleaveFn, Result, Tensor};
+use stokehold_core::{interleave_fn, Dataset, Error, Example, InterleaveFn, Result};
 
-use super::example::parse::RECORD;
+pub use super::element::{describe_files, record_element};
 use super::indexed::IndexedTFRecord;
 use super::reader::{CorruptLog, ReadOptions, RecordReader};
 use super::Compression;
@@ -114,36 +114,6 @@ pub fn tfrecord_fn(path_feature: &str, opts: ReadOptions, log: Arc<CorruptLog>) 
         };
         Ok(ds.into_dataset())
     })
-}
-
-/// A record as a dataset element: `{"record": bytes scalar}` (zero-copy over `data`).
-pub fn record_element(data: Bytes) -> Example {
-    let len = data.len() as u64;
-    let t = Tensor::strings_from_parts(vec![], data, Arc::from([0, len]))
-        .expect("offsets match the data");
-    Example::new().with(RECORD, t)
-}
-
-/// A short stable description of a file list for op names and fingerprints.
-pub fn describe_files(files: &[PathBuf]) -> String {
-    let words: Vec<u64> = files
-        .iter()
-        .flat_map(|f| {
-            f.to_string_lossy()
-                .bytes()
-                .map(u64::from)
-                .collect::<Vec<_>>()
-        })
-        .collect();
-    let first = files
-        .first()
-        .map(|f| f.display().to_string())
-        .unwrap_or_default();
-    format!(
-        "{} files, first {first:?}, hash {:016x}",
-        files.len(),
-        stokehold_core::rng::key(7, &words)
-    )
 }
 
 impl IterDataset for TFRecordDataset {

@@ -10,7 +10,7 @@ use bytes::Bytes;
 use stokehold_core::{Error, Example, MapDataset, Result};
 
 use super::crc::masked_crc;
-use super::dataset::{describe_files, record_element};
+use super::element::{describe_files, record_element};
 use super::index::{read_index_with_skips, IndexEntry};
 use super::reader::{CorruptLog, CorruptRecord, OnCorrupt, ReadOptions};
 use super::reader::{FOOTER, HEADER};

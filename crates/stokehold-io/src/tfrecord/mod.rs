@@ -35,6 +35,7 @@ pub mod batched;
 pub mod compression;
 pub mod crc;
 pub mod dataset;
+mod element;
 pub mod example;
 pub mod index;
 pub mod indexed;
