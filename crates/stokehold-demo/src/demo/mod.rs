@@ -16,164 +16,25 @@
 //! ```
 
 pub mod clips;
+mod options;
+mod report;
 mod table;
 
 use std::io::Write;
 use std::time::{Duration, Instant};
 
-use serde::{Deserialize, Serialize};
 use stokehold_core::rng::key;
 use stokehold_core::{Dataset, DatasetIter, Error, Example, Result};
 
 use crate::checksum::checksum;
-use crate::timing::{self, BatchTiming, Boundary};
+use crate::timing::{self, BatchTiming};
 use crate::{mem, progress};
 
+pub use options::DemoOptions;
+pub use report::{
+    cache_target_bytes, DemoReport, CACHE_TARGET_FACTOR, CACHE_TARGET_SLACK, STALL_TARGET_MS,
+};
 pub use table::write_table;
-
-/// Target: the cache's resident growth is at most this factor of the raw sample bytes...
-pub const CACHE_TARGET_FACTOR: f64 = 1.05;
-/// ...plus this slack, which covers allocator and thread bookkeeping that does not scale.
-pub const CACHE_TARGET_SLACK: u64 = 16 << 20;
-/// Target: the median epoch-boundary stall is below this many milliseconds.
-pub const STALL_TARGET_MS: f64 = 1.0;
-
-/// What the demo runs. Every field has a default (shown in brackets).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
-pub struct DemoOptions {
-    /// Number of clips [400].
-    pub clips: usize,
-    /// Shortest clip in seconds [5].
-    pub min_seconds: f64,
-    /// Longest clip in seconds [180].
-    pub max_seconds: f64,
-    /// Samples per second [16000].
-    pub sample_rate: u32,
-    /// Epochs to train [5].
-    pub epochs: u64,
-    /// Clips per batch [32]; the last batch of an epoch may be smaller.
-    pub batch_size: usize,
-    /// Length of the random crop in seconds [3]; at most `min_seconds`.
-    pub crop_seconds: f64,
-    /// Simulated training step per batch in milliseconds [50]; 0 runs flat out.
-    pub step_ms: f64,
-    /// Batches prepared ahead on the prefetch thread [4].
-    pub prefetch: usize,
-    /// Seed of the clips, the shuffle and the crops [0].
-    pub seed: u64,
-    /// Show progress bars on stderr when it is a terminal [true].
-    pub progress: bool,
-}
-
-impl Default for DemoOptions {
-    fn default() -> Self {
-        DemoOptions {
-            clips: 400,
-            min_seconds: 5.0,
-            max_seconds: 180.0,
-            sample_rate: 16_000,
-            epochs: 5,
-            batch_size: 32,
-            crop_seconds: 3.0,
-            step_ms: 50.0,
-            prefetch: 4,
-            seed: 0,
-            progress: true,
-        }
-    }
-}
-
-impl DemoOptions {
-    fn samples(&self, seconds: f64) -> u64 {
-        (seconds * f64::from(self.sample_rate)).round() as u64
-    }
-
-    /// Checks the options; the error names the offending option.
-    pub fn validate(&self) -> Result<()> {
-        let positive = [
-            ("clips", self.clips as u64),
-            ("epochs", self.epochs),
-            ("batch_size", self.batch_size as u64),
-            ("prefetch", self.prefetch as u64),
-            ("sample_rate", u64::from(self.sample_rate)),
-        ];
-        if let Some((name, _)) = positive.iter().find(|(_, v)| *v == 0) {
-            return Err(Error::invalid(format!("demo: {name} must be > 0")));
-        }
-        let finite = [
-            self.min_seconds,
-            self.max_seconds,
-            self.crop_seconds,
-            self.step_ms,
-        ];
-        if finite.iter().any(|v| !v.is_finite() || *v < 0.0) {
-            return Err(Error::invalid("demo: durations must be finite and >= 0"));
-        }
-        if self.samples(self.crop_seconds) == 0 {
-            return Err(Error::invalid(
-                "demo: crop_seconds must be at least one sample",
-            ));
-        }
-        if self.min_seconds > self.max_seconds {
-            return Err(Error::invalid(format!(
-                "demo: min_seconds ({}) is more than max_seconds ({})",
-                self.min_seconds, self.max_seconds
-            )));
-        }
-        if self.samples(self.crop_seconds) > self.samples(self.min_seconds) {
-            return Err(Error::invalid(format!(
-                "demo: crop_seconds ({}) is longer than the shortest clip (min_seconds = {})",
-                self.crop_seconds, self.min_seconds
-            )));
-        }
-        Ok(())
-    }
-}
-
-/// The figures of one run, as printed in the table.
-#[derive(Clone, Debug, Serialize)]
-pub struct DemoReport {
-    /// The options the run used.
-    pub options: DemoOptions,
-    /// The pipeline, as `Dataset::describe` writes it.
-    pub pipeline: String,
-    /// Samples over all clips.
-    pub total_samples: u64,
-    /// The samples' bytes (2 per int16 sample).
-    pub raw_bytes: u64,
-    /// The longest clip, in samples.
-    pub max_clip_samples: u64,
-    /// Resident set growth while building the cache (`None` without `/proc`).
-    pub cache_rss_growth_bytes: Option<i64>,
-    /// `cache_rss_growth_bytes / raw_bytes`.
-    pub cache_ratio: Option<f64>,
-    /// Seconds to generate and cache the clips.
-    pub cache_build_seconds: f64,
-    /// Bytes of a padded `[clips, max_len]` int16 matrix (computed, never allocated).
-    pub padded_bytes: u64,
-    /// `padded_bytes / raw_bytes`.
-    pub padded_ratio: f64,
-    /// Batches in one epoch.
-    pub batches_per_epoch: usize,
-    /// Wall time of each epoch in seconds (see [`timing::epoch_seconds`]).
-    pub epoch_seconds: Vec<f64>,
-    /// Checksum of the first batch of each epoch (equal seeds give equal sums).
-    pub first_batch_checksums: Vec<u64>,
-    /// Median wait for a batch that starts no epoch, in ms, the step excluded.
-    pub steady_wait_ms: Option<f64>,
-    /// Median arrival-to-arrival time of such batches in ms, the step included.
-    pub steady_interval_ms: Option<f64>,
-    /// Every epoch boundary, with its stall.
-    pub boundaries: Vec<Boundary>,
-    /// Median stall over the boundaries, in ms.
-    pub stall_median_ms: Option<f64>,
-    /// Whether the cache met `growth <= 1.05 x raw + 16 MiB` (`None` when not measured).
-    pub cache_target_met: Option<bool>,
-    /// Whether the median stall was below 1 ms (`None` with a single epoch or a single batch per
-    /// epoch).
-    pub stall_target_met: Option<bool>,
-}
 
 /// Runs the demo, writing a table of its figures to `out`, and returns them.
 pub fn run(opts: &DemoOptions, out: &mut dyn Write) -> Result<DemoReport> {
@@ -242,11 +103,6 @@ pub fn run(opts: &DemoOptions, out: &mut dyn Write) -> Result<DemoReport> {
     };
     write_table(&report, out).map_err(|e| Error::io("<demo output>", e))?;
     Ok(report)
-}
-
-/// The most resident growth the cache of `raw_bytes` of samples may take to meet its target.
-pub fn cache_target_bytes(raw_bytes: u64) -> f64 {
-    raw_bytes as f64 * CACHE_TARGET_FACTOR + CACHE_TARGET_SLACK as f64
 }
 
 /// Iterates every batch of every epoch like a training loop: wait for a batch, then "train" on

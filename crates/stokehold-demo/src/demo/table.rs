@@ -2,7 +2,7 @@
 
 use std::io::{self, Write};
 
-use super::{cache_target_bytes, DemoReport, STALL_TARGET_MS};
+use super::report::{cache_target_bytes, DemoReport, STALL_TARGET_MS};
 
 const MIB: f64 = 1024.0 * 1024.0;
 
