@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value as Json;
 
-use super::executor::Executor;
+use super::executor::{Executor, Reservation};
 use super::stats::OpStats;
 use crate::dataset::DatasetIter;
 use crate::error::{Error, Result};
@@ -85,6 +85,8 @@ struct Shared {
     cv_in: Condvar,
     depth: usize,
     exec: Executor,
+    /// The queue's bytes in the executor's budget.
+    held: Reservation,
     stats: Arc<OpStats>,
     label: String,
 }
@@ -126,6 +128,7 @@ impl Background {
             cv_in: Condvar::new(),
             depth: depth.max(1),
             exec: exec.clone(),
+            held: Reservation::new(Some(exec.clone())),
             stats,
             label,
         });
@@ -149,7 +152,7 @@ impl Background {
 
     /// An element taken off the queue, its bytes out of the budget as it leaves our hands.
     fn hand_out(&self, (r, state, bytes): Item) -> Result<(Option<Example>, Json)> {
-        self.shared.exec.budget().sub(bytes);
+        self.shared.held.release(bytes);
         r.map(|e| (e, state))
     }
 
@@ -206,9 +209,8 @@ impl Drop for Background {
     fn drop(&mut self) {
         let mut st = self.shared.lock();
         st.stop = true;
-        let held: usize = st.items.iter().chain(&self.taken).map(|i| i.2).sum();
         st.items.clear();
-        self.shared.exec.budget().sub(held);
+        self.shared.held.release_all();
         self.shared.cv_in.notify_all();
     }
 }
@@ -290,7 +292,7 @@ fn read_ahead(sh: &Shared, it: &mut dyn DatasetIter, permits: Option<&Permits>) 
             if st.stop {
                 break true;
             }
-            sh.exec.budget().add(bytes);
+            sh.held.hold(bytes);
             st.items.push_back((r, state, bytes));
             st.ahead = ahead(sh.depth, est_ns, est);
             let full = st.items.len() >= st.ahead || !sh.exec.budget().fits(est);

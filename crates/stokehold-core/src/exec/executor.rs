@@ -229,3 +229,70 @@ impl DefaultExecutor {
         slot.as_ref().map(|(exec, _)| exec.clone())
     }
 }
+
+/// Bytes one buffer of elements holds, accounted in an executor's memory budget for as long as
+/// they are held: the one way a buffer counts in the budget (a prefetch queue, a parallel stage's
+/// reorder buffer, a background reader's queue, a shuffle buffer, `group_by_window`'s windows,
+/// `pack`'s open rows). Dropped, it gives back what it still holds, however the buffer ends.
+/// Without an executor it only counts.
+#[derive(Default)]
+pub struct Reservation {
+    exec: Option<Executor>,
+    held: AtomicUsize,
+}
+
+impl Reservation {
+    /// A reservation in `exec`'s budget (none: counted, not accounted).
+    pub fn new(exec: Option<Executor>) -> Self {
+        Reservation {
+            exec,
+            held: AtomicUsize::new(0),
+        }
+    }
+
+    /// Accounts `bytes` more (admitted by the caller: see [`Budget::fits`]).
+    pub fn hold(&self, bytes: usize) {
+        self.held.fetch_add(bytes, Ordering::Relaxed);
+        if let Some(e) = &self.exec {
+            e.budget().add(bytes);
+        }
+    }
+
+    /// Gives back `bytes` of what is held (at most what is held).
+    pub fn release(&self, bytes: usize) {
+        let mut gone = 0;
+        let _ = self
+            .held
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |h| {
+                gone = bytes.min(h);
+                Some(h - gone)
+            });
+        if let Some(e) = &self.exec {
+            e.budget().sub(gone);
+        }
+    }
+
+    /// Gives back everything held.
+    pub fn release_all(&self) {
+        let gone = self.held.swap(0, Ordering::Relaxed);
+        if let Some(e) = &self.exec {
+            e.budget().sub(gone);
+        }
+    }
+
+    /// Bytes held now.
+    pub fn held(&self) -> usize {
+        self.held.load(Ordering::Relaxed)
+    }
+
+    /// The budget it accounts in, if any.
+    pub fn budget(&self) -> Option<&Budget> {
+        self.exec.as_ref().map(Executor::budget)
+    }
+}
+
+impl Drop for Reservation {
+    fn drop(&mut self) {
+        self.release_all();
+    }
+}

@@ -16,8 +16,8 @@ pub mod trace;
 
 pub use budget::Budget;
 pub use executor::DefaultExecutor;
-pub use executor::{ExecOptions, Executor, DEFAULT_MEMORY_BUDGET};
-pub use options::{executor_of, ExecIter};
+pub use executor::{ExecOptions, Executor, Reservation, DEFAULT_MEMORY_BUDGET};
+pub use options::{buffer_reservation, executor_of, ExecIter};
 pub use parallel::handoffs_pending;
 pub use parallelism::{Parallelism, AUTOTUNE};
 pub use stats::{OpReport, OpStats, StatsReport};

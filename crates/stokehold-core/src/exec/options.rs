@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use serde_json::Value as Json;
 
-use super::executor::Executor;
+use super::executor::{Executor, Reservation};
 use super::stats::StatsReport;
 use super::ExecOptions;
 use crate::dataset::{Dataset, DatasetIter, IterDataset};
@@ -35,6 +35,14 @@ impl WithOptions {
             exec,
         }))
     }
+}
+
+/// A [`Reservation`] for a buffer of elements an op over `input` keeps (a shuffle buffer, a
+/// window of `group_by_window`, `pack`'s open rows), in the budget of the executor the op runs
+/// on: the one installed on this thread (a stage's worker, a prefetch thread, `with_options`),
+/// else the one its input runs on.
+pub fn buffer_reservation(input: &Dataset) -> Reservation {
+    Reservation::new(Executor::current().or_else(|| executor_of(input)))
 }
 
 /// The executor `ds` runs on, found through its plan: the nearest `with_options` op, or the

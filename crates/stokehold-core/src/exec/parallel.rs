@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value as Json};
 
 use super::autotune::Tuner;
-use super::executor::Executor;
+use super::executor::{Executor, Reservation};
 use super::stats::OpStats;
 use crate::dataset::{state_field, state_u64, Dataset, DatasetIter, MapDataset, INFINITE};
 use crate::error::{Error, Result};
@@ -206,6 +206,8 @@ struct Shared {
     cv_in: Condvar,
     stats: Arc<OpStats>,
     exec: Executor,
+    /// The reorder buffer's bytes in the executor's budget.
+    held: Reservation,
     ordered: bool,
     /// The stage's functions share a scope (Python's GIL, [`StageSpec::scoped`]).
     scoped: bool,
@@ -474,6 +476,7 @@ fn build(
         cv_in: Condvar::new(),
         stats: stats.clone(),
         exec: exec.clone(),
+        held: Reservation::new(Some(exec.clone())),
         ordered: spec.ordered,
         scoped: spec.scoped,
     }))
@@ -493,7 +496,7 @@ fn stop(sh: &Shared) {
     st.stop = true;
     end_handoff(&mut st);
     let held = st.ready.clear();
-    sh.exec.budget().sub(held);
+    sh.held.release(held);
     sh.cv_in.notify_all();
     sh.cv_out.notify_all();
 }
@@ -518,7 +521,7 @@ impl DatasetIter for ParallelIter {
         let mut wake_in = false;
         let out = loop {
             if let Some((_, item)) = self.take(&mut st) {
-                sh.exec.budget().sub(item.bytes);
+                sh.held.release(item.bytes);
                 self.stats.produced(item.bytes, st.ready.len());
                 wake_in = st.idle > 0 && has_room(&st);
                 break Some(item.res);
@@ -607,7 +610,7 @@ impl DatasetIter for ParallelIter {
                     }
                 }
                 if taken > 0 {
-                    sh.exec.budget().sub(bytes);
+                    sh.held.release(bytes);
                     self.stats.produced_many(taken, bytes, buffered);
                     let wake_in = st.idle > 0 && has_room(&st);
                     let target = st.target;
@@ -875,7 +878,7 @@ fn run(sh: &Shared, claimed: Vec<(u64, Option<Result<Example>>)>, worker: bool) 
         st.ready.insert(seq, Item { res, bytes });
         added = true;
     }
-    sh.exec.budget().add(held);
+    sh.held.hold(held);
     // In order, the consumer can take only the lowest element: a run finished ahead of it
     // does not wake the consumer (on two cores, each wake-up took a core from a worker). An
     // inline run is the consumer's own, and no worker claims at the inline setting: nobody to

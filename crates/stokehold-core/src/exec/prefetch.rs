@@ -43,8 +43,8 @@ use crate::dataset::{Stage, StageKind};
 use crate::error::{Error, Result};
 use crate::example::Example;
 use crate::exec::interrupt;
-use crate::exec::DefaultExecutor;
 use crate::exec::OpStats;
+use crate::exec::{DefaultExecutor, Reservation};
 
 /// The fewest elements an autotuned prefetch buffers: double buffering, so the consumer takes one
 /// while the thread makes the next.
@@ -266,9 +266,8 @@ impl Buffered {
 /// One buffered element: its place among the `depth` the buffer may hold, and its bytes,
 /// accounted in the executor's budget (when the pipeline has one) while it waits.
 struct Held {
-    exec: Option<super::Executor>,
+    res: Reservation,
     buffered: Arc<Buffered>,
-    bytes: usize,
 }
 
 impl Held {
@@ -302,22 +301,19 @@ impl Held {
         }
         buffered.budget_blocked.store(false, Ordering::Relaxed);
         *count += 1;
-        if let Some(e) = exec {
-            e.budget().add(bytes);
-        }
+        let res = Reservation::new(exec.cloned());
+        res.hold(bytes);
         Some(Held {
-            exec: exec.cloned(),
+            res,
             buffered: buffered.clone(),
-            bytes,
         })
     }
 }
 
 impl Drop for Held {
     fn drop(&mut self) {
-        if let Some(e) = &self.exec {
-            e.budget().sub(self.bytes);
-        }
+        // Back in the budget before a waiting thread is told there is room.
+        self.res.release_all();
         let mut count = self
             .buffered
             .count

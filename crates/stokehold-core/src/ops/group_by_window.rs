@@ -21,6 +21,7 @@ use serde_json::{json, Value as Json};
 use crate::dataset::{state_field, state_u64, Dataset, DatasetIter, IterDataset};
 use crate::error::{Error, Result};
 use crate::example::{stack_examples, Example};
+use crate::exec::Reservation;
 use crate::ops::map::Ctx;
 use crate::tensor::Tensor;
 
@@ -116,6 +117,7 @@ impl IterDataset for GroupByWindow {
             groups: Vec::new(),
             befores: BTreeMap::new(),
             exhausted: false,
+            held: crate::exec::buffer_reservation(&self.parent),
         }))
     }
 
@@ -153,13 +155,16 @@ struct GroupIter {
     /// The input's state before each buffered element (stream inputs only), by position.
     befores: BTreeMap<u64, Json>,
     exhausted: bool,
+    /// The partial windows' bytes in the pipeline's memory budget.
+    held: Reservation,
 }
 
 impl GroupIter {
     /// Stacks a finished window and adds the key feature (or hands it to `reduce`).
     fn emit(&mut self, g: Group) -> Result<Option<Example>> {
-        for (p, _) in &g.items {
+        for (p, e) in &g.items {
             self.befores.remove(p);
+            self.held.release(e.nbytes());
         }
         let full = g.items.len() == g.size;
         let elements: Vec<Example> = g.items.into_iter().map(|(_, e)| e).collect();
@@ -206,6 +211,7 @@ impl GroupIter {
                 self.groups.len() - 1
             }
         };
+        self.held.hold(e.nbytes());
         self.groups[i].items.push((pos, e));
         let full = self.groups[i].items.len() == self.groups[i].size;
         Ok(full.then(|| self.groups.remove(i)))
@@ -330,6 +336,14 @@ impl DatasetIter for GroupIter {
                 self.label
             )));
         }
+        self.held.release_all();
+        self.held.hold(
+            groups
+                .iter()
+                .flat_map(|g| &g.items)
+                .map(|(_, e)| e.nbytes())
+                .sum(),
+        );
         self.groups = groups;
         self.pos = pos;
         self.exhausted = exhausted;

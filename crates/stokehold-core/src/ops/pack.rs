@@ -34,6 +34,7 @@ use crate::dataset::{state_field, state_u64, Dataset, DatasetIter, IterDataset};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::example::Example;
+use crate::exec::Reservation;
 use crate::rng::{Rng, Stream};
 use crate::tensor::Tensor;
 
@@ -107,6 +108,8 @@ impl IterDataset for Pack {
             counter: 0,
             skip: 0,
             exhausted: false,
+            held: crate::exec::buffer_reservation(&self.parent),
+            ready_bytes: 0,
         }))
     }
 
@@ -138,6 +141,9 @@ struct PackIter {
     /// Rows of the next ready set already emitted before a restore.
     skip: usize,
     exhausted: bool,
+    /// The open and ready rows' bytes in the pipeline's memory budget; the ready set's part.
+    held: Reservation,
+    ready_bytes: usize,
 }
 
 impl PackIter {
@@ -215,6 +221,7 @@ impl PackIter {
         for (u, n) in r.used.iter_mut().zip(&item.lens) {
             *u += n;
         }
+        self.held.hold(item.values.iter().map(Tensor::nbytes).sum());
         r.items.push(item);
     }
 
@@ -237,6 +244,7 @@ impl PackIter {
         }
         let next = std::mem::take(&mut self.skip);
         self.counter += next as u64;
+        self.ready_bytes = self.held.held();
         self.ready = Some(Ready {
             rows,
             order,
@@ -330,6 +338,7 @@ impl DatasetIter for PackIter {
         self.counter += 1;
         if done {
             self.ready = None;
+            self.held.release(std::mem::take(&mut self.ready_bytes));
         }
         out.map(Some)
     }
@@ -362,6 +371,8 @@ impl DatasetIter for PackIter {
         self.open.clear();
         self.open_from = None;
         self.ready = None;
+        self.held.release_all();
+        self.ready_bytes = 0;
         self.exhausted = false;
         self.counter = counter - next;
         self.skip = next as usize;

@@ -30,6 +30,7 @@ use crate::dataset::{
 };
 use crate::error::{Error, Result};
 use crate::example::Example;
+use crate::exec::Reservation;
 use crate::ops::remap::IndexMap;
 use crate::rng::{stream_key, Permutation, Rng, Stream};
 
@@ -202,6 +203,7 @@ impl BufferShuffle {
             legacy: false,
             rng,
             buffer: Vec::with_capacity(self.size.min(super::PREALLOC_MAX)),
+            held: crate::exec::buffer_reservation(&self.parent),
             pulled: 0,
             failed: Vec::new(),
             exhausted: false,
@@ -249,6 +251,8 @@ struct BufferShuffleIter {
     rng: Rng,
     /// (position in the input stream, element)
     buffer: Vec<(u64, Example)>,
+    /// The buffer's bytes in the pipeline's memory budget.
+    held: Reservation,
     /// Input positions this epoch has pulled: the elements emitted, those in the buffer, and
     /// those that failed.
     pulled: u64,
@@ -288,7 +292,10 @@ impl DatasetIter for BufferShuffleIter {
     fn next(&mut self) -> Result<Option<Example>> {
         while self.buffer.len() < self.size {
             match self.pull()? {
-                Some(item) => self.buffer.push(item),
+                Some(item) => {
+                    self.held.hold(item.1.nbytes());
+                    self.buffer.push(item)
+                }
                 None => break,
             }
         }
@@ -300,9 +307,13 @@ impl DatasetIter for BufferShuffleIter {
         let next = self.pull()?;
         let j = self.rng.below(self.buffer.len() as u64) as usize;
         let out = match next {
-            Some(item) => std::mem::replace(&mut self.buffer[j], item),
+            Some(item) => {
+                self.held.hold(item.1.nbytes());
+                std::mem::replace(&mut self.buffer[j], item)
+            }
             None => self.buffer.swap_remove(j),
         };
+        self.held.release(out.1.nbytes());
         Ok(Some(out.1))
     }
 
@@ -392,6 +403,8 @@ impl DatasetIter for BufferShuffleIter {
             self.inner = fresh;
             replayed
         };
+        self.held.release_all();
+        self.held.hold(buffer.iter().map(|(_, e)| e.nbytes()).sum());
         self.buffer = buffer;
         self.pulled = pulled;
         self.failed = failed;
