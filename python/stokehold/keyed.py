@@ -8,9 +8,11 @@ loop) gets the same draws by calling :func:`element_rng` with the same three num
 
 The derivation, fixed so that outputs are stable across releases: ``element_key(seed, epoch,
 index)`` is ``hi << 64 | lo`` where ``hi`` and ``lo`` are the first two outputs of stokehold's
-keyed SplitMix64 generator (``stokehold_core::rng::Rng::keyed(seed, [epoch, index])``), and the
-generator is ``numpy.random.Generator(numpy.random.Philox(key=element_key(...)))``. ``index`` is
-the element's position within its epoch (for a stream, its position in the stream).
+keyed SplitMix64 generator for ``random_map``'s stream
+(``stokehold_core::rng::Rng::for_element(seed, Stream::RandomMap, epoch, index)``: a chained
+hash in which seed, stream, epoch and index each play their own role), and the generator is
+``numpy.random.Generator(numpy.random.Philox(key=element_key(...)))``. ``index`` is the
+element's position within its epoch (for a stream, its position in the stream).
 """
 
 from __future__ import annotations

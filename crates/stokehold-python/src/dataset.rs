@@ -291,6 +291,14 @@ impl PyDataset {
         self.ds.is_random_access()
     }
 
+    /// True when this pipeline is random access under execution stages only (prefetch,
+    /// parallelize, with_options): ops that keep random access build under the stages
+    /// (`Dataset::peel_stages`).
+    #[getter]
+    fn staged_random_access(&self) -> bool {
+        self.ds.peel_stages().is_some()
+    }
+
     /// Element `index` (an index past `len` reaches into later epochs).
     fn get<'py>(&self, py: Python<'py>, index: u64) -> PyResult<Bound<'py, PyDict>> {
         guard(|| {
@@ -332,6 +340,13 @@ impl PyDataset {
 
     fn fingerprint(&self) -> String {
         format!("{:016x}", self.ds.fingerprint())
+    }
+
+    /// The seed of random op `op` built on this dataset under dataset seed `seed`
+    /// (`stokehold_core::rng::derive_seed`: by the op's kind and the data fingerprint of its
+    /// input).
+    fn derived_seed(&self, seed: u64, op: &str) -> u64 {
+        stokehold_core::rng::derive_seed(seed, op, self.ds.fingerprint())
     }
 
     /// An iterator over epoch `epoch`.

@@ -54,9 +54,10 @@ fn py_map_ctx_fn(f: Py<PyAny>, len: Option<u64>) -> MapFn {
     })
 }
 
-/// The length of an epoch of `ds` when its map indices count on across epochs.
+/// The length of an epoch of `ds` when its map indices count on across epochs: a map over it
+/// is built over its random-access base, under the execution stages (`Dataset::try_on_base`).
 fn epoch_len(ds: &Dataset) -> Option<u64> {
-    match ds {
+    match ds.peel_stages()?.0 {
         Dataset::Map(m) if m.len() != INFINITE && !m.is_empty() => Some(m.len()),
         _ => None,
     }

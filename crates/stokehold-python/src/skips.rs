@@ -47,7 +47,7 @@ pub(crate) fn map_on_error_par(
             .transpose(),
     )?;
     let out = match (policy, par) {
-        (OnError::Raise, Some(p)) if ds.is_random_access() => {
+        (OnError::Raise, Some(p)) if ds.peel_stages().is_some() => {
             ds.map(label, f).parallelize(p, deterministic)
         }
         _ => {
