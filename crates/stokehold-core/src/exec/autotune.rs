@@ -56,14 +56,94 @@
 //! the memory budget. What it chose and why is the op's `autotune` note in the stats, and how it
 //! got there its `autotune_trace`: every step and start (`set_note`), and each reason for no
 //! step once per run of periods that gave it (`set_status`).
+//!
+//! What the tuner knows of the world it reads through a [`Sampler`]: a clock (when a period
+//! ends, the cooldowns) and, at the end of each period, the counters its figures are the
+//! differences of ([`Reading`]). [`ProcSampler`], every op's unless [`OpStats::set_sampler`]
+//! installs another, reads this process's and the machine's clocks and the times the op's
+//! workers and consumer recorded. A test installs one that describes a machine as busy as it
+//! likes: the decisions then do not depend on how busy the machine that runs the test is.
 
 use std::sync::atomic::Ordering;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use super::executor::Executor;
 use super::parallel::INLINE;
 use super::stats::{BusyTimes, OpStats};
 use super::{machine_cpu_ns, process_cpu_ns};
+
+/// What AUTOTUNE reads of the world (see the module docs): [`ProcSampler`] on a real machine,
+/// a script in tests.
+///
+/// ```
+/// use std::sync::Arc;
+/// use std::time::Duration;
+/// use stokehold_core::exec::autotune::{Reading, Sampler};
+/// use stokehold_core::exec::OpStats;
+///
+/// /// A machine whose clock stands still and whose consumer never waited.
+/// #[derive(Debug)]
+/// struct Still;
+///
+/// impl Sampler for Still {
+///     fn now(&self) -> Duration {
+///         Duration::ZERO
+///     }
+///     fn read(&self, _: &OpStats) -> Reading {
+///         Reading::default()
+///     }
+/// }
+///
+/// let stats = OpStats::new("map[f]".into());
+/// stats.set_sampler(Arc::new(Still));
+/// ```
+pub trait Sampler: Send + Sync + std::fmt::Debug {
+    /// Time since an origin of the sampler's own, never going back: when a period ends, and
+    /// how long ago a step was reverted. Read often (every few elements), so it should be cheap.
+    fn now(&self) -> Duration;
+
+    /// The counters of the op whose counters are `stats`, and of the process and the machine,
+    /// read once at the end of each period.
+    fn read(&self, stats: &OpStats) -> Reading;
+}
+
+/// The counters a period's figures are computed from, each a total so far: a period's figures
+/// are the differences between the readings at its two ends (see [`Sampler::read`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Reading {
+    /// Time the op's consumer waited for it (ns).
+    pub consumer_wait_ns: u64,
+    /// The op's workers' busy time: how much of it they ran, and waited for a core.
+    pub workers: BusyTimes,
+    /// CPU time of this process (ns; `None` where the platform does not say).
+    pub process_cpu_ns: Option<u64>,
+    /// CPU time of every process on the machine (ns; `None` where the platform does not say):
+    /// less this process's, what other processes took of the cores.
+    pub machine_cpu_ns: Option<u64>,
+}
+
+/// The [`Sampler`] of a real machine: the monotonic clock, this process's CPU clock,
+/// `/proc/stat`'s CPU time of every process, and the consumer's waits and workers' busy times
+/// that the op's threads record in its [`OpStats`].
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ProcSampler;
+
+impl Sampler for ProcSampler {
+    fn now(&self) -> Duration {
+        static ORIGIN: OnceLock<Instant> = OnceLock::new();
+        ORIGIN.get_or_init(Instant::now).elapsed()
+    }
+
+    fn read(&self, stats: &OpStats) -> Reading {
+        Reading {
+            consumer_wait_ns: stats.consumer_wait_ns(),
+            workers: stats.busy_times(),
+            process_cpu_ns: process_cpu_ns(),
+            machine_cpu_ns: machine_cpu_ns(),
+        }
+    }
+}
 
 const MIN_PERIOD: Duration = Duration::from_millis(100);
 const MIN_ELEMENTS: u64 = 8;
@@ -192,6 +272,30 @@ impl Sample {
         };
         (1.0 - self.ran - queued).max(0.0)
     }
+
+    /// The period of `n` elements over `dt` that began at the reading `start` and ended at
+    /// `end`: the one place where readings become figures.
+    fn between(n: u64, dt: Duration, start: &Reading, end: &Reading) -> Sample {
+        let dt_ns = dt.as_nanos().max(1) as f64;
+        let since = |a: Option<u64>, b: Option<u64>| a.zip(b).map(|(a, b)| a.saturating_sub(b));
+        let cpu_ns = since(end.process_cpu_ns, start.process_cpu_ns);
+        let machine_ns = since(end.machine_cpu_ns, start.machine_cpu_ns);
+        let workers = end.workers.since(start.workers);
+        Sample {
+            rate: n as f64 / dt.as_secs_f64().max(1e-9),
+            wait: end.consumer_wait_ns.saturating_sub(start.consumer_wait_ns) as f64 / dt_ns,
+            cpu: match cpu_ns {
+                Some(c) if n > 0 => c as f64 / n as f64,
+                _ => f64::NAN,
+            },
+            ran: workers.ran(),
+            queued: workers.queued(),
+            others: match (machine_ns, cpu_ns) {
+                (Some(m), Some(c)) => m.saturating_sub(c) as f64 / dt_ns,
+                _ => f64::NAN,
+            },
+        }
+    }
 }
 
 /// Whether a trial step from `from` to `to` workers stays, given the period before the step
@@ -245,14 +349,13 @@ pub(crate) struct Tuner {
     max: usize,
     /// CPU slots taken from the executor (parallelism - 1).
     held: usize,
-    last: Instant,
+    /// What it reads the world with (the op's, [`OpStats::sampler`]).
+    sampler: Arc<dyn Sampler>,
+    /// When the period began, on the sampler's clock.
+    last: Duration,
     last_elems: u64,
-    last_wait_ns: u64,
-    last_cpu_ns: Option<u64>,
-    /// The machine's CPU time at the start of the period (see [`Sample`]'s `others`).
-    last_machine_ns: Option<u64>,
-    /// The op's worker busy times at the start of the period.
-    last_busy: BusyTimes,
+    /// The counters when the period began.
+    last_reading: Reading,
     /// Elements of the period when [`Tuner::tick`] last read the clock.
     checked: u64,
     phase: Phase,
@@ -275,15 +378,14 @@ impl Tuner {
     /// consumer "waiting 792%" of the period, a rate of thousands of batches a second), and the
     /// trial it started could only be reverted.
     pub(crate) fn new(exec: &Executor, stats: &OpStats) -> Self {
+        let sampler = stats.sampler();
         Tuner {
             max: exec.options().cores.max(1),
             held: 0,
-            last: Instant::now(),
+            last: sampler.now(),
             last_elems: stats.elements(),
-            last_wait_ns: stats.consumer_wait_ns(),
-            last_cpu_ns: process_cpu_ns(),
-            last_machine_ns: machine_cpu_ns(),
-            last_busy: stats.busy_times(),
+            last_reading: sampler.read(stats),
+            sampler,
             checked: 0,
             phase: Phase::Steady,
             cooldown: 0,
@@ -458,41 +560,18 @@ impl Tuner {
 
     /// Elements and time since the period began.
     fn period(&self, stats: &OpStats) -> (u64, Duration) {
-        (stats.elements() - self.last_elems, self.last.elapsed())
+        let dt = self.sampler.now().saturating_sub(self.last);
+        (stats.elements() - self.last_elems, dt)
     }
 
     /// Ends the period of `n` elements over `dt`: its sample; the next period starts now.
     fn sample(&mut self, stats: &OpStats, n: u64, dt: Duration) -> Sample {
-        let wait = stats.consumer_wait_ns();
-        let cpu = process_cpu_ns();
-        let machine = machine_cpu_ns();
-        let busy = stats.busy_times();
-        let d = busy.since(self.last_busy);
-        let cpu_ns = cpu.zip(self.last_cpu_ns).map(|(c, l)| c.saturating_sub(l));
-        let machine_ns = machine
-            .zip(self.last_machine_ns)
-            .map(|(m, l)| m.saturating_sub(l));
-        let now = Sample {
-            rate: n as f64 / dt.as_secs_f64(),
-            wait: (wait - self.last_wait_ns) as f64 / dt.as_nanos() as f64,
-            cpu: match cpu_ns {
-                Some(c) if n > 0 => c as f64 / n as f64,
-                _ => f64::NAN,
-            },
-            ran: d.ran(),
-            queued: d.queued(),
-            others: match (machine_ns, cpu_ns) {
-                (Some(m), Some(c)) => m.saturating_sub(c) as f64 / dt.as_nanos() as f64,
-                _ => f64::NAN,
-            },
-        };
-        self.last_busy = busy;
+        let reading = self.sampler.read(stats);
+        let now = Sample::between(n, dt, &self.last_reading, &reading);
+        self.last_reading = reading;
         self.checked = 0;
-        self.last = Instant::now();
+        self.last = self.sampler.now();
         self.last_elems += n;
-        self.last_wait_ns = wait;
-        self.last_cpu_ns = cpu;
-        self.last_machine_ns = machine;
         now
     }
 
@@ -533,9 +612,9 @@ impl Tuner {
         }
         self.cooldown = COOLDOWN;
         if to == INLINE {
-            stats.mark_reverted_inline();
+            stats.mark_reverted_inline(self.sampler.now());
         } else if to > from {
-            stats.mark_reverted_up();
+            stats.mark_reverted_up(self.sampler.now());
         }
         if from > to {
             // Going back up: take the slots again (they may have been taken meanwhile; workers
@@ -558,7 +637,7 @@ impl Tuner {
     /// Whether a step to inline may be tried: not within [`INLINE_COOLDOWN`] of one reverted.
     fn may_go_inline(&self, stats: &OpStats) -> bool {
         stats
-            .since_reverted_inline()
+            .since_reverted_inline(self.sampler.now())
             .is_none_or(|d| d >= INLINE_COOLDOWN)
     }
 
@@ -630,7 +709,9 @@ impl Tuner {
             }
             return None;
         }
-        let reverted_up_lately = stats.since_reverted_up().is_some_and(|d| d < UP_COOLDOWN);
+        let reverted_up_lately = stats
+            .since_reverted_up(self.sampler.now())
+            .is_some_and(|d| d < UP_COOLDOWN);
         // At the core limit, workers that spent part of their busy time off a core leave room
         // for more of them: blocked for more than BLOCKED of it (a read, a page fault), their
         // cores idle meanwhile; or waiting for more than QUEUED of it for a core while other
@@ -765,12 +846,92 @@ mod tests {
         assert!(!keeps(1, 2, s(100.0, 0.03), s(101.0, 0.0)));
     }
 
-    fn cores_and_an_op(cores: usize) -> (Executor, OpStats) {
+    /// A machine whose clock stands still until the test moves it, and whose counters the test
+    /// sets: what a tuner decides on it does not depend on the machine that runs the test.
+    #[derive(Debug, Default)]
+    struct Script(std::sync::Mutex<(Duration, Reading)>);
+
+    impl Script {
+        /// Moves the clock on by `dt`, and the counters as `f` says.
+        fn pass(&self, dt: Duration, f: impl FnOnce(&mut Reading)) {
+            let mut now = self.0.lock().unwrap();
+            now.0 += dt;
+            f(&mut now.1);
+        }
+    }
+
+    impl Sampler for Script {
+        fn now(&self) -> Duration {
+            self.0.lock().unwrap().0
+        }
+
+        fn read(&self, _: &OpStats) -> Reading {
+            self.0.lock().unwrap().1
+        }
+    }
+
+    /// An executor of `cores` cores and an op whose tuners read the [`Script`] returned.
+    fn scripted(cores: usize) -> (Executor, OpStats, Arc<Script>) {
         let exec = Executor::new(crate::ExecOptions {
             cores,
             ..Default::default()
         });
-        (exec, OpStats::new("op".into()))
+        let (stats, script) = (OpStats::new("op".into()), Arc::new(Script::default()));
+        stats.set_sampler(script.clone());
+        (exec, stats, script)
+    }
+
+    /// [`scripted`] whose clock stands still: cooldowns never pass.
+    fn cores_and_an_op(cores: usize) -> (Executor, OpStats) {
+        let (exec, stats, _) = scripted(cores);
+        (exec, stats)
+    }
+
+    #[test]
+    fn a_periods_figures_are_the_differences_of_its_readings() {
+        let start = Reading {
+            consumer_wait_ns: 1_000,
+            workers: BusyTimes {
+                wall: 10,
+                cpu: 5,
+                queue_wall: 10,
+                queued: 1,
+            },
+            process_cpu_ns: Some(1_000_000),
+            machine_cpu_ns: Some(5_000_000),
+        };
+        // 50 elements in 100 ms: the consumer waited 25 ms; the workers were busy 200 ms, ran
+        // 100 ms of it and waited 60 ms for a core; the process took 120 ms of CPU time and
+        // the machine 220 ms, so other processes kept one core busy.
+        let end = Reading {
+            consumer_wait_ns: 1_000 + 25_000_000,
+            workers: BusyTimes {
+                wall: 10 + 200_000_000,
+                cpu: 5 + 100_000_000,
+                queue_wall: 10 + 200_000_000,
+                queued: 1 + 60_000_000,
+            },
+            process_cpu_ns: Some(121_000_000),
+            machine_cpu_ns: Some(225_000_000),
+        };
+        let s = Sample::between(50, Duration::from_millis(100), &start, &end);
+        let close = |a: f64, b: f64| (a - b).abs() < 1e-6;
+        assert!(close(s.rate, 500.0) && close(s.wait, 0.25), "{s:?}");
+        assert!(close(s.cpu, 2_400_000.0), "{s:?}");
+        assert!(close(s.ran, 0.5) && close(s.queued, 0.3), "{s:?}");
+        assert!(close(s.blocked(), 0.2) && close(s.others, 1.0), "{s:?}");
+        // Where the platform does not say: unknown, not zero.
+        let blind = Reading {
+            process_cpu_ns: None,
+            machine_cpu_ns: None,
+            workers: BusyTimes::default(),
+            ..end
+        };
+        let s = Sample::between(50, Duration::from_millis(100), &start, &blind);
+        assert!(
+            s.cpu.is_nan() && s.others.is_nan() && s.ran.is_nan(),
+            "{s:?}"
+        );
     }
 
     #[test]
@@ -849,7 +1010,7 @@ mod tests {
 
     #[test]
     fn a_step_up_reverted_by_one_iterator_is_not_retried_by_the_next() {
-        let (exec, stats) = cores_and_an_op(4);
+        let (exec, stats, script) = scripted(4);
         let waiting = s(100.0, 0.5);
         // A fresh tuner whose consumer waits tries one more worker.
         let mut first = Tuner::new(&exec, &stats).starting_at(1);
@@ -866,15 +1027,22 @@ mod tests {
         // tries inline, as the first would have: that trial was dropped above).
         let mut next = Tuner::new(&exec, &stats).starting_at(1);
         assert_eq!(next.steady(&exec, &stats, 1, waiting), Some(INLINE));
-        assert!(stats.since_reverted_up().unwrap() < UP_COOLDOWN);
+        assert_eq!(
+            stats.since_reverted_up(next.sampler.now()),
+            Some(Duration::ZERO)
+        );
         // An op with no reverted trial steps up as before.
         let other = OpStats::new("other".into());
         assert_eq!(next.steady(&exec, &other, 1, waiting), Some(2));
+        // Once the cooldown has passed on the op's clock, the step up is tried again.
+        script.pass(UP_COOLDOWN + MIN_PERIOD, |_| ());
+        next.phase = Phase::Steady;
+        assert_eq!(next.steady(&exec, &stats, 1, waiting), Some(2));
     }
 
     #[test]
     fn a_step_up_left_on_trial_is_judged_by_the_next_iterator() {
-        let (exec, stats) = cores_and_an_op(4);
+        let (exec, stats, script) = scripted(4);
         let waiting = s(100.0, 0.5);
         let mut first = Tuner::new(&exec, &stats).starting_at(1);
         assert_eq!(first.start(&exec, &stats), 1);
@@ -888,7 +1056,7 @@ mod tests {
         assert_eq!(next.start(&exec, &stats), 2);
         assert!(matches!(next.phase, Phase::Settling { from: 1, to: 2, .. }));
         let period = |t: &mut Tuner| {
-            std::thread::sleep(MIN_PERIOD + Duration::from_millis(10));
+            script.pass(MIN_PERIOD + Duration::from_millis(10), |_| ());
             for _ in 0..1000 {
                 stats.produced(1, 0);
             }
@@ -909,7 +1077,7 @@ mod tests {
 
     #[test]
     fn a_trial_whose_iterator_ends_after_a_long_enough_probe_is_judged_there() {
-        let (exec, stats) = cores_and_an_op(4);
+        let (exec, stats, script) = scripted(4);
         let mut t = Tuner::new(&exec, &stats).starting_at(1);
         assert_eq!(t.start(&exec, &stats), 1);
         assert_eq!(t.steady(&exec, &stats, 1, s(100.0, 0.5)), Some(2));
@@ -919,7 +1087,7 @@ mod tests {
             base: s(100.0, 0.5),
         };
         // Most of a period at a clear gain, then the epoch ends.
-        std::thread::sleep(MIN_PERIOD * 3 / 4);
+        script.pass(MIN_PERIOD * 3 / 4, |_| ());
         for _ in 0..1000 {
             stats.produced(1, 0);
         }
@@ -932,9 +1100,9 @@ mod tests {
 
     #[test]
     fn epochs_shorter_than_a_period_still_finish_a_trial_within_two() {
-        let (exec, stats) = cores_and_an_op(4);
+        let (exec, stats, script) = scripted(4);
         let most_of_a_period = || {
-            std::thread::sleep(MIN_PERIOD * 3 / 4);
+            script.pass(MIN_PERIOD * 3 / 4, |_| ());
             for _ in 0..1000 {
                 stats.produced(1, 0);
             }
@@ -957,15 +1125,17 @@ mod tests {
 
     #[test]
     fn a_new_iterators_first_period_counts_only_its_own_elements_and_waiting() {
-        let (exec, stats) = cores_and_an_op(4);
+        let (exec, stats, script) = scripted(4);
         // An earlier epoch: many elements, and a consumer that waited for seconds in all.
         for _ in 0..1000 {
             stats.produced(1, 0);
         }
-        stats.add_consumer_wait(Instant::now() - Duration::from_secs(5));
+        script.pass(Duration::from_secs(10), |r| {
+            r.consumer_wait_ns += 5_000_000_000
+        });
         // This epoch: a period in which the pipeline keeps up (the consumer never waits).
         let mut t = Tuner::new(&exec, &stats).starting_at(1);
-        std::thread::sleep(MIN_PERIOD + Duration::from_millis(10));
+        script.pass(MIN_PERIOD + Duration::from_millis(10), |_| ());
         for _ in 0..MIN_ELEMENTS {
             stats.produced(1, 0);
         }
@@ -1280,15 +1450,15 @@ mod tests {
 
     #[test]
     fn the_first_period_of_a_new_op_only_warms_up() {
-        let (exec, stats) = cores_and_an_op(4);
+        let (exec, stats, script) = scripted(4);
         let mut t = Tuner::new(&exec, &stats).starting_at(1);
         assert_eq!(t.start(&exec, &stats), 1);
         let waiting_period = |t: &mut Tuner| {
-            std::thread::sleep(MIN_PERIOD + Duration::from_millis(10));
+            let period = MIN_PERIOD + Duration::from_millis(10);
+            script.pass(period, |r| r.consumer_wait_ns += period.as_nanos() as u64);
             for _ in 0..100 {
                 stats.produced(1, 0);
             }
-            stats.add_consumer_wait(Instant::now() - MIN_PERIOD);
             t.tick(&exec, &stats, 1)
         };
         // The consumer waited all of the first period, which holds the start: no step on it.

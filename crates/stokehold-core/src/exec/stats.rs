@@ -11,11 +11,11 @@
 //! stage); if that stage's workers mostly wait for their own input, the pipeline is
 //! *input-bound*.
 
-use super::autotune::Trial;
+use super::autotune::{ProcSampler, Sampler, Trial};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Mutex, MutexGuard};
-use std::time::Instant;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
@@ -49,10 +49,14 @@ struct Notes {
 /// busy time whose wait for a core was measured too (`queue_wall`) and that wait. What is left
 /// of busy time after running and waiting for a core was spent blocked.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub(crate) struct BusyTimes {
+pub struct BusyTimes {
+    /// Busy time whose CPU time was measured (ns).
     pub wall: u64,
+    /// The CPU time the workers ran in it (ns).
     pub cpu: u64,
+    /// Of `wall`, the busy time whose wait for a core was measured too (ns).
     pub queue_wall: u64,
+    /// The time the workers waited, runnable, for a core in it (ns).
     pub queued: u64,
 }
 
@@ -82,6 +86,19 @@ impl BusyTimes {
             return q;
         }
         q.min(1.0 - self.ran().min(1.0))
+    }
+}
+
+/// Stores `now` in `at` (as ns, at least 1: 0 is never).
+fn mark(at: &AtomicU64, now: Duration) {
+    at.store(now.as_nanos().max(1) as u64, Ordering::Relaxed);
+}
+
+/// How long before `now` the time [`mark`]ed in `at` was (`None`: never).
+fn since(at: &AtomicU64, now: Duration) -> Option<Duration> {
+    match at.load(Ordering::Relaxed) {
+        0 => None,
+        ns => Some(now.saturating_sub(Duration::from_nanos(ns))),
     }
 }
 
@@ -123,11 +140,14 @@ pub struct OpStats {
     /// One more than the parallelism AUTOTUNE settled on last (0: none yet, as 0 is the inline
     /// setting); a new iterator starts there.
     tuned: AtomicUsize,
-    /// When AUTOTUNE last reverted a step up, in ns after `created` (0: never): a new iterator
-    /// of the op (the next epoch) waits out the cooldown instead of repeating the trial.
+    /// When AUTOTUNE last reverted a step up, in ns on the op's sampler's clock (0: never; see
+    /// [`Sampler::now`]): a new iterator of the op (the next epoch) waits out the cooldown
+    /// instead of repeating the trial.
     reverted_up_ns: AtomicU64,
     /// When AUTOTUNE last reverted a step to inline, as `reverted_up_ns`.
     reverted_inline_ns: AtomicU64,
+    /// What AUTOTUNE reads the op's periods with (`None`: a [`ProcSampler`]).
+    sampler: Mutex<Option<Arc<dyn Sampler>>>,
     /// AUTOTUNE's steady periods since it last tried fewer workers (or, inline, one), counted
     /// across iterators: epochs shorter than the 30 periods between such trials still reach one.
     pub(crate) periods_since_down: AtomicU32,
@@ -162,6 +182,7 @@ impl OpStats {
             reverted_up_ns: AtomicU64::new(0),
             reverted_inline_ns: AtomicU64::new(0),
             periods_since_down: AtomicU32::new(0),
+            sampler: Mutex::new(None),
             trial: Mutex::new(None),
             notes: Mutex::new(Notes::default()),
             feeds_consumer: AtomicBool::new(false),
@@ -325,40 +346,40 @@ impl OpStats {
         self.tuned.store(p + 1, Ordering::Relaxed);
     }
 
-    /// Records that AUTOTUNE just reverted a step up.
-    pub(crate) fn mark_reverted_up(&self) {
-        self.mark(&self.reverted_up_ns);
+    /// Makes AUTOTUNE read this op's periods with `sampler` instead of a [`ProcSampler`]: a
+    /// test describes the machine, so that what it checks of AUTOTUNE's decisions holds however
+    /// busy the machine that runs it is. For the op's iterators started after it; install it
+    /// before the first, as the cooldowns are kept on the sampler's clock.
+    pub fn set_sampler(&self, sampler: Arc<dyn Sampler>) {
+        *self.sampler.lock().unwrap_or_else(|e| e.into_inner()) = Some(sampler);
     }
 
-    /// How long ago AUTOTUNE last reverted a step up (by any iterator of this op).
-    pub(crate) fn since_reverted_up(&self) -> Option<std::time::Duration> {
-        self.since(&self.reverted_up_ns)
+    /// What AUTOTUNE reads this op's periods with (see [`OpStats::set_sampler`]).
+    pub(crate) fn sampler(&self) -> Arc<dyn Sampler> {
+        let installed = self.sampler.lock().unwrap_or_else(|e| e.into_inner());
+        installed.clone().unwrap_or_else(|| Arc::new(ProcSampler))
     }
 
-    /// Records that AUTOTUNE just reverted a step to inline.
-    pub(crate) fn mark_reverted_inline(&self) {
-        self.mark(&self.reverted_inline_ns);
+    /// Records that AUTOTUNE reverted a step up at `now` (on the op's sampler's clock, as every
+    /// time below).
+    pub(crate) fn mark_reverted_up(&self, now: Duration) {
+        mark(&self.reverted_up_ns, now);
     }
 
-    /// How long ago AUTOTUNE last reverted a step to inline (by any iterator of this op).
-    pub(crate) fn since_reverted_inline(&self) -> Option<std::time::Duration> {
-        self.since(&self.reverted_inline_ns)
+    /// How long before `now` AUTOTUNE last reverted a step up (by any iterator of this op).
+    pub(crate) fn since_reverted_up(&self, now: Duration) -> Option<Duration> {
+        since(&self.reverted_up_ns, now)
     }
 
-    fn mark(&self, at: &AtomicU64) {
-        let ns = self.created.elapsed().as_nanos().max(1) as u64;
-        at.store(ns, Ordering::Relaxed);
+    /// Records that AUTOTUNE reverted a step to inline at `now`.
+    pub(crate) fn mark_reverted_inline(&self, now: Duration) {
+        mark(&self.reverted_inline_ns, now);
     }
 
-    fn since(&self, at: &AtomicU64) -> Option<std::time::Duration> {
-        match at.load(Ordering::Relaxed) {
-            0 => None,
-            ns => Some(
-                self.created
-                    .elapsed()
-                    .saturating_sub(std::time::Duration::from_nanos(ns)),
-            ),
-        }
+    /// How long before `now` AUTOTUNE last reverted a step to inline (by any iterator of this
+    /// op).
+    pub(crate) fn since_reverted_inline(&self, now: Duration) -> Option<Duration> {
+        since(&self.reverted_inline_ns, now)
     }
 
     /// Leaves an unjudged AUTOTUNE trial for the op's next iterator.

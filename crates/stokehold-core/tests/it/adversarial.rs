@@ -229,9 +229,11 @@ fn an_autotuned_prefetch_buffers_small_elements_deeper_than_large_ones() {
     use stokehold_core::exec::prefetch::AUTOTUNE_MAX_DEPTH;
     use stokehold_core::exec::Executor;
     // Elements of `bytes` behind prefetch(AUTOTUNE) on a 2-core executor: the consumer takes
-    // one, then waits while the thread fills the buffer. The depth it went to (the stats'
-    // capacity) and the budget's peak.
-    let filled = |bytes: usize| {
+    // one, then waits while the thread fills the buffer, until `done` with the depth it went to
+    // (the stats' capacity) and the budget's peak (or a minute: a loaded machine may leave the
+    // thread without a core for long, so no fixed wait is enough), then 100 ms more for
+    // anything past it to show. That depth and peak.
+    let filled = |bytes: usize, done: fn(usize, usize) -> bool| {
         let ds = Dataset::range(200)
             .map(
                 "blob",
@@ -250,21 +252,30 @@ fn an_autotuned_prefetch_buffers_small_elements_deeper_than_large_ones() {
         });
         let mut it = exec.iter(&ds, 0).unwrap();
         it.next().unwrap().unwrap();
-        std::thread::sleep(Duration::from_millis(300));
-        let stats = exec.stats();
-        let op = stats.ops.iter().find(|o| o.op.starts_with("prefetch"));
-        let depth = op.unwrap_or_else(|| panic!("{}", stats.table())).capacity;
-        (depth, exec.budget().peak())
+        let now = || {
+            let stats = exec.stats();
+            let op = stats.ops.iter().find(|o| o.op.starts_with("prefetch"));
+            let depth = op.unwrap_or_else(|| panic!("{}", stats.table())).capacity;
+            (depth, exec.budget().peak())
+        };
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        while !done(now().0, now().1) && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        std::thread::sleep(Duration::from_millis(100));
+        now()
     };
     // 1 KiB elements: as deep as it goes, and filled past the two it starts at.
-    let (depth, peak) = filled(1 << 10);
+    let (depth, peak) = filled(1 << 10, |depth, peak| {
+        depth == AUTOTUNE_MAX_DEPTH && peak >= 32 << 10
+    });
     assert_eq!(depth, AUTOTUNE_MAX_DEPTH);
     assert!(peak >= 32 << 10, "peak {peak}");
     // 1 MiB: about 4 MiB of them.
-    let (depth, _) = filled(1 << 20);
+    let (depth, _) = filled(1 << 20, |depth, _| depth >= 3);
     assert!((3..=4).contains(&depth), "depth {depth}");
     // 8 MiB: the two it starts at, and no more held.
-    let (depth, peak) = filled(8 << 20);
+    let (depth, peak) = filled(8 << 20, |_, peak| peak >= 2 * (8 << 20));
     assert_eq!(depth, 2);
     assert!(peak < 3 * (8 << 20), "peak {peak}");
 }

@@ -53,10 +53,11 @@ pub fn threads() -> usize {
         .unwrap_or(0)
 }
 
-/// Waits (up to a few seconds) until the thread count is at most `n`; returns the last count.
+/// Waits (up to 30 s: a loaded machine may take long to run the exiting threads) until the
+/// thread count is at most `n`; returns the last count.
 pub fn wait_threads_at_most(n: usize) -> usize {
     let mut c = threads();
-    for _ in 0..300 {
+    for _ in 0..3000 {
         if c <= n {
             break;
         }
@@ -90,4 +91,41 @@ pub fn run_isolated(name: &str) {
         "{name} failed in its own process:\n{text}"
     );
     assert!(text.contains("1 passed"), "{name} did not run:\n{text}");
+}
+
+/// A gate that holds whoever waits at it until the test opens it: an element that is "slow" for
+/// exactly as long as a test needs, however busy the machine (a sleep of a fixed length ended
+/// before a loaded machine ran the check the test meant to land in it). The wait gives up after
+/// a minute, so that a pipeline that should not have waited for it fails its test instead of
+/// hanging it.
+#[derive(Clone, Default)]
+pub struct Gate(std::sync::Arc<(std::sync::Mutex<bool>, std::sync::Condvar)>);
+
+impl Gate {
+    /// Waits until the gate is open (at most a minute).
+    pub fn wait(&self) {
+        let (open, cv) = &*self.0;
+        let open = open.lock().unwrap();
+        let _ = cv
+            .wait_timeout_while(open, std::time::Duration::from_secs(60), |o| !*o)
+            .unwrap();
+    }
+
+    /// Opens the gate for good.
+    pub fn open(&self) {
+        let (open, cv) = &*self.0;
+        *open.lock().unwrap() = true;
+        cv.notify_all();
+    }
+
+    /// A map that holds element `x == held` at this gate (feature `x`, int64 scalar).
+    pub fn holding(&self, held: i64) -> stokehold_core::MapFn {
+        let gate = self.clone();
+        stokehold_core::map_fn(move |e: Example, _| {
+            if e.tensor("held", "x")?.to_vec::<i64>()?[0] == held {
+                gate.wait();
+            }
+            Ok(e)
+        })
+    }
 }

@@ -609,13 +609,14 @@ fn prefetch_thread_ends_after_drop() {
     drop(ds);
     assert!(alive.upgrade().is_some());
     drop(it);
-    let gone = (0..500).any(|_| {
+    // Up to 30 s: a loaded machine may leave the exiting thread without a core for long.
+    let gone = (0..3000).any(|_| {
         std::thread::sleep(std::time::Duration::from_millis(10));
         alive.upgrade().is_none()
     });
     assert!(
         gone,
-        "prefetch thread still holds the pipeline 5 s after the iterator was dropped"
+        "prefetch thread still holds the pipeline 30 s after the iterator was dropped"
     );
 }
 

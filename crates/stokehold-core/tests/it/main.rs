@@ -1,6 +1,7 @@
 //! Integration tests of stokehold-core: one binary, one module per theme.
 
 mod adversarial;
+mod autotune;
 mod bucket;
 mod budget;
 mod combine;

@@ -237,55 +237,43 @@ fn one_failing_pipeline_leaves_others_working() {
 
 #[test]
 fn a_host_check_interrupts_a_waiting_consumer_and_nothing_is_lost() {
-    use std::time::{Duration, Instant};
     use stokehold_core::exec::interrupt;
 
-    // Element 0 takes 1.5 s; the check refuses, so next() returns within a tick or two of the
-    // wait starting, and the element still comes on the next call.
-    let slow = map_fn(|e: Example, _| {
-        if e.tensor("slow", "x")?.to_vec::<i64>()?[0] == 0 {
-            std::thread::sleep(Duration::from_millis(1500));
-        }
-        Ok(e)
-    });
+    // Element 0 is held until the consumer has been interrupted: the check refuses, so next()
+    // returns while it waits (not once the element comes, whatever the load), and the element
+    // still comes on the next call.
     let base = Dataset::range(4);
-    for ds in [
-        base.map("slow", slow.clone()).prefetch(2).unwrap(),
-        base.map_parallel("slow", slow.clone(), Fixed(2), true),
+    let (a, b) = (Gate::default(), Gate::default());
+    for (ds, gate) in [
+        (base.map("slow", a.holding(0)).prefetch(2).unwrap(), a),
+        (base.map_parallel("slow", b.holding(0), Fixed(2), true), b),
     ] {
         let mut it = ds.iter(0).unwrap();
-        let t = Instant::now();
         let err = interrupt::with_check(refuse, || it.next()).unwrap_err();
         assert!(matches!(err, Error::Interrupted(_)), "{err}");
-        assert!(
-            t.elapsed() < Duration::from_millis(1000),
-            "{:?}",
-            t.elapsed()
-        );
+        gate.open();
         assert_eq!(xs(&it.collect_all().unwrap()), [0, 1, 2, 3]);
     }
 }
 
 #[test]
 fn an_interrupt_while_a_batch_fills_loses_none_of_its_elements() {
-    use std::time::Duration;
     use stokehold_core::exec::interrupt;
     use stokehold_core::PipelineIter;
 
-    // Batches of four of range(10) after a stage whose element `slow` takes 0.5 s.
+    // Batches of four of range(10) after a stage whose element `slow` is held at a gate until
+    // the interrupt has come.
     let pipelines = |slow: i64| {
-        let f = map_fn(move |e: Example, _| {
-            if e.tensor("slow", "x")?.to_vec::<i64>()?[0] == slow {
-                std::thread::sleep(Duration::from_millis(500));
-            }
-            Ok(e)
-        });
         let base = Dataset::range(10);
+        let (a, b) = (Gate::default(), Gate::default());
         [
-            base.map_parallel("slow", f.clone(), Fixed(2), true),
-            base.map("slow", f).prefetch(2).unwrap(),
+            (
+                base.map_parallel("slow", a.holding(slow), Fixed(2), true),
+                a,
+            ),
+            (base.map("slow", b.holding(slow)).prefetch(2).unwrap(), b),
         ]
-        .map(|d| d.batch(4, false).unwrap())
+        .map(|(d, gate)| (d.batch(4, false).unwrap(), gate))
     };
     let values = |b: &[Example]| -> Vec<Vec<i64>> {
         b.iter()
@@ -294,11 +282,12 @@ fn an_interrupt_while_a_batch_fills_loses_none_of_its_elements() {
     };
     let want: Vec<Vec<i64>> = vec![vec![0, 1, 2, 3], vec![4, 5, 6, 7], vec![8, 9]];
     // Element 3 slow: the first batch holds 0, 1, 2 when the host check refuses.
-    for ds in pipelines(3) {
+    for (ds, gate) in pipelines(3) {
         let mut it = PipelineIter::new(ds.clone(), 0).unwrap();
         let err = interrupt::with_check(refuse, || it.next()).unwrap_err();
         assert!(matches!(err, Error::Interrupted(_)), "{err}");
         let saved = it.state();
+        gate.open();
         // Going on after the interrupt.
         assert_eq!(
             values(&it.next_many(100).unwrap()),
@@ -326,10 +315,11 @@ fn an_interrupt_while_a_batch_fills_loses_none_of_its_elements() {
         );
     }
     // Element 5 slow: next_many has the first batch when the refusal comes, and gives it again.
-    for ds in pipelines(5) {
+    for (ds, gate) in pipelines(5) {
         let mut it = PipelineIter::new(ds.clone(), 0).unwrap();
         let err = interrupt::with_check(refuse, || it.next_many(3)).unwrap_err();
         assert!(matches!(err, Error::Interrupted(_)), "{err}");
+        gate.open();
         assert_eq!(
             values(&it.next_many(3).unwrap()),
             want,
@@ -338,12 +328,8 @@ fn an_interrupt_while_a_batch_fills_loses_none_of_its_elements() {
         );
     }
     // A zip whose second input waits: the first input's part is kept, in the state too.
-    let slow_0 = map_fn(|e: Example, _| {
-        if e.tensor("slow", "x")?.to_vec::<i64>()?[0] == 0 {
-            std::thread::sleep(Duration::from_millis(500));
-        }
-        Ok(e)
-    });
+    let gate = Gate::default();
+    let slow_0 = gate.holding(0);
     let base = Dataset::range(6);
     let zipped = Dataset::zip_prefixed(vec![
         ("a_".into(), base.parallelize(Fixed(2), true)),
@@ -366,47 +352,37 @@ fn an_interrupt_while_a_batch_fills_loses_none_of_its_elements() {
     let err = interrupt::with_check(refuse, || it.next()).unwrap_err();
     assert!(matches!(err, Error::Interrupted(_)), "{err}");
     let saved = it.state();
+    gate.open();
     let want: Vec<(i64, i64)> = (0..6).map(|i| (i, i)).collect();
     assert_eq!(pairs(&mut it), want);
     let mut again = PipelineIter::new(zipped, 0).unwrap();
     again.set_state(&saved).unwrap();
     assert_eq!(pairs(&mut again), want, "restored");
     // The same through the epochs() loader: elements 0-4 taken when the refusal comes.
-    let f = map_fn(|e: Example, _| {
-        if e.tensor("slow", "x")?.to_vec::<i64>()?[0] == 5 {
-            std::thread::sleep(Duration::from_millis(500));
-        }
-        Ok(e)
-    });
+    let gate = Gate::default();
     let ds = Dataset::range(10)
-        .map("slow", f)
+        .map("slow", gate.holding(5))
         .parallelize(Fixed(2), true);
     let mut ep = ds.epochs(0, Some(1), None).unwrap();
     assert_eq!(ep.next_epoch().unwrap(), Some(0));
     let err = interrupt::with_check(refuse, || ep.next_many(8)).unwrap_err();
     assert!(matches!(err, Error::Interrupted(_)), "{err}");
+    gate.open();
     assert_eq!(xs(&ep.next_many(20).unwrap()), (0..10).collect::<Vec<_>>());
 }
 
 #[test]
 fn an_interrupt_while_a_shuffle_buffer_pulls_leaves_its_order_as_it_was() {
-    use std::time::Duration;
     use stokehold_core::exec::interrupt;
     use stokehold_core::PipelineIter;
 
-    // A buffer of 8 over a stream of 40 whose element `slow` takes 0.5 s: 5 is pulled while the
-    // buffer first fills, 20 as the replacement for the 13th element drawn.
-    let pipeline = |slow: i64| {
-        let f = map_fn(move |e: Example, _| {
-            if e.tensor("slow", "x")?.to_vec::<i64>()?[0] == slow {
-                std::thread::sleep(Duration::from_millis(500));
-            }
-            Ok(e)
-        });
+    // A buffer of 8 over a stream of 40 whose element `slow` is held at `gate`: 5 is pulled while
+    // the buffer first fills, 20 as the replacement for the 13th element drawn.
+    let pipeline = |slow: i64, gate: &Gate| {
         // A prefetch hands over each element as it comes (a parallel stage hands over runs,
         // which may hold the slow one with those before it).
         Dataset::range(40)
-            .map("slow", f)
+            .map("slow", gate.holding(slow))
             .prefetch(2)
             .unwrap()
             .shuffle_buffer(8, 3)
@@ -417,23 +393,27 @@ fn an_interrupt_while_a_shuffle_buffer_pulls_leaves_its_order_as_it_was() {
             .map(|e| e.tensor("t", "x").unwrap().to_vec::<i64>().unwrap()[0])
             .collect()
     };
-    let want = ids(PipelineIter::new(pipeline(-1), 0)
+    let open = Gate::default();
+    open.open();
+    let want = ids(PipelineIter::new(pipeline(-1, &open), 0)
         .unwrap()
         .next_many(100)
         .unwrap());
     for (slow, before) in [(5, 0), (20, 12)] {
-        let mut it = PipelineIter::new(pipeline(slow), 0).unwrap();
+        let gate = Gate::default();
+        let mut it = PipelineIter::new(pipeline(slow, &gate), 0).unwrap();
         let first = ids(it.next_many(before).unwrap());
         let err = interrupt::with_check(refuse, || it.next()).unwrap_err();
         assert!(matches!(err, Error::Interrupted(_)), "{err}");
         let saved = it.state();
+        gate.open();
         assert_eq!(first, want[..before], "slow {slow}: before the interrupt");
         assert_eq!(
             ids(it.next_many(100).unwrap()),
             want[before..],
             "slow {slow}: going on"
         );
-        let mut again = PipelineIter::new(pipeline(slow), 0).unwrap();
+        let mut again = PipelineIter::new(pipeline(slow, &open), 0).unwrap();
         again.set_state(&saved).unwrap();
         assert_eq!(
             ids(again.next_many(100).unwrap()),
@@ -467,7 +447,9 @@ fn a_later_epoch_starts_every_worker_at_once() {
         }
         if x == 0 && a.load(SeqCst) {
             let t = Instant::now();
-            while !s.load(SeqCst) && t.elapsed() < Duration::from_secs(2) {
+            // Long enough for a loaded machine to start the second worker; only a first
+            // element computed alone waits it out.
+            while !s.load(SeqCst) && t.elapsed() < Duration::from_secs(20) {
                 std::thread::sleep(Duration::from_millis(1));
             }
             o.store(s.load(SeqCst), SeqCst);

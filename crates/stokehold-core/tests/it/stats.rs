@@ -1,11 +1,14 @@
-//! Stats, verdicts, AUTOTUNE's choices, and the Chrome trace export.
+//! Stats, verdicts, and the Chrome trace export (AUTOTUNE's choices: `autotune.rs`).
 
 use std::time::Duration;
 
-use stokehold_core::exec::{ExecOptions, Executor, Parallelism};
+use stokehold_core::exec::{
+    Budget, ExecOptions, Executor, OpReport, OpStats, Parallelism, StatsReport,
+};
 use stokehold_core::{map_fn, Dataset, DatasetIter, Example};
 
-fn busy(micros: u64) -> stokehold_core::MapFn {
+/// A map that spins for `micros` on every element.
+pub(crate) fn busy(micros: u64) -> stokehold_core::MapFn {
     map_fn(move |e: Example, _| {
         let t = std::time::Instant::now();
         while t.elapsed() < Duration::from_micros(micros) {
@@ -13,165 +16,6 @@ fn busy(micros: u64) -> stokehold_core::MapFn {
         }
         Ok(e)
     })
-}
-
-#[test]
-fn autotune_stays_within_cores_unless_its_workers_wait_and_explains_itself() {
-    for cores in [1, 2, 3] {
-        let ds = Dataset::range(1500).map_parallel("busy", busy(300), Parallelism::Autotune, true);
-        let exec = Executor::new(ExecOptions {
-            cores,
-            trace_events: 1000,
-            ..ExecOptions::default()
-        });
-        let mut it = exec.iter(&ds, 0).unwrap();
-        assert_eq!(it.collect_all().unwrap().len(), 1500);
-        let s = it.stats();
-        assert_eq!(s.ops.len(), 1);
-        let op = &s.ops[0];
-        // 0 is inline (the consumer computing each element), which AUTOTUNE may pick at one core.
-        // A new op starts at the cores; it goes past them only for workers that were blocked
-        // or waited for cores other processes hold (which a busy loop beside an idle machine
-        // does not, except where the kernel does not tell a wait for a core apart: see the
-        // tests below), and says so.
-        assert!(
-            op.parallelism <= cores || op.autotune.contains("past the"),
-            "{cores} cores: {op:?}"
-        );
-        assert!(op.parallelism <= 4 * cores, "{cores} cores: {op:?}");
-        assert_eq!(op.elements, 1500);
-        assert!(!op.autotune.is_empty(), "no autotune note: {op:?}");
-        // And how it got there: the trace starts where the op started, in time order.
-        let trace = &op.autotune_trace;
-        assert!(
-            trace
-                .first()
-                .is_some_and(|d| d.note.contains("where a new op starts")),
-            "{cores} cores: {trace:?}"
-        );
-        assert!(trace.windows(2).all(|w| w[0].at_s <= w[1].at_s));
-        assert!(trace.last().unwrap().at_s <= op.wall_s);
-        assert!(s.table().contains("verdict:"));
-        // Every slot is back once the iterator is gone.
-        drop(it);
-        assert_eq!(exec.free_slots(), cores - 1);
-    }
-}
-
-/// Whether the kernel tells this process's threads' waits for a core apart (the run delay in
-/// `/proc/thread-self/schedstat`), which AUTOTUNE reads.
-fn run_delay_known() -> bool {
-    std::fs::read_to_string("/proc/thread-self/schedstat").is_ok_and(|s| {
-        s.split_whitespace()
-            .nth(1)
-            .is_some_and(|d| d.parse::<u64>().is_ok())
-    })
-}
-
-/// AUTOTUNE's parallelism and its trace after one epoch of `ds` on `cores` cores.
-fn tuned(ds: &Dataset, cores: usize) -> (usize, String) {
-    let exec = Executor::new(ExecOptions {
-        cores,
-        ..ExecOptions::default()
-    });
-    let mut it = exec.iter(ds, 0).unwrap();
-    it.collect_all().unwrap();
-    let op = it.stats().ops.remove(0);
-    let trace: Vec<String> = op.autotune_trace.iter().map(|d| d.note.clone()).collect();
-    (op.parallelism, trace.join("\n"))
-}
-
-#[test]
-fn autotune_takes_workers_past_the_cores_when_they_block_or_other_processes_hold_the_cores() {
-    if !run_delay_known() {
-        eprintln!("skipped: no run delay in /proc/thread-self/schedstat on this kernel");
-        return;
-    }
-    // Workers that sleep (as on a read) leave their cores idle: more of them than cores help.
-    let sleepy = map_fn(|e: Example, _| {
-        std::thread::sleep(Duration::from_millis(2));
-        Ok(e)
-    });
-    let ds = Dataset::range(2000).map_parallel("sleepy", sleepy, Parallelism::Autotune, true);
-    let (p, trace) = tuned(&ds, 2);
-    assert!(p > 2 && trace.contains("blocked"), "{p}: {trace}");
-    // Workers that wait for cores this process's own threads hold (spinning here; another
-    // stage's workers would do the same) are short of a core, not of workers: AUTOTUNE stays
-    // within the cores, as more workers would take from the process itself.
-    let stop = std::sync::atomic::AtomicBool::new(false);
-    let (p, trace) = std::thread::scope(|s| {
-        for _ in 0..4 {
-            s.spawn(|| {
-                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                    std::hint::black_box(0);
-                }
-            });
-        }
-        let got = tuned(&busy_range(), 2);
-        stop.store(true, std::sync::atomic::Ordering::Relaxed);
-        got
-    });
-    assert!(p <= 2 && !trace.contains("past the"), "{p}: {trace}");
-    // Workers that wait for cores other processes hold: the kernel shares the cores per
-    // runnable thread, so AUTOTUNE tries more workers than cores, and keeps them only for a
-    // gain (which the noise of this test does not let it tell apart, so only the trial and its
-    // reasons are checked).
-    let (p, trace) = beside_spinners(|| tuned(&busy_range(), 2), 4);
-    let trial = trace
-        .lines()
-        .find(|l| l.contains("past the 2 cores"))
-        .unwrap_or_else(|| panic!("no trial past the cores: {p}: {trace}"));
-    let queued: u32 = trial
-        .split("waited ")
-        .nth(2)
-        .and_then(|t| t.split('%').next())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| panic!("no wait for a core in {trial}"));
-    assert!(queued > 15, "{trial}");
-    assert!(trial.contains("other processes kept"), "{trial}");
-    assert!(p <= 2 * 4, "{p}: {trace}");
-}
-
-/// 1000 elements of 1 ms under AUTOTUNE: preempted often enough beside spinning threads that
-/// the workers run about half their busy time.
-fn busy_range() -> Dataset {
-    Dataset::range(1000).map_parallel("busy", busy(1000), Parallelism::Autotune, true)
-}
-
-/// `f`'s result, run while `n` other processes spin (killed after it).
-fn beside_spinners<T>(f: impl FnOnce() -> T, n: usize) -> T {
-    let mut spinners: Vec<_> = (0..n)
-        .map(|_| {
-            std::process::Command::new("sh")
-                .args(["-c", "while :; do :; done"])
-                .spawn()
-                .expect("sh")
-        })
-        .collect();
-    let got = f();
-    for c in &mut spinners {
-        c.kill().unwrap();
-        c.wait().unwrap();
-    }
-    got
-}
-
-#[test]
-fn two_autotuned_ops_share_the_cores() {
-    let ds = Dataset::range(400)
-        .map_parallel("a", busy(200), Parallelism::Autotune, true)
-        .map_parallel("b", busy(200), Parallelism::Autotune, true);
-    let exec = Executor::new(ExecOptions {
-        cores: 2,
-        ..ExecOptions::default()
-    });
-    let mut it = exec.iter(&ds, 0).unwrap();
-    assert_eq!(it.collect_all().unwrap().len(), 400);
-    let s = it.stats();
-    assert_eq!(s.ops.len(), 2, "{s:?}");
-    let total: usize = s.ops.iter().map(|o| o.parallelism).sum();
-    // Each op always has one worker; the extra slots are the cores beyond the first.
-    assert!(total <= 3, "{}", s.table());
 }
 
 #[test]
@@ -186,16 +30,40 @@ fn verdict_names_the_slow_stage_or_the_consumer() {
         "{v}"
     );
 
-    // 100 elements at 3 ms: the consumer's wait for the workers to start (tens of ms when the
-    // test suite loads both cores; 40 elements failed CI once so) stays under a tenth of it.
+    // A consumer that waited under a tenth of the time is the bound, a stage otherwise.
+    let row = |consumer_wait_s: f64| OpReport {
+        elements: 100,
+        wall_s: 1.0,
+        consumer_wait_s,
+        busy_s: 0.02,
+        busy_per_thread: 0.01,
+        capacity: 6,
+        parallelism: 2,
+        feeds_consumer: true,
+        ..OpStats::new("map[fast]".into()).report()
+    };
+    let verdict = |r: OpReport| StatsReport::new(vec![r], &Budget::new(1 << 20), 2).verdict;
+    let v = verdict(row(0.05));
+    assert!(v.starts_with("consumer-bound"), "{v}");
+    let v = verdict(row(0.5));
+    assert!(v.starts_with("bound in op map[fast]"), "{v}");
+    // A slow consumer of a fast stage on real threads: how long it waited for the workers to
+    // start is up to the load (tens of ms when the test suite loads both cores), so only that
+    // the verdict follows from the figures is checked.
     let fast = Dataset::range(100).map_parallel("fast", busy(1), Parallelism::Fixed(2), true);
     let exec = Executor::new(ExecOptions::default());
     let mut it = exec.iter(&fast, 0).unwrap();
     while it.next().unwrap().is_some() {
         std::thread::sleep(Duration::from_millis(3)); // a slow consumer
     }
-    let v = it.stats().verdict;
-    assert!(v.starts_with("consumer-bound"), "{v}");
+    let s = it.stats();
+    let op = &s.ops[0];
+    assert_eq!(
+        s.verdict.starts_with("consumer-bound"),
+        op.consumer_wait_s < 0.1 * op.wall_s,
+        "{}",
+        s.table()
+    );
 }
 
 #[test]

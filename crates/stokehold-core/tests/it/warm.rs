@@ -29,18 +29,16 @@ fn counted(calls: &Arc<AtomicU64>) -> Dataset {
         .unwrap()
 }
 
-/// The call count once it has stopped moving (the thread blocks when its buffer is full).
-fn settled(calls: &AtomicU64) -> u64 {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let mut last = calls.load(Ordering::SeqCst);
-    loop {
-        std::thread::sleep(Duration::from_millis(300));
-        let now = calls.load(Ordering::SeqCst);
-        if now == last || Instant::now() > deadline {
-            return now;
-        }
-        last = now;
+/// The call count once it has reached `want` (waiting up to 60 s: a loaded machine may leave
+/// the thread without a core for a long while, which a count that stood still for a moment
+/// took for the end) and a moment later, when calls past `want` would have shown.
+fn settled_at(calls: &AtomicU64, want: u64) -> u64 {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while calls.load(Ordering::SeqCst) < want && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
     }
+    std::thread::sleep(Duration::from_millis(300));
+    calls.load(Ordering::SeqCst)
 }
 
 fn all(it: &mut PipelineIter) -> Vec<i64> {
@@ -60,8 +58,10 @@ fn the_next_iterator_adopts_the_thread_already_on_its_epoch() {
     assert_eq!(e0, all(&mut PipelineIter::new(fresh.clone(), 0).unwrap()));
     // Warm: the thread computed epoch 1's first elements (the buffer's DEPTH, and one more
     // that waits for room) with nobody asking yet.
-    let c0 = settled(&calls);
-    assert_eq!(c0, N + DEPTH as u64 + 1);
+    assert_eq!(
+        settled_at(&calls, N + DEPTH as u64 + 1),
+        N + DEPTH as u64 + 1
+    );
 
     let mut it = PipelineIter::new(ds.clone(), 1).unwrap();
     let mut plain = PipelineIter::new(fresh.clone(), 1).unwrap();
@@ -83,7 +83,8 @@ fn the_next_iterator_adopts_the_thread_already_on_its_epoch() {
     assert_ne!(e0, e1, "reshuffled per epoch");
     // Adopted, not recomputed: epoch 1 cost N calls in all (and epoch 2's warm-up as many as
     // epoch 1's); a fresh iterator would have run its first DEPTH + 1 elements again.
-    assert_eq!(settled(&calls), 2 * N + DEPTH as u64 + 1);
+    let want = 2 * N + DEPTH as u64 + 1;
+    assert_eq!(settled_at(&calls, want), want);
 
     // The adopted iterator's state restores on a fresh iterator of the other pipeline object.
     let mut restored = PipelineIter::new(fresh.clone(), 1).unwrap();
@@ -123,61 +124,70 @@ fn a_stream_input_is_not_run_ahead() {
         .prefetch(DEPTH)
         .unwrap();
     all(&mut PipelineIter::new(ds, 0).unwrap());
-    assert_eq!(settled(&calls), N);
+    assert_eq!(settled_at(&calls, N), N);
 }
 
 #[test]
 fn a_warm_epoch_of_an_autotuned_op_starts_at_the_parallelism_the_last_one_settled_on() {
-    use std::sync::atomic::AtomicUsize;
+    use std::sync::atomic::AtomicBool;
     use stokehold_core::exec::{ExecOptions, Executor, Parallelism};
     use stokehold_core::DatasetIter;
-    // A map of 10 ms sleeps parallelized by AUTOTUNE on 2 cores: the consumer always waits, and a second
-    // worker doubles the rate, so epoch 0 settles on 2 workers or more. The thread that runs on into
-    // epoch 1 opened that epoch's iterator while epoch 0's still held the op's second core
-    // slot, so epoch 1 started on one worker (and its trial of two was cut short by the end of
-    // every later short epoch, so AUTOTUNE ran at half speed for good).
+
+    use crate::autotune::{assert_read, describe, CPU_BOUND};
+    // A map parallelized by AUTOTUNE on 2 cores of a described machine (its decisions do not
+    // depend on the load of the one running the test): epoch 0 runs on the two workers a new
+    // op starts with. The thread that runs on into epoch 1 opened that epoch's iterator while
+    // epoch 0's still held the op's second core slot, so epoch 1 started on one worker (and its
+    // trial of two was cut short by the end of every later short epoch, so AUTOTUNE ran at half
+    // speed for good). Epoch 1's first element waits (up to 20 s, far longer than a loaded
+    // machine takes to start a second worker) for the second to start: only if epoch 1 started
+    // on two workers does it.
     const LEN: u64 = 80;
-    let (running, most) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
-    let (r, m) = (running.clone(), most.clone());
+    // (Epoch 1's elements are indices LEN.. of the map: an index past the end is a later epoch.)
+    let (second, overlapped) = (
+        Arc::new(AtomicBool::new(false)),
+        Arc::new(AtomicBool::new(false)),
+    );
+    let (s, o) = (second.clone(), overlapped.clone());
     let f = map_fn(move |e, ctx| {
-        let now = r.fetch_add(1, Ordering::SeqCst) + 1;
-        // Epoch 1's first elements, before its tuner's first period (100 ms) could step up.
-        if (LEN..LEN + 5).contains(&ctx.index) {
-            m.fetch_max(now, Ordering::SeqCst);
-        }
+        // Slow enough to be claimed one at a time (not as one run of cheap elements).
         std::thread::sleep(Duration::from_millis(10));
-        r.fetch_sub(1, Ordering::SeqCst);
+        if ctx.index == LEN + 1 {
+            s.store(true, Ordering::SeqCst);
+        }
+        if ctx.index == LEN {
+            let t = Instant::now();
+            while !s.load(Ordering::SeqCst) && t.elapsed() < Duration::from_secs(20) {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            o.store(s.load(Ordering::SeqCst), Ordering::SeqCst);
+        }
         Ok(e)
     });
-    let ds = Dataset::range(LEN)
+    let stage = Dataset::range(LEN)
         .map("sleep", f)
-        .parallelize(Parallelism::Autotune, true)
-        .prefetch(2)
-        .unwrap();
+        .parallelize(Parallelism::Autotune, true);
+    let ds = stage.prefetch(2).unwrap();
     let exec = Executor::new(ExecOptions {
         cores: 2,
         ..ExecOptions::default()
     });
+    let samplers = describe(&exec, &stage, CPU_BOUND);
     let mut first = exec.iter(&ds, 0).unwrap();
     assert_eq!(first.collect_all().unwrap().len(), LEN as usize);
     let report = first.stats();
+    assert_read(&samplers, &report);
     let settled = report
         .ops
         .iter()
         .find(|o| o.op.starts_with("parallelize"))
         .map(|o| o.parallelism);
-    // Two workers or more: sleeping workers run on a core for almost none of their busy time,
-    // so AUTOTUNE may also try them past the cores.
-    assert!(
-        settled.is_some_and(|p| p >= 2),
-        "epoch 0 did not settle on 2 or more:\n{}",
-        report.table()
-    );
+    assert_eq!(settled, Some(2), "{}", report.table());
     drop(first);
     let mut next = exec.iter(&ds, 1).unwrap();
     assert_eq!(next.collect_all().unwrap().len(), LEN as usize);
     assert!(
-        most.load(Ordering::SeqCst) >= 2,
+        overlapped.load(Ordering::SeqCst),
         "epoch 1 started on one worker:\n{}",
         next.stats().table()
     );

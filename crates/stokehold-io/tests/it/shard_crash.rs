@@ -7,7 +7,7 @@
 
 use std::path::Path;
 use std::process::{Child, Command};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use stokehold_core::rng::Rng;
 use stokehold_core::MapDataset;
@@ -53,6 +53,11 @@ fn spawn(dir: &Path, overwrite: bool) -> Child {
         .unwrap()
 }
 
+/// Whether a writer has put anything in `dir` yet.
+fn started(dir: &Path) -> bool {
+    std::fs::read_dir(dir).is_ok_and(|mut d| d.next().is_some())
+}
+
 /// What a folder holds after a kill: a verified dataset of `n` records, or `None` (incomplete, or
 /// absent when the kill came before the child created it).
 fn outcome(dir: &Path) -> Option<u64> {
@@ -92,7 +97,16 @@ fn writer_killed_at_random_moments_never_leaves_a_half_dataset() {
         }
         let mut child = spawn(&dir, overwrite);
         let delay = full.mul_f64(rng.next_f64() * 1.1);
-        std::thread::sleep(delay);
+        if trial % 4 == 2 {
+            // Killed as soon as the folder shows the write under way: mid-write however the
+            // load on the machine stretches or shrinks the child's time against `full`.
+            let t = Instant::now();
+            while !started(&dir) && t.elapsed() < full * 20 + Duration::from_secs(10) {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        } else {
+            std::thread::sleep(delay);
+        }
         let _ = child.kill(); // SIGKILL; an error means it had already finished
         child.wait().unwrap();
         match outcome(&dir) {
@@ -111,6 +125,7 @@ fn writer_killed_at_random_moments_never_leaves_a_half_dataset() {
             assert_eq!(outcome(&dir), Some(RECORDS));
         }
     }
+    // The six kills at the first sign of the write, at least, land mid-write.
     assert!(
         incomplete >= 3,
         "kills landed mid-write only {incomplete} times ({complete} done)"
