@@ -102,13 +102,15 @@ def test_iterating_in_several_python_threads_at_once():
     assert results == [want] * 4
 
 
-def _slow_at(slow, seconds, n, stage):
-    """range(n) -> {"y": 2x} through a prefetch or a two-worker map; element `slow` sleeps
-    `seconds` (off the GIL)."""
+def _held_at(slow, release, n, stage):
+    """range(n) -> {"y": 2x} through a prefetch or a two-worker map; element `slow` waits (off
+    the GIL) until `release` is set, or a minute: held for exactly as long as a test needs,
+    however busy the machine (a sleep of fixed length could end before a loaded machine sent
+    the signal meant to land in it)."""
 
     def f(e):
         if int(e["x"]) == slow:
-            time.sleep(seconds)
+            release.wait(60)
         return {"y": e["x"] * 2}
 
     ds = sh.from_arrays({"x": np.arange(n)})
@@ -118,32 +120,35 @@ def _slow_at(slow, seconds, n, stage):
 def _next_interrupted(it):
     """next(it), with SIGINT sent to this process 0.3 s into the wait: raises KeyboardInterrupt."""
     timer = threading.Timer(0.3, os.kill, (os.getpid(), __import__("signal").SIGINT))
-    timer.start()
     with pytest.raises(KeyboardInterrupt):
+        timer.start()
         next(it)
 
 
 @pytest.mark.parametrize("stage", ["prefetch", "parallel map"])
 def test_ctrl_c_while_waiting_for_data_interrupts_and_loses_nothing(stage):
-    # The first element takes 3 s (a Python function that sleeps, so the GIL is free). SIGINT
-    # arrives 0.3 s into the wait: next() must raise KeyboardInterrupt within a check tick,
-    # not after the element arrives, and the element must still come on the next call.
-    it = iter(_slow_at(0, 3.0, 5, stage))
-    start = time.monotonic()
+    # The first element is held (off the GIL) until the interrupt has come. SIGINT arrives 0.3 s
+    # into the wait: next() must raise KeyboardInterrupt while the element is still held, not
+    # once it arrives, and the element must still come on the next call.
+    release = threading.Event()
+    it = iter(_held_at(0, release, 5, stage))
     _next_interrupted(it)
-    assert time.monotonic() - start < 2.0, "interrupted only when the element arrived"
+    release.set()
     assert [int(e["y"]) for e in it] == [0, 2, 4, 6, 8]
 
 
 @pytest.mark.parametrize("stage", ["prefetch", "parallel map"])
 def test_ctrl_c_while_a_batch_fills_loses_none_of_its_elements(stage):
-    # Element 3 takes 2 s: the first batch of four holds 0, 1, 2 when SIGINT arrives. Going on
-    # gives that batch whole, and so does a checkpoint taken right after the interrupt.
-    ds = _slow_at(3, 2.0, 10, stage).batch(4)
+    # Element 3 is held until the interrupt has come: the first batch of four holds 0, 1, 2 when
+    # SIGINT arrives. Going on gives that batch whole, and so does a checkpoint taken right after
+    # the interrupt.
+    release = threading.Event()
+    ds = _held_at(3, release, 10, stage).batch(4)
     want = [[0, 2, 4, 6], [8, 10, 12, 14], [16, 18]]
     it = iter(ds)
     _next_interrupted(it)
     saved = it.get_state()
+    release.set()
     assert [b["y"].tolist() for b in it] == want
     again = iter(ds)
     again.set_state(saved)

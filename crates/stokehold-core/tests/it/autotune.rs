@@ -58,13 +58,13 @@ impl Described {
             let n = (elements - now.0) as f64;
             let dt = m.unit.as_nanos() as f64 * n / threads.min(m.helps as f64);
             let busy = dt * threads;
+            let cpu = (m.ran * busy) as u64;
             let r = &mut now.2;
             r.consumer_wait_ns += (m.wait * dt) as u64;
             r.workers.wall += busy as u64;
-            r.workers.cpu += (m.ran * busy) as u64;
+            r.workers.cpu += cpu;
             r.workers.queue_wall += busy as u64;
             r.workers.queued += (m.queued * busy) as u64;
-            let cpu = (m.ran * busy) as u64;
             r.process_cpu_ns = Some(r.process_cpu_ns.unwrap_or(0) + cpu);
             r.machine_cpu_ns = Some(r.machine_cpu_ns.unwrap_or(0) + cpu + (m.others * dt) as u64);
             now.0 = elements;
