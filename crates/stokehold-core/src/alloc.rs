@@ -18,8 +18,12 @@
 //! finished pipeline leaves at most that much behind, and only until the next large
 //! allocation or release.
 
-use std::sync::Mutex;
+use std::cell::Cell;
+use std::fmt::Display;
+use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
+
+use crate::error::{Error, Result};
 
 /// Buffers of at least this many bytes are advised (numpy's threshold: below it a huge page
 /// would mostly be waste).
@@ -48,6 +52,154 @@ pub fn zeroed_vec(len: usize) -> Vec<u8> {
     let v = vec![0u8; len];
     advise_huge(v.as_ptr(), v.capacity());
     v
+}
+
+// ---- Buffers sized by input data or an argument -------------------------------------------
+//
+// Every buffer whose size comes from input data (a header, a record's length) or an argument
+// (a pad length, an output size, an FFT size) is sized through [`checked_bytes`] and allocated
+// through the `try_` functions below: a size past the element ceiling, or an allocation the
+// allocator refuses, is an `InvalidArgumentError` naming the op, what was being made and the
+// bytes, never an abort of the process (which an `on_error="skip"` could not catch either).
+
+thread_local! {
+    /// The memory budget of the executor installed on this thread, when the pipeline was given
+    /// one of its own ([`with_budget_ceiling`]).
+    static BUDGET_CEILING: Cell<Option<usize>> = const { Cell::new(None) };
+}
+
+/// The memory this process can have, read once: the machine's (`MemTotal`), or the process's
+/// address-space limit (`RLIMIT_AS`) when smaller; `usize::MAX` where unknown.
+fn machine_memory() -> usize {
+    static TOTAL: OnceLock<usize> = OnceLock::new();
+    *TOTAL.get_or_init(|| {
+        let total = std::fs::read_to_string("/proc/meminfo").ok().and_then(|m| {
+            let line = m.lines().find(|l| l.starts_with("MemTotal:"))?;
+            let kib: usize = line.split_whitespace().nth(1)?.parse().ok()?;
+            kib.checked_mul(1024)
+        });
+        let limit = std::fs::read_to_string("/proc/self/limits")
+            .ok()
+            .and_then(|l| {
+                let line = l.lines().find(|l| l.starts_with("Max address space"))?;
+                line.split_whitespace().nth(3)?.parse::<usize>().ok()
+            });
+        total.unwrap_or(usize::MAX).min(limit.unwrap_or(usize::MAX))
+    })
+}
+
+/// The most bytes one buffer sized by data or an argument may take: the machine's memory, or
+/// the memory budget the running pipeline was given (`with_options(memory_budget=...)`), the
+/// smaller. (A pipeline on the default budget may still hold elements larger than it: the
+/// budget bounds what is in flight, an element may always pass alone.)
+pub fn element_ceiling() -> usize {
+    let budget = BUDGET_CEILING.with(Cell::get).unwrap_or(usize::MAX);
+    machine_memory().min(budget)
+}
+
+/// Runs `f` with `budget` (when given) as this thread's element ceiling: the executor does this
+/// when it installs itself on a thread, for a pipeline given a memory budget of its own.
+pub fn with_budget_ceiling<T>(budget: Option<usize>, f: impl FnOnce() -> T) -> T {
+    let prev = BUDGET_CEILING.with(|c| c.replace(budget));
+    struct Restore(Option<usize>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            BUDGET_CEILING.with(|c| c.set(self.0));
+        }
+    }
+    let _restore = Restore(prev);
+    f()
+}
+
+/// The bytes of `count` items of `item` bytes each, for `what` in op `op`: an error when the
+/// product overflows or passes [`element_ceiling`]. The one size check of every buffer sized
+/// by input data or an argument.
+pub fn checked_bytes(op: &str, what: impl Display, count: usize, item: usize) -> Result<usize> {
+    let ceiling = element_ceiling();
+    match count.checked_mul(item) {
+        Some(bytes) if bytes <= ceiling => Ok(bytes),
+        Some(bytes) => Err(too_large(op, what, &format!("{bytes} bytes"), ceiling)),
+        None => Err(too_large(
+            op,
+            what,
+            &format!("{count} x {item} bytes"),
+            ceiling,
+        )),
+    }
+}
+
+fn too_large(op: &str, what: impl Display, size: &str, ceiling: usize) -> Error {
+    let limit = if ceiling == machine_memory() {
+        format!("the memory this process can have ({ceiling} bytes)")
+    } else {
+        format!("the pipeline's memory budget ({ceiling} bytes)")
+    };
+    Error::invalid(format!("{op}: {what} would take {size}, more than {limit}"))
+}
+
+fn refused(op: &str, what: impl Display, bytes: usize) -> Error {
+    Error::invalid(format!(
+        "{op}: {what} would take {bytes} bytes, which the allocator refused"
+    ))
+}
+
+/// An empty vector with room for `count` items, checked ([`checked_bytes`]) and asked for
+/// fallibly: an error, never an abort.
+pub fn try_vec<T>(op: &str, what: impl Display, count: usize) -> Result<Vec<T>> {
+    let bytes = checked_bytes(op, &what, count, std::mem::size_of::<T>())?;
+    let mut v = Vec::new();
+    v.try_reserve_exact(count)
+        .map_err(|_| refused(op, &what, bytes))?;
+    Ok(v)
+}
+
+/// `count` copies of `value`, checked and fallible as [`try_vec`].
+pub fn try_filled<T: Clone>(
+    op: &str,
+    what: impl Display,
+    value: T,
+    count: usize,
+) -> Result<Vec<T>> {
+    let mut v = try_vec(op, what, count)?;
+    v.resize(count, value);
+    Ok(v)
+}
+
+/// [`zeroed_vec`], checked and fallible as [`try_vec`] (zeroed pages straight from the
+/// allocator, untouched until written).
+pub fn try_zeroed_vec(op: &str, what: impl Display, len: usize) -> Result<Vec<u8>> {
+    checked_bytes(op, &what, len, 1)?;
+    if let Some(mut v) = take(len) {
+        v.clear();
+        v.resize(len, 0);
+        return Ok(v);
+    }
+    if len == 0 {
+        return Ok(Vec::new());
+    }
+    let layout = std::alloc::Layout::array::<u8>(len).map_err(|_| refused(op, &what, len))?;
+    // SAFETY: `layout` has a non-zero size; a null result is handled.
+    let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
+    if ptr.is_null() {
+        return Err(refused(op, what, len));
+    }
+    // SAFETY: `ptr` was allocated by the global allocator for exactly `len` bytes of `u8`
+    // (alignment 1), all initialised to zero.
+    let v = unsafe { Vec::from_raw_parts(ptr, len, len) };
+    advise_huge(v.as_ptr(), v.capacity());
+    Ok(v)
+}
+
+/// [`large_vec`], checked and fallible as [`try_vec`].
+pub fn try_large_vec(op: &str, what: impl Display, capacity: usize) -> Result<Vec<u8>> {
+    checked_bytes(op, &what, capacity, 1)?;
+    if let Some(mut v) = take(capacity) {
+        v.clear();
+        return Ok(v);
+    }
+    let v = try_vec::<u8>(op, what, capacity)?;
+    advise_huge(v.as_ptr(), v.capacity());
+    Ok(v)
 }
 
 /// How far ahead of its copy a [`Filler`] asks for the lines it will write: 4 KiB (four records

@@ -22,8 +22,9 @@ pub fn is_audio(path: &Path) -> bool {
         return true;
     }
     let mut head = [0u8; 12];
-    let n = std::fs::File::open(path)
-        .and_then(|mut f| f.read(&mut head))
+    let n = stokehold_io::storage::open_regular(path)
+        .ok()
+        .and_then(|(mut f, _)| f.read(&mut head).ok())
         .unwrap_or(0);
     let head = &head[..n];
     (head.starts_with(b"RIFF") && head.get(8..12) == Some(b"WAVE"))

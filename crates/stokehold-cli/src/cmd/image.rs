@@ -27,8 +27,9 @@ pub fn inspect(path: &Path) -> anyhow::Result<bool> {
             .read_range(0..SIGNATURE_BYTES.min(meta.size))?
             .to_vec();
     } else {
-        std::fs::File::open(path)
-            .and_then(|f| f.take(SIGNATURE_BYTES).read_to_end(&mut head))
+        let (f, _) = storage::open_regular(path)?;
+        f.take(SIGNATURE_BYTES)
+            .read_to_end(&mut head)
             .with_context(|| format!("reading {}", path.display()))?;
     }
     if image::sniff(&head).is_err() {

@@ -5,4 +5,5 @@ mod image;
 mod polish;
 mod remote;
 mod shard;
+mod special_files;
 mod tfrecord;

@@ -111,7 +111,10 @@ impl Executor {
             }
         }
         let _restore = Restore(prev);
-        f()
+        // A budget of its own also bounds any one buffer sized by data or an argument.
+        let budget = self.inner.opts.memory_budget;
+        let ceiling = (budget != DEFAULT_MEMORY_BUDGET).then_some(budget);
+        crate::alloc::with_budget_ceiling(ceiling, f)
     }
 
     /// The options.

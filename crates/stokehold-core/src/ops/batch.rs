@@ -480,7 +480,14 @@ pub fn pad_stack(
     let padded = if dtype == DType::Bytes {
         pad_strings(items, &target, shape)?
     } else {
-        pad_dense(items, &target, shape, &fill_value(dtype, spec.value))?
+        pad_dense(
+            op,
+            name,
+            items,
+            &target,
+            shape,
+            &fill_value(dtype, spec.value),
+        )?
     };
     Ok((Value::Tensor(padded), Some(lengths)))
 }
@@ -529,33 +536,46 @@ fn target_shape(
     Ok(target)
 }
 
-/// Copies each item into the top-left corner of its slot in a buffer pre-filled with `fill`.
 /// `count` copies of the element `fill`: zeroed memory straight from the allocator for a zero
 /// fill, doubling memcpys otherwise (an element-wise fill cost 2/3 of the workers' time on
-/// `padded_batch(64)` of 2k-20k float32 files).
-pub(crate) fn filled(fill: &[u8], count: usize) -> Vec<u8> {
+/// `padded_batch(64)` of 2k-20k float32 files). Sized by an argument or the data: checked, and
+/// an error instead of an abort (`alloc::checked_bytes`).
+pub(crate) fn filled(
+    op: &str,
+    what: impl std::fmt::Display,
+    fill: &[u8],
+    count: usize,
+) -> Result<Vec<u8>> {
+    let bytes = crate::alloc::checked_bytes(op, &what, count, fill.len())?;
     if fill.iter().all(|&b| b == 0) {
-        crate::alloc::zeroed_vec(fill.len() * count)
-    } else {
-        let mut v = crate::alloc::large_vec(fill.len() * count);
-        v.extend_from_slice(fill);
-        while v.len() < fill.len() * count {
-            let n = v.len().min(fill.len() * count - v.len());
-            v.extend_from_within(..n);
-        }
-        v
+        return crate::alloc::try_zeroed_vec(op, what, bytes);
     }
+    let mut v = crate::alloc::try_large_vec(op, what, bytes)?;
+    v.extend_from_slice(fill);
+    while v.len() < bytes {
+        let n = v.len().min(bytes - v.len());
+        v.extend_from_within(..n);
+    }
+    Ok(v)
 }
 
+/// Copies each item into the top-left corner of its slot in a buffer pre-filled with `fill`.
 fn pad_dense(
+    op: &str,
+    name: &str,
     items: &[&Tensor],
     target: &[usize],
     shape: Vec<usize>,
     fill: &[u8],
 ) -> Result<Tensor> {
     let isz = fill.len();
-    let slot: usize = target.iter().product::<usize>() * isz;
-    let mut buf = filled(fill, slot / isz * items.len());
+    let what = format_args!("feature {name:?} padded to {shape:?}");
+    let per_item = target
+        .iter()
+        .try_fold(1usize, |n, &d| n.checked_mul(d))
+        .unwrap_or(usize::MAX);
+    let slot = crate::alloc::checked_bytes(op, what, per_item, isz)?;
+    let mut buf = filled(op, what, fill, per_item.saturating_mul(items.len()))?;
     for (k, t) in items.iter().enumerate() {
         let src = t.data();
         let s = t.shape();

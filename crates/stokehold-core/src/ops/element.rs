@@ -36,7 +36,16 @@ fn slice_axis(t: &Tensor, axis: usize, start: usize, len: usize) -> Result<Tenso
 }
 
 /// Extends `t` along `axis` to `len` with `value`.
-fn pad_axis(t: &Tensor, axis: usize, len: usize, value: f64) -> Result<Tensor> {
+/// `t` zero-padded (with `value`) to `len` on `axis`, for feature `name` of op `op`: the output's
+/// size comes from an argument, so it is checked before anything is allocated.
+fn pad_axis(
+    op: &str,
+    name: &str,
+    t: &Tensor,
+    axis: usize,
+    len: usize,
+    value: f64,
+) -> Result<Tensor> {
     let s = t.shape();
     let isz = t
         .dtype()
@@ -45,14 +54,14 @@ fn pad_axis(t: &Tensor, axis: usize, len: usize, value: f64) -> Result<Tensor> {
     let fill = fill_value(t.dtype(), value);
     let outer: usize = s[..axis].iter().product();
     let inner: usize = s[axis + 1..].iter().product::<usize>() * isz;
-    let mut out = Vec::with_capacity(outer * len * inner);
+    let what = format_args!("feature {name:?} of shape {s:?} padded to {len} on axis {axis}");
+    let total = crate::alloc::checked_bytes(op, what, outer.saturating_mul(len), inner)?;
+    let mut out = crate::alloc::try_vec::<u8>(op, what, total)?;
+    let pad = crate::ops::batch::filled(op, what, &fill, (len - s[axis]) * inner / isz)?;
     for o in 0..outer {
         let base = o * s[axis] * inner;
         out.extend_from_slice(&t.data()[base..base + s[axis] * inner]);
-        out.extend_from_slice(&crate::ops::batch::filled(
-            &fill,
-            (len - s[axis]) * inner / isz,
-        ));
+        out.extend_from_slice(&pad);
     }
     let mut shape = s.to_vec();
     shape[axis] = len;
@@ -91,7 +100,7 @@ pub fn random_crop(name: &str, axis: usize, size: usize, seed: u64, pad: bool) -
                     ),
                 ));
             }
-            pad_axis(t, axis, size, 0.0)?
+            pad_axis(ctx.op, &name, t, axis, size, 0.0)?
         } else {
             let mut rng = Rng::for_element(seed, Stream::Crop, ctx.epoch, ctx.index);
             let start = rng.below((n - size + 1) as u64) as usize;
@@ -112,7 +121,7 @@ pub fn pad_or_trim(name: &str, axis: usize, len: usize, value: f64) -> MapFn {
         let out = match n.cmp(&len) {
             std::cmp::Ordering::Equal => t.clone(),
             std::cmp::Ordering::Greater => slice_axis(t, axis, 0, len)?,
-            std::cmp::Ordering::Less => pad_axis(t, axis, len, value)?,
+            std::cmp::Ordering::Less => pad_axis(ctx.op, &name, t, axis, len, value)?,
         };
         e.insert(&name, out);
         Ok(e)

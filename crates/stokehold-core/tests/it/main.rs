@@ -4,6 +4,7 @@ mod adversarial;
 mod autotune;
 mod bucket;
 mod budget;
+mod buffers;
 mod combine;
 mod common;
 mod conformance;

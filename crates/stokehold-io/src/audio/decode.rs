@@ -123,8 +123,7 @@ pub fn open_bytes(data: Bytes, name: &Path) -> Result<Opened> {
 /// Opens the audio file at `path` (read as the decoder asks, so a window read touches only the
 /// bytes it needs).
 pub fn open_file(path: &Path) -> Result<Opened> {
-    let f = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
-    let len = f.metadata().map_err(|e| Error::io(path, e))?.len();
+    let (f, len) = crate::storage::open_regular(path)?;
     open_source(f, Some(len), path)
 }
 
@@ -291,6 +290,19 @@ impl Opened {
         let mut out: Vec<Vec<f32>> = vec![Vec::with_capacity(cap); self.info.channels];
         let mut decoded_to: u64 = 0;
         loop {
+            // A stream with no length in its header grows as it decodes: stop at the ceiling.
+            let held = out.first().map_or(0, Vec::len).saturating_mul(out.len());
+            if held.saturating_mul(4) > stokehold_core::alloc::element_ceiling() {
+                let ceiling = stokehold_core::alloc::element_ceiling();
+                return Err(Error::corrupt(
+                    &self.name,
+                    self.pos.load(Ordering::Relaxed),
+                    format!(
+                        "{held} samples decoded so far pass the {ceiling} bytes one element \
+                         may take (stokehold_core::alloc::element_ceiling)"
+                    ),
+                ));
+            }
             let packet = match self.reader.next_packet() {
                 Ok(Some(p)) => p,
                 Ok(None) => break,

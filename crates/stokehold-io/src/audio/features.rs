@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 use realfft::num_complex::Complex;
 use realfft::{RealFftPlanner, RealToComplex};
+use stokehold_core::alloc::{checked_bytes, try_filled};
 use stokehold_core::{Error, Result};
 
 /// How `center` pads the signal's ends.
@@ -79,8 +80,12 @@ impl Stft {
                 o.power
             )));
         }
+        // The window, the plan's twiddles and a frame's scratch: about 24 bytes a point, checked
+        // before anything is planned (n_fft is an argument).
+        let what = format_args!("an STFT of n_fft={}", o.n_fft);
+        checked_bytes("spectrogram", what, o.n_fft, 24)?;
         // Periodic Hann (torch.hann_window's default), zero-padded to n_fft around its centre.
-        let mut window = vec![0.0f32; o.n_fft];
+        let mut window = try_filled("spectrogram", what, 0.0f32, o.n_fft)?;
         let left = (o.n_fft - o.win_length) / 2;
         for n in 0..o.win_length {
             let x = 2.0 * std::f64::consts::PI * n as f64 / o.win_length as f64;
@@ -295,6 +300,13 @@ impl MelBank {
                 opts.n_mels, opts.f_min
             )));
         }
+        let what = format_args!("a mel filter bank of {} x {n_freqs}", opts.n_mels);
+        checked_bytes(
+            "mel_spectrogram",
+            what,
+            opts.n_mels.saturating_mul(n_freqs),
+            8,
+        )?;
         let s = opts.scale;
         let (lo, hi) = (s.to_mel(opts.f_min), s.to_mel(f_max));
         let pts: Vec<f64> = (0..opts.n_mels + 2)

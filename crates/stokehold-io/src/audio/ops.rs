@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use bytes::Bytes;
+use stokehold_core::alloc::checked_bytes;
 use stokehold_core::rng::{Rng, Stream};
 use stokehold_core::{Ctx, DType, Error, Example, MapFn, Result, Tensor};
 
@@ -169,6 +170,38 @@ fn decode_opened(opened: Opened, opts: &DecodeOptions, ctx: &Ctx, name: &Path) -
             0
         }
     };
+    // The decoded size, checked before decoding: a window from an argument, or a length from
+    // the header (a small file can declare billions of frames: a corrupt file, which
+    // `on_error="skip"` leaves out). Decoding also stops at the ceiling where no length is known.
+    let channels = info.channels.max(1);
+    let samples = |frames: u64| {
+        usize::try_from(frames)
+            .unwrap_or(usize::MAX)
+            .saturating_mul(channels)
+    };
+    match (&opts.window, info.frames) {
+        (Window::Random { duration, .. }, _)
+        | (
+            Window::Span {
+                duration: Some(duration),
+                ..
+            },
+            _,
+        ) => {
+            let f = frames_of(*duration, rate);
+            let what = format_args!(
+                "a window of {f} frames x {channels} channels of {}",
+                name.display()
+            );
+            checked_bytes(ctx.op, what, samples(f), 4)?;
+        }
+        (_, Some(total)) => {
+            let what = format_args!("{total} frames x {channels} channels decoded");
+            checked_bytes(ctx.op, what, samples(total), 4)
+                .map_err(|e| Error::corrupt(name, 0, e.to_string()))?;
+        }
+        _ => {}
+    }
     let mut audio = match (&opts.window, info.frames) {
         (Window::All, _) => opened.decode(0, None)?,
         (Window::Span { offset, duration }, _) => opened.decode(
@@ -335,8 +368,11 @@ fn per_row_fn(
                 ),
             ));
         }
-        let size = bins * frames;
-        let mut result = vec![0.0f32; values.len() / time * size];
+        let size = bins.saturating_mul(frames);
+        let rows = values.len() / time;
+        let what = format_args!("feature {feature:?}'s {rows} x {bins} x {frames} output");
+        let mut result =
+            stokehold_core::alloc::try_filled(ctx.op, what, 0.0f32, rows.saturating_mul(size))?;
         for (row, dst) in values.chunks_exact(time).zip(result.chunks_exact_mut(size)) {
             per_row(row, dst).map_err(|err| match err {
                 Error::InvalidArgument(why) => {

@@ -24,6 +24,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
+use stokehold_core::alloc::checked_bytes;
 use stokehold_core::rng::{Rng, Stream};
 use stokehold_core::{BatchMapFn, Ctx, DType, Error, Example, MapFn, Result, Tensor, Value};
 
@@ -156,6 +157,8 @@ pub fn resize_fn(name: &str, size: Size, interp: Interpolation) -> MapFn {
     Arc::new(move |mut e: Example, ctx: &Ctx| {
         let (t, (h, w, c)) = hwc(&e, ctx, &name, true)?;
         let (oh, ow) = size.of(h, w);
+        let what = format_args!("feature {name:?} resized to {oh}x{ow}x{c}");
+        checked_bytes(ctx.op, what, oh.saturating_mul(ow), c)?;
         let full = Rect {
             top: 0,
             left: 0,
@@ -177,6 +180,8 @@ pub fn center_crop_fn(name: &str, size: (usize, usize)) -> MapFn {
     Arc::new(move |mut e: Example, ctx: &Ctx| {
         let (t, (h, w, c)) = hwc(&e, ctx, &name, false)?;
         let px = c * t.dtype().size().unwrap_or(1);
+        let what = format_args!("feature {name:?} cropped to {}x{}x{c}", size.0, size.1);
+        checked_bytes(ctx.op, what, size.0.saturating_mul(size.1), px)?;
         let data = augment::center_crop(t.data(), (h, w, px), size);
         let out = Tensor::new(t.dtype(), vec![size.0, size.1, c], data.into())?;
         e.insert(&name, out);
@@ -198,6 +203,8 @@ pub fn random_resized_crop_fn(
     let name = name.to_string();
     Arc::new(move |mut e: Example, ctx: &Ctx| {
         let (t, (h, w, c)) = hwc(&e, ctx, &name, true)?;
+        let what = format_args!("feature {name:?} resized to {}x{}x{c}", size.0, size.1);
+        checked_bytes(ctx.op, what, size.0.saturating_mul(size.1), c)?;
         let mut rng = Rng::for_element(seed, Stream::ResizedCrop, ctx.epoch, ctx.index);
         let rect = augment::random_resized_crop_rect(h, w, scale, ratio, &mut rng);
         let px = resize::resize(t.data(), (h, w, c), rect, size, interp)

@@ -38,7 +38,7 @@ pub fn assemble_shards(
 
 /// Appends every record of one shard file, checking its footer, index and record checksums.
 fn push_shard(w: &mut ShardWriter, path: &Path, records: u64) -> Result<()> {
-    let data = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+    let data = crate::storage::read_regular(path)?;
     if data.len() < HEADER_LEN + FOOTER_LEN {
         return Err(Error::corrupt(path, 0, "too short for a shard file"));
     }

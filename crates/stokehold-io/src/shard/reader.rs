@@ -659,9 +659,9 @@ pub fn read_manifest(dir: &Path) -> Result<Manifest> {
             )),
         };
     }
-    let text = match std::fs::read(&path) {
+    let text = match crate::storage::read_regular(&path) {
         Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+        Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
             let tmp = std::fs::read_dir(dir)
                 .map(|d| {
                     d.filter_map(|e| e.ok())
@@ -682,7 +682,7 @@ pub fn read_manifest(dir: &Path) -> Result<Manifest> {
                 ),
             ));
         }
-        Err(e) => return Err(Error::io(&path, e)),
+        Err(e) => return Err(e),
     };
     parse_manifest(&path, &text)
 }
@@ -749,8 +749,7 @@ fn open_shard(dir: &Path, entry: &ShardEntry) -> Result<ShardFile> {
             ),
         ));
     }
-    let file = File::open(&path).map_err(|e| Error::io(&path, e))?;
-    let size = file.metadata().map_err(|e| Error::io(&path, e))?.len();
+    let (file, size) = crate::storage::open_regular(&path)?;
     check_size(&path, size, entry)?;
     // SAFETY: the map is read-only; a file changed underneath by another process can show
     // inconsistent bytes, which the checksums catch, but never unsafety in this process beyond

@@ -45,13 +45,12 @@ impl Folder for FolderSource {
     }
 
     fn read(&self, name: &str) -> Result<Vec<u8>> {
-        let p = self.dir.join(name);
-        std::fs::read(&p).map_err(|e| Error::io(p, e))
+        super::read_regular(&self.dir.join(name))
     }
 
     fn download(&self, name: &str, _size: u64, out: &mut File) -> Result<()> {
         let p = self.dir.join(name);
-        let mut f = File::open(&p).map_err(|e| Error::io(&p, e))?;
+        let (mut f, _) = super::open_regular(&p)?;
         std::io::copy(&mut f, out).map_err(|e| Error::io(&p, e))?;
         Ok(())
     }

@@ -9,19 +9,70 @@ use stokehold_core::{Error, Result};
 
 use super::{Meta, Source};
 
-/// Maps the regular file at `path` read-only. Refuses what is no regular file before opening it:
-/// opening a FIFO for reading blocks until a writer appears.
-pub(super) fn map(path: &Path) -> Result<Source> {
-    let kind = std::fs::metadata(path).map_err(|e| Error::io(path, e))?;
-    if !kind.is_file() {
-        return Err(Error::corrupt(
+/// Opens the regular file at `path` for reading, and its size: the one way every reader and CLI
+/// verb opens a local file. Anything else is refused with an error naming the path: a FIFO
+/// (opening one for reading blocks until a writer appears, and Ctrl-C cannot end that wait), a
+/// character device (`/dev/zero` reads forever), a directory, a socket. The open itself never
+/// blocks (`O_NONBLOCK`, which regular files ignore), and the kind is checked on the opened
+/// file (`fstat`), so a path swapped between a check and the open is caught too.
+pub fn open_regular(path: &Path) -> Result<(File, u64)> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .map_err(|e| Error::io(path, e))?;
+    let meta = file.metadata().map_err(|e| Error::io(path, e))?;
+    if !meta.is_file() {
+        return Err(Error::io(
             path,
-            0,
-            format!("not a regular file ({:?})", kind.file_type()),
+            std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!("not a regular file ({})", kind_of(&meta.file_type())),
+            ),
         ));
     }
-    let file = File::open(path).map_err(|e| Error::io(path, e))?;
-    if kind.len() == 0 {
+    Ok((file, meta.len()))
+}
+
+/// The whole regular file at `path` (see [`open_regular`]), its size checked against the
+/// element ceiling before anything is allocated.
+pub fn read_regular(path: &Path) -> Result<Vec<u8>> {
+    use std::io::Read;
+    let (mut file, len) = open_regular(path)?;
+    let len = usize::try_from(len).unwrap_or(usize::MAX);
+    let what = format_args!("reading {} whole", path.display());
+    let mut buf = stokehold_core::alloc::try_vec::<u8>("read", what, len)?;
+    // At most the size it had when opened (a file growing meanwhile is read as it was).
+    (&mut file)
+        .take(len as u64)
+        .read_to_end(&mut buf)
+        .map_err(|e| Error::io(path, e))?;
+    Ok(buf)
+}
+
+/// What a file type is, in words.
+fn kind_of(t: &std::fs::FileType) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    if t.is_dir() {
+        "a directory"
+    } else if t.is_fifo() {
+        "a FIFO"
+    } else if t.is_char_device() {
+        "a character device"
+    } else if t.is_block_device() {
+        "a block device"
+    } else if t.is_socket() {
+        "a socket"
+    } else {
+        "not a file"
+    }
+}
+
+/// Maps the regular file at `path` read-only ([`open_regular`]).
+pub(super) fn map(path: &Path) -> Result<Source> {
+    let (file, len) = open_regular(path)?;
+    if len == 0 {
         // mmap refuses an empty file.
         return Ok(Source::Mapped {
             file: Arc::new(file),

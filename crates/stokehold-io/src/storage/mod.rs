@@ -28,6 +28,7 @@ pub mod aws_profile;
 mod cache_hook;
 pub mod folder;
 mod local;
+pub use self::local::{open_regular, read_regular};
 pub mod local_cache;
 mod meta;
 mod object;
@@ -101,9 +102,7 @@ pub fn open_object(location: &Path) -> Result<Object> {
 /// The whole file or object at `location` (a local file is read, not mapped).
 pub fn read(location: &Path) -> Result<Bytes> {
     match remote_url(location)? {
-        None => std::fs::read(location)
-            .map(Bytes::from)
-            .map_err(|e| Error::io(location, e)),
+        None => read_regular(location).map(Bytes::from),
         Some(url) => Object::open_url(url)?.read_all(),
     }
 }
@@ -169,7 +168,7 @@ pub fn reader(location: &Path, offset: u64) -> Result<Box<dyn std::io::Read + Se
     use std::io::{Seek, SeekFrom};
     match remote_url(location)? {
         None => {
-            let mut f = std::fs::File::open(location).map_err(|e| Error::io(location, e))?;
+            let (mut f, _) = open_regular(location)?;
             if offset > 0 {
                 f.seek(SeekFrom::Start(offset))
                     .map_err(|e| Error::io(location, e))?;

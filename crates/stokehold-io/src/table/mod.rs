@@ -30,7 +30,6 @@ mod remote;
 mod shard;
 mod writer;
 
-use std::fs::File;
 use std::path::{Path, PathBuf};
 
 use bytes::Bytes;
@@ -72,8 +71,7 @@ impl Table {
                 remote: Some(remote),
             });
         }
-        let file = File::open(path).map_err(|e| Error::io(path, e))?;
-        let size = file.metadata().map_err(|e| Error::io(path, e))?.len();
+        let (file, size) = crate::storage::open_regular(path)?;
         // SAFETY: read-only map of a file we do not modify; see the note on truncation above.
         let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| Error::io(path, e))?;
         huge_pages(&map);
