@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import operator
 import os
-from typing import Any, Callable, List, Optional, Union
+from typing import Any, Callable, Dict, List, Mapping, Optional, Union
 
 import numpy as np
 
@@ -25,6 +25,21 @@ UNKNOWN = -2
 #: What a path argument accepts: str, bytes, os.PathLike, or a 0-d numpy array of bytes / str
 #: (such as ``element["path"]`` from ``list_files``).
 PathLike = Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]", np.ndarray, np.generic]
+
+
+def columns(op: str, value: Any) -> Dict[str, Any]:
+    """``from_arrays``' columns: a non-empty mapping of feature name -> column, as a dict."""
+    if not isinstance(value, Mapping):
+        kind = type(value).__name__
+        raise InvalidArgumentError(
+            f"{op}(columns=<{kind}>): takes a dict of feature name -> array; name the "
+            f"parts, e.g. from_arrays({{'x': x, 'y': y}}) for tf.data's from_tensor_slices((x, y))"
+        )
+    if not value:
+        raise InvalidArgumentError(f"{op}(columns={{}}): needs at least one feature")
+    for k in value:
+        name(op, "columns", k)
+    return dict(value)
 
 
 def fail(op: str, arg: str, value: Any, why: str) -> InvalidArgumentError:

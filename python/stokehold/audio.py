@@ -10,10 +10,14 @@ All of it runs in Rust on the pipeline's threads: no Python, and no GIL, per ele
 from __future__ import annotations
 
 import math
-from typing import Any, Dict, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Dict, Optional, Tuple
 
 from . import _args, _native, errors
-from .dataset import Dataset
+
+if TYPE_CHECKING:
+    # Only for annotations: the ops take the dataset they extend and return ``ds._then(...)``,
+    # so this module sits below dataset.py (whose methods call it) and never imports it.
+    from .dataset import Dataset
 
 __all__ = ["probe_audio"]
 
@@ -87,13 +91,13 @@ def decode(
         _seconds(op, "offset", offset, False),
         None if duration is None else _seconds(op, "duration", duration, True),
         None if random_window is None else _seconds(op, "random_window", random_window, True),
-        _args.seed(op, seed) if random_window is not None else 0,
+        ds._op_seed(op, seed) if random_window is not None else 0,
         None if sample_rate_key is None else _args.name(op, "sample_rate_key", sample_rate_key),
         errors.on_error(op, on_error),
         _threads(op, num_parallel_calls),
     )
     method = ds._native.decode_audio if op == "decode_audio" else ds._native.load_audio
-    return Dataset(method(source, target, args))
+    return ds._then(method(source, target, args))
 
 
 def _number(op: str, arg: str, value: Any) -> float:
@@ -137,7 +141,7 @@ def spectrogram(
 ) -> Dataset:
     """``Dataset.spectrogram``: checks, then the native op."""
     op = "spectrogram"
-    return Dataset(ds._native.spectrogram(
+    return ds._then(ds._native.spectrogram(
         _args.name(op, "feature", feature), _args.name(op, "out", out),
         *_stft_args(op, n_fft, win_length, hop_length, power, center, pad_mode),
         _threads(op, num_parallel_calls)))
@@ -174,7 +178,7 @@ def mel_spectrogram(
         raise _args.fail(op, "f_min", f_min, "must be >= 0 and below f_max (default: rate / 2)")
     if norm is not None and norm != "slaney":
         raise _args.fail(op, "norm", norm, "must be None or 'slaney'")
-    return Dataset(ds._native.mel_spectrogram(
+    return ds._then(ds._native.mel_spectrogram(
         _args.name(op, "feature", feature), _args.name(op, "out", out), rate, n, win, hop,
         fmin, fmax, _args.count(op, "n_mels", n_mels, 1), pw, ctr, pad,
         _choice(op, "mel_scale", mel_scale, ("htk", "slaney")), norm, _args.flag(op, "log", log),

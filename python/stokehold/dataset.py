@@ -28,7 +28,7 @@ from typing import (
 
 import numpy as np
 
-from . import _args, _native, errors
+from . import _args, _native, audio, errors, image
 from ._args import AUTOTUNE, INFINITE, UNKNOWN, PathLike
 from ._native import OutOfRangeError
 from .iterator import EpochLoader, Iterator
@@ -59,10 +59,40 @@ class Dataset:
     count or prefetch depth.
     """
 
-    def __init__(self, native: _native.Dataset) -> None:
+    def __init__(self, native: _native.Dataset, seed: Optional[int] = None) -> None:
         self._native = native
         self._epoch = 0
         self._spec: Optional[ElementSpec] = None
+        self._seed = seed
+
+    def _then(self, native: _native.Dataset) -> Dataset:
+        """The next op's ``Dataset``, carrying this one's dataset seed (:meth:`seed`)."""
+        return Dataset(native, self._seed)
+
+    def _op_seed(self, op: str, seed: Optional[Any]) -> int:
+        """The seed of random op ``op`` built on this dataset: its own ``seed`` when given, else
+        one derived from the dataset seed (:meth:`seed`) by the op's kind and its place in the
+        plan, else a fresh one from the OS."""
+        if seed is not None or self._seed is None:
+            return _args.seed(op, seed)
+        return self._native.derived_seed(self._seed, op)
+
+    def seed(self, seed: int) -> Dataset:
+        """Sets the dataset seed (tf.data's global seed, Grain's ``seed()``): every random op
+        built after it (``shuffle``, ``random_crop``, ``random_flip_left_right``,
+        ``random_map``, ...) that is given no ``seed`` of its own derives one from it, by its kind
+        and its place in the plan. So one seed makes the whole pipeline reproducible, two random
+        ops draw independent numbers, and rebuilding the same pipeline gives the same draws. An
+        op's explicit ``seed`` still wins; the same kind of op given the same explicit seed on
+        two features draws the same numbers (an image and its mask flipped together).
+
+            >>> import stokehold as sh
+            >>> a = sh.Dataset.range(8).seed(7).shuffle().random_map(lambda e, rng: e)
+            >>> b = sh.Dataset.range(8).seed(7).shuffle().random_map(lambda e, rng: e)
+            >>> [int(e["x"]) for e in a] == [int(e["x"]) for e in b]
+            True
+        """
+        return Dataset(self._native, _args.count("seed", "seed", seed, 0))
 
     @classmethod
     def _wrap(cls, native: _native.Dataset) -> Dataset:
@@ -162,12 +192,12 @@ class Dataset:
         if not holds_gil:
             fn = process_map("map", fn, label, num_parallel_calls, processes)
         if num_parallel_calls is None:
-            return Dataset(self._native.map(fn, label, holds_gil))
+            return self._then(self._native.map(fn, label, holds_gil))
         par = _args.parallelism("map", "num_parallel_calls", num_parallel_calls)
         det = True if deterministic is None else _args.flag("map", "deterministic", deterministic)
-        if self.is_random_access:
-            return Dataset(self._native.map(fn, label, holds_gil)).parallelize(par, det)
-        return Dataset(self._native.map_parallel(fn, label, par, det))
+        if self._native.staged_random_access:
+            return self._then(self._native.map(fn, label, holds_gil)).parallelize(par, det)
+        return self._then(self._native.map_parallel(fn, label, par, det))
 
     def remote_map(
         self,
@@ -198,21 +228,22 @@ class Dataset:
             elements_per_call: elements per Ray call at most (default 8: a Ray call's fixed
                 cost is then small next to a millisecond function's; 1 for very slow ``fn``).
         """
-        from . import ray as _ray
+        # Imported here: _ray_map imports Ray, which ``import stokehold`` never does.
+        from . import _ray_map
 
-        return _ray.remote_map(self, fn, num_actors=num_actors, num_cpus_per_actor=num_cpus_per_actor,
-                               depth=depth, max_retries=max_retries, name=name,
-                               elements_per_call=elements_per_call)
+        return _ray_map.remote_map(self, fn, num_actors=num_actors, num_cpus_per_actor=num_cpus_per_actor,
+                                   depth=depth, max_retries=max_retries, name=name,
+                                   elements_per_call=elements_per_call)
 
     def filter(self, predicate: Callable[[Element], Any], name: Optional[str] = None) -> Dataset:
         """Keeps the elements for which ``predicate(element)`` is true. The result is a stream
         (no ``len``, no indexing)."""
         predicate = _args.function("filter", "predicate", predicate)
-        return Dataset(self._native.filter(predicate, name or _args.label(predicate)))
+        return self._then(self._native.filter(predicate, name or _args.label(predicate)))
 
     def enumerate(self, name: str = "index") -> Dataset:
         """Adds the position within the epoch as int64 feature ``name`` (default ``"index"``)."""
-        return Dataset(self._native.enumerate(_args.name("enumerate", "name", name)))
+        return self._then(self._native.enumerate(_args.name("enumerate", "name", name)))
 
     def random_crop(
         self, feature: str, size: int, axis: int = 0, seed: Optional[int] = None, pad: bool = False
@@ -222,29 +253,29 @@ class Dataset:
         ``size`` is a :class:`SchemaError` naming the element, or with ``pad=True`` is
         zero-padded at the end to ``size``. ``seed=None`` draws one now (see :meth:`shuffle`)."""
         op = "random_crop"
-        return Dataset(self._native.random_crop(
+        return self._then(self._native.random_crop(
             _args.name(op, "feature", feature), _args.count(op, "size", size),
-            _args.count(op, "axis", axis), _args.seed(op, seed), _args.flag(op, "pad", pad)))
+            _args.count(op, "axis", axis), self._op_seed(op, seed), _args.flag(op, "pad", pad)))
 
     def pad_to(self, feature: str, length: int, axis: int = 0, value: float = 0) -> Dataset:
         """Pads (with ``value``, default 0) or trims ``feature`` to exactly ``length`` along
         ``axis`` (default 0)."""
         op = "pad_to"
-        return Dataset(self._native.pad_to(
+        return self._then(self._native.pad_to(
             _args.name(op, "feature", feature), _args.count(op, "length", length),
             _args.count(op, "axis", axis), float(value)))
 
     def cast(self, feature: str, dtype: Any) -> Dataset:
         """Casts ``feature`` to ``dtype`` (a numpy dtype or its name; C-style conversion:
         truncation toward zero, saturating float-to-int)."""
-        return Dataset(self._native.cast(_args.name("cast", "feature", feature), _args.dtype_name("cast", dtype)))
+        return self._then(self._native.cast(_args.name("cast", "feature", feature), _args.dtype_name("cast", dtype)))
 
     def read_file(self, path: str = "path", out: str = "data", on_error: str = "raise") -> Dataset:
         """Reads the file named by feature ``path`` into bytes feature ``out`` (native, lazy:
         each file is read when its element is). ``on_error="skip"`` leaves out a file that
         cannot be read, counted in :meth:`skipped`."""
         op = "read_file"
-        return Dataset(self._native.read_file(
+        return self._then(self._native.read_file(
             _args.name(op, "path", path), _args.name(op, "out", out), errors.on_error(op, on_error)))
 
     def load_npy(self, path: str = "path", out: str = "array", on_error: str = "raise") -> Dataset:
@@ -252,7 +283,7 @@ class Dataset:
         lazy). ``on_error="skip"`` leaves out a missing or malformed file, counted in
         :meth:`skipped`."""
         op = "load_npy"
-        return Dataset(self._native.load_npy(
+        return self._then(self._native.load_npy(
             _args.name(op, "path", path), _args.name(op, "out", out), errors.on_error(op, on_error)))
 
     def ignore_errors(self, log_warning: bool = False) -> Dataset:
@@ -261,7 +292,7 @@ class Dataset:
         ``log_warning`` each is also written to stderr. Without it (or ``on_error="skip"``) an
         iterator is done after an error: the error is raised once, then ``StopIteration``."""
         op = "ignore_errors"
-        return Dataset(self._native.ignore_errors(_args.flag(op, "log_warning", log_warning)))
+        return self._then(self._native.ignore_errors(_args.flag(op, "log_warning", log_warning)))
 
     def skipped(self) -> errors.SkipLog:
         """What this pipeline's ``ignore_errors()`` and ``on_error="skip"`` ops left out so far:
@@ -291,11 +322,9 @@ class Dataset:
         offset, or with ``on_error="skip"`` is left out and counted in ``ds.skipped()``
         (``.count``, ``.first``). ``num_parallel_calls`` (threads, or AUTOTUNE) decodes on
         worker threads."""
-        from .audio import decode
-
-        return decode(self, "decode_audio", feature, out or feature, dtype, channels_first, mono,
-                      sample_rate, offset, duration, random_window, seed, sample_rate_key,
-                      on_error, num_parallel_calls)
+        return audio.decode(self, "decode_audio", feature, out or feature, dtype, channels_first, mono,
+                            sample_rate, offset, duration, random_window, seed, sample_rate_key,
+                            on_error, num_parallel_calls)
 
     def load_audio(
         self, path: str = "path", out: str = "audio", *, dtype: str = "float32",
@@ -308,11 +337,9 @@ class Dataset:
         """Decodes the audio file named by feature ``path`` into ``out``: :meth:`decode_audio`'s
         options, reading the file as the decoder asks (a window touches only its part of the
         file). Errors name the file, the element and the op."""
-        from .audio import decode
-
-        return decode(self, "load_audio", path, out, dtype, channels_first, mono, sample_rate,
-                      offset, duration, random_window, seed, sample_rate_key, on_error,
-                      num_parallel_calls)
+        return audio.decode(self, "load_audio", path, out, dtype, channels_first, mono, sample_rate,
+                            offset, duration, random_window, seed, sample_rate_key, on_error,
+                            num_parallel_calls)
 
     def spectrogram(
         self, feature: str = "audio", out: str = "spectrogram", *, n_fft: int = 400,
@@ -324,10 +351,8 @@ class Dataset:
         torchaudio.transforms.Spectrogram's defaults: periodic Hann window of ``win_length``
         (default ``n_fft``), ``hop_length`` default ``win_length // 2``, ``center`` padding of
         ``n_fft // 2`` (``pad_mode`` ``"reflect"``, or ``"constant"`` zeros as librosa)."""
-        from .audio import spectrogram
-
-        return spectrogram(self, feature, out, n_fft, win_length, hop_length, power, center,
-                           pad_mode, num_parallel_calls)
+        return audio.spectrogram(self, feature, out, n_fft, win_length, hop_length, power, center,
+                                 pad_mode, num_parallel_calls)
 
     def mel_spectrogram(
         self, feature: str = "audio", out: str = "mel", *, sample_rate: int, n_fft: int = 400,
@@ -344,11 +369,9 @@ class Dataset:
         gives decibels, ``10 * log10(max(x, 1e-10))``, floored at ``max - top_db`` per channel
         when ``top_db`` is given (librosa.power_to_db, torchaudio's AmplitudeToDB).
         ``sample_rate`` is the audio's rate (the filters depend on it)."""
-        from .audio import mel_spectrogram
-
-        return mel_spectrogram(self, feature, out, sample_rate, n_fft, win_length, hop_length,
-                               f_min, f_max, n_mels, power, center, pad_mode, mel_scale, norm,
-                               log, top_db, num_parallel_calls)
+        return audio.mel_spectrogram(self, feature, out, sample_rate, n_fft, win_length, hop_length,
+                                     f_min, f_max, n_mels, power, center, pad_mode, mel_scale, norm,
+                                     log, top_db, num_parallel_calls)
 
     def gather(
         self, table: Table, index_feature: str, output: str, keys: Optional[Any] = None
@@ -362,7 +385,7 @@ class Dataset:
         native = getattr(table, "_native", None)
         if native is None:
             raise TypeError(f"gather(table=...): expected a stokehold.Table, got {type(table).__name__}")
-        return Dataset(self._native.gather(native, _args.name(op, "index_feature", index_feature),
+        return self._then(self._native.gather(native, _args.name(op, "index_feature", index_feature),
                                            _args.name(op, "output", output), keys))
 
     # ---- images: native decode and augmentation (docs/GUIDE.md, "Images") --------------------
@@ -397,13 +420,11 @@ class Dataset:
                 / ``AUTOTUNE``, as in :meth:`map`.
             deterministic: keep the input order (default True).
         """
-        from . import image
-
         op = "decode_image"
         feature = _args.name(op, "feature", feature)
         out = feature if out is None else _args.name(op, "out", out)
         args = image.decode_args(op, channels, dtype, layout, max_pixels, on_error, num_parallel_calls, deterministic)
-        return Dataset(self._native.decode_image(feature, out, args))
+        return self._then(self._native.decode_image(feature, out, args))
 
     def load_image(
         self,
@@ -420,11 +441,9 @@ class Dataset:
         """Reads the image file named by feature ``path`` (as :func:`stokehold.list_files` makes)
         and decodes it into ``out``; the arguments are :meth:`decode_image`'s, and errors name
         the file."""
-        from . import image
-
         op = "load_image"
         args = image.decode_args(op, channels, dtype, layout, max_pixels, on_error, num_parallel_calls, deterministic)
-        return Dataset(self._native.load_image(
+        return self._then(self._native.load_image(
             _args.name(op, "path", path), _args.name(op, "out", out), args))
 
     def resize(self, size: Size, feature: str = "image", interpolation: str = "bilinear") -> Dataset:
@@ -432,21 +451,17 @@ class Dataset:
         for the shorter side (the other keeps the aspect ratio, as torchvision's ``Resize``).
         ``interpolation``: ``"bilinear"`` (default), ``"bicubic"``, ``"area"``, ``"nearest"``
         or ``"lanczos3"``; downscaling antialiases (as Pillow)."""
-        from . import image
-
         op = "resize"
         h, w, shorter = image.size_arg(op, size)
-        return Dataset(self._native.image_resize(_args.name(op, "feature", feature), h, w, shorter,
+        return self._then(self._native.image_resize(_args.name(op, "feature", feature), h, w, shorter,
                                                  image.interpolation_arg(op, interpolation)))
 
     def center_crop(self, size: Size, feature: str = "image") -> Dataset:
         """The centre ``size`` (an int: square) of the HWC image ``feature``, zero-padded where the
         image is smaller (torchvision's ``CenterCrop``)."""
-        from . import image
-
         op = "center_crop"
         h, w, _ = image.size_arg(op, size)
-        return Dataset(self._native.image_center_crop(_args.name(op, "feature", feature), h, w))
+        return self._then(self._native.image_center_crop(_args.name(op, "feature", feature), h, w))
 
     def random_resized_crop(
         self,
@@ -461,23 +476,19 @@ class Dataset:
         aspect ratio log-uniform in ``ratio`` (10 attempts, then the centred whole image clamped
         to ``ratio``), resized to ``size`` in one pass. Drawn from (seed, epoch, index);
         ``seed=None`` draws one now."""
-        from . import image
-
         op = "random_resized_crop"
         h, w, _ = image.size_arg(op, size)
-        return Dataset(self._native.image_random_resized_crop(
+        return self._then(self._native.image_random_resized_crop(
             _args.name(op, "feature", feature), h, w, image.unit_range(op, "scale", scale, 1.0),
             image.unit_range(op, "ratio", ratio, None), image.interpolation_arg(op, interpolation),
-            _args.seed(op, seed)))
+            self._op_seed(op, seed)))
 
     def random_flip_left_right(self, feature: str = "image", p: float = 0.5, seed: Optional[int] = None) -> Dataset:
         """Mirrors the HWC image ``feature`` left-right with probability ``p`` (default 0.5),
         drawn from (seed, epoch, index) (tf.image's ``random_flip_left_right``)."""
-        from . import image
-
         op = "random_flip_left_right"
-        return Dataset(self._native.image_random_flip(
-            _args.name(op, "feature", feature), image.probability(op, p), _args.seed(op, seed)))
+        return self._then(self._native.image_random_flip(
+            _args.name(op, "feature", feature), image.probability(op, p), self._op_seed(op, seed)))
 
     def color_jitter(
         self,
@@ -491,13 +502,11 @@ class Dataset:
         non-zero strength ``v`` draws a factor uniform in ``[max(0, 1 - v), 1 + v]``; brightness
         scales, contrast blends with the image's mean gray, saturation with each pixel's gray,
         in a random order. Drawn from (seed, epoch, index)."""
-        from . import image
-
         op = "color_jitter"
         b, c, s = (image.strength(op, n, v) for n, v in
                    (("brightness", brightness), ("contrast", contrast), ("saturation", saturation)))
-        return Dataset(self._native.image_color_jitter(_args.name(op, "feature", feature), b, c, s,
-                                                       _args.seed(op, seed)))
+        return self._then(self._native.image_color_jitter(_args.name(op, "feature", feature), b, c, s,
+                                                       self._op_seed(op, seed)))
 
     def normalize(
         self, mean: Any, std: Any, feature: str = "image", layout: str = "HWC"
@@ -505,10 +514,8 @@ class Dataset:
         """The uint8 HWC image ``feature`` as float32 ``(x / 255 - mean) / std`` (torchvision's
         ``ToTensor`` + ``Normalize``); ``mean`` and ``std`` are one number or one per channel.
         ``layout="CHW"`` writes channels first, for torch."""
-        from . import image
-
         op = "normalize"
-        return Dataset(self._native.image_normalize(
+        return self._then(self._native.image_normalize(
             _args.name(op, "feature", feature), image.per_channel(op, "mean", mean, False),
             image.per_channel(op, "std", std, True), image.layout_arg(op, layout)))
 
@@ -542,7 +549,7 @@ class Dataset:
         n = self._native.cardinality() if self.is_random_access else None
         if n is not None and n != _native.INFINITE and size >= n:
             return self.global_shuffle(seed, reshuffle)
-        return Dataset(self._native.shuffle_buffer(size, _args.seed(op, seed), reshuffle))
+        return self._then(self._native.shuffle_buffer(size, self._op_seed(op, seed), reshuffle))
 
     def global_shuffle(self, seed: Optional[int] = None, reshuffle_each_iteration: bool = True) -> Dataset:
         """A seeded permutation of each epoch of a finite random-access dataset: no buffer, O(1)
@@ -551,14 +558,14 @@ class Dataset:
         ``shuffle(buffer_size)``."""
         op = "global_shuffle"
         reshuffle = _args.flag(op, "reshuffle_each_iteration", reshuffle_each_iteration)
-        return Dataset(self._native.shuffle(_args.seed(op, seed), reshuffle))
+        return self._then(self._native.shuffle(self._op_seed(op, seed), reshuffle))
 
     def window_shuffle(self, window: int, seed: Optional[int] = None) -> Dataset:
         """A cheaper, local shuffle: windows of ``window`` consecutive elements in random order,
         each shuffled inside. Over a folder written in order, a window of about one shard's
         records keeps reads within one or two shards. Keeps random access; O(1) memory."""
         op = "window_shuffle"
-        return Dataset(self._native.window_shuffle(_args.count(op, "window", window, 1), _args.seed(op, seed)))
+        return self._then(self._native.window_shuffle(_args.count(op, "window", window, 1), self._op_seed(op, seed)))
 
     def repeat(self, count: Optional[int] = None) -> Dataset:
         """Repeats ``count`` times (``None`` or -1, the default: forever). Each repetition is a
@@ -568,22 +575,22 @@ class Dataset:
         same for ``parallelize``): one prefetch thread then flows through every epoch instead of
         restarting at each one.
         """
-        return Dataset(self._native.repeat(_args.count_or_all("repeat", "count", count)))
+        return self._then(self._native.repeat(_args.count_or_all("repeat", "count", count)))
 
     def take(self, count: int) -> Dataset:
         """The first ``count`` elements of each epoch (-1: all of them, as in tf.data)."""
         c = _args.count_or_all("take", "count", count)
-        return Dataset(self._native) if c is None else Dataset(self._native.take(c))
+        return self._then(self._native) if c is None else self._then(self._native.take(c))
 
     def skip(self, count: int) -> Dataset:
         """All but the first ``count`` elements of each epoch (-1: skip all, as in tf.data)."""
         c = _args.count_or_all("skip", "count", count)
-        return Dataset(self._native.take(0) if c is None else self._native.skip(c))
+        return self._then(self._native.take(0) if c is None else self._native.skip(c))
 
     def slice(self, start: int, stop: int) -> Dataset:
         """Elements ``start..stop`` of each epoch (clamped); keeps random access (also
         ``ds[start:stop]``)."""
-        return Dataset(self._native.slice(_args.count("slice", "start", start), _args.count("slice", "stop", stop)))
+        return self._then(self._native.slice(_args.count("slice", "start", start), _args.count("slice", "stop", stop)))
 
     def shard(self, num_shards: int, index: int, policy: str = "even") -> Dataset:
         """Part ``index`` of ``num_shards`` of each epoch (one rank's share), strided: index
@@ -597,7 +604,7 @@ class Dataset:
                 is skipped) or ``"pad"`` (equal parts, short ones wrap to the epoch's start).
         """
         op = "shard"
-        return Dataset(self._native.shard(_args.count(op, "num_shards", num_shards, 1),
+        return self._then(self._native.shard(_args.count(op, "num_shards", num_shards, 1),
                                           _args.count(op, "index", index), _policy(op, policy), False))
 
     def elastic_shard(self, world_size: int, rank: int, policy: str = "even") -> Dataset:
@@ -605,14 +612,14 @@ class Dataset:
         nothing of the epoch lost or repeated (all ranks must save at the same step; see
         ``docs/CHECKPOINTING.md``). The result is a stream."""
         op = "elastic_shard"
-        return Dataset(self._native.shard(_args.count(op, "world_size", world_size, 1),
+        return self._then(self._native.shard(_args.count(op, "world_size", world_size, 1),
                                           _args.count(op, "rank", rank), _policy(op, policy), True))
 
     def worker_split(self, num_workers: int, worker: int) -> Dataset:
         """Worker ``worker`` of ``num_workers`` inside one process (an exact, strided
         partition)."""
         op = "worker_split"
-        return Dataset(self._native.worker_split(_args.count(op, "num_workers", num_workers, 1),
+        return self._then(self._native.worker_split(_args.count(op, "num_workers", num_workers, 1),
                                                  _args.count(op, "worker", worker)))
 
     # ---- batching ----------------------------------------------------------------------------
@@ -629,7 +636,7 @@ class Dataset:
         access. ``num_parallel_calls`` (as in tf.data) builds batches on worker threads:
         ``batch(n).parallelize(num_parallel_calls)``."""
         op = "batch"
-        out = Dataset(self._native.batch(_args.count(op, "batch_size", batch_size, 1),
+        out = self._then(self._native.batch(_args.count(op, "batch_size", batch_size, 1),
                                          _args.flag(op, "drop_remainder", drop_remainder)))
         if num_parallel_calls is None:
             return out
@@ -659,20 +666,20 @@ class Dataset:
         """
         op = "padded_batch"
         shapes, values, default = _padding(op, padded_shapes, padding_values)
-        return Dataset(self._native.padded_batch(
+        return self._then(self._native.padded_batch(
             _args.count(op, "batch_size", batch_size, 1), _args.flag(op, "drop_remainder", drop_remainder),
             shapes, values, default))
 
     def unbatch(self) -> Dataset:
         """Splits each element along axis 0 into its rows (tf.data's ``unbatch``): the inverse
         of ``batch``; a :class:`Ragged` feature gives its rows."""
-        return Dataset(self._native.unbatch())
+        return self._then(self._native.unbatch())
 
     def rebatch(self, batch_size: int, drop_remainder: bool = False) -> Dataset:
         """Batches of ``batch_size`` rows from batched elements: ``unbatch().batch(batch_size,
         drop_remainder)``."""
         op = "rebatch"
-        return Dataset(self._native.rebatch(_args.count(op, "batch_size", batch_size, 1),
+        return self._then(self._native.rebatch(_args.count(op, "batch_size", batch_size, 1),
                                             _args.flag(op, "drop_remainder", drop_remainder)))
 
     def window(
@@ -685,7 +692,7 @@ class Dataset:
         op = "window"
         sz = _args.count(op, "size", size, 1)
         sh = sz if shift is None else _args.count(op, "shift", shift, 1)
-        return Dataset(self._native.window(sz, sh, _args.count(op, "stride", stride, 1),
+        return self._then(self._native.window(sz, sh, _args.count(op, "stride", stride, 1),
                                            _args.flag(op, "drop_remainder", drop_remainder)))
 
     def group_by_window(
@@ -708,16 +715,15 @@ class Dataset:
         size = _args.count(op, "window_size", window_size, 1)
         label = name or _args.label(key_func)
         if reduce_func is None:
-            return Dataset(self._native.group_by_window(key_func, size, label, None))
+            return self._then(self._native.group_by_window(key_func, size, label, None))
         reduce_func = _args.function(op, "reduce_func", reduce_func)
         key = "__stokehold_group_key__"
-        windows = Dataset(self._native.group_by_window(key_func, size, label, key))
+        windows = self._then(self._native.group_by_window(key_func, size, label, key))
 
         def reduce(window: Element) -> Dataset:
             k = int(np.asarray(window.pop(key)).reshape(-1)[0])
-            from .sources import from_arrays
-
-            out: Dataset = reduce_func(k, from_arrays(window))
+            columns = _args.columns("from_arrays", window)
+            out: Dataset = reduce_func(k, Dataset._wrap(_native.Dataset.from_columns(columns)))
             return out
 
         reduce.__qualname__ = _args.label(reduce_func)
@@ -771,7 +777,7 @@ class Dataset:
         bounds = [_args.count(op, f"bucket_boundaries[{i}]", b, -(2**31)) for i, b in enumerate(bucket_boundaries)]
         sizes = [_args.count(op, f"bucket_batch_sizes[{i}]", b, 1) for i, b in enumerate(bucket_batch_sizes)]
         shapes, values, default = _padding(op, padded_shapes, padding_values)
-        return Dataset(self._native.bucket_by_sequence_length(
+        return self._then(self._native.bucket_by_sequence_length(
             feature, _args.count(op, "axis", axis), length_fn, label, bounds, sizes, shapes, values,
             default, _args.flag(op, "pad_to_bucket_boundary", pad_to_bucket_boundary),
             _args.flag(op, "no_padding", no_padding), _args.flag(op, "drop_remainder", drop_remainder)))
@@ -818,8 +824,8 @@ class Dataset:
             raise _args.fail(op, "mode", mode, 'must be "first_fit" or "best_fit"')
         meta = [_args.name(op, "meta_features", m) for m in meta_features]
         shuffle = _args.flag(op, "shuffle_bins", shuffle_bins)
-        return Dataset(self._native.pack(lengths, _args.count(op, "num_packing_bins", num_packing_bins, 1),
-                                         mode, meta, shuffle, _args.seed(op, seed) if shuffle else 0))
+        return self._then(self._native.pack(lengths, _args.count(op, "num_packing_bins", num_packing_bins, 1),
+                                         mode, meta, shuffle, self._op_seed(op, seed) if shuffle else 0))
 
     def random_map(
         self,
@@ -840,7 +846,7 @@ class Dataset:
         """
         op = "random_map"
         fn = _args.function(op, "fn", fn)
-        s = _args.seed(op, seed)
+        s = self._op_seed(op, seed)
         label = name or _args.label(fn)
         if processes is not False:
             from .processes import KeyedCall
@@ -887,12 +893,12 @@ class Dataset:
         """:meth:`map`'s threading for a function of (element, index, epoch); ``holds_gil`` as
         in :meth:`map`."""
         if num_parallel_calls is None:
-            return Dataset(self._native.map_with_context(call, label, holds_gil))
+            return self._then(self._native.map_with_context(call, label, holds_gil))
         par = _args.parallelism(op, "num_parallel_calls", num_parallel_calls)
         det = True if deterministic is None else _args.flag(op, "deterministic", deterministic)
-        if self.is_random_access:
-            return Dataset(self._native.map_with_context(call, label, holds_gil)).parallelize(par, det)
-        return Dataset(self._native.map_parallel_with_context(call, label, par, det))
+        if self._native.staged_random_access:
+            return self._then(self._native.map_with_context(call, label, holds_gil)).parallelize(par, det)
+        return self._then(self._native.map_parallel_with_context(call, label, par, det))
 
     # ---- several inputs ----------------------------------------------------------------------
 
@@ -914,7 +920,7 @@ class Dataset:
         map_func = _args.function(op, "map_func", map_func)
         par = None if num_parallel_calls is None else _args.parallelism(op, "num_parallel_calls", num_parallel_calls)
         det = True if deterministic is None else _args.flag(op, "deterministic", deterministic)
-        return Dataset(self._native.interleave(
+        return self._then(self._native.interleave(
             _opener(op, map_func), name or _args.label(map_func),
             _args.parallelism(op, "cycle_length", cycle_length),
             _args.count(op, "block_length", block_length, 1), par, det))
@@ -923,11 +929,11 @@ class Dataset:
         """The datasets ``map_func`` opens for each element, one after the other (interleave
         with ``cycle_length=1``)."""
         map_func = _args.function("flat_map", "map_func", map_func)
-        return Dataset(self._native.flat_map(_opener("flat_map", map_func), name or _args.label(map_func)))
+        return self._then(self._native.flat_map(_opener("flat_map", map_func), name or _args.label(map_func)))
 
     def concatenate(self, dataset: Dataset) -> Dataset:
         """This dataset's elements, then ``dataset``'s (random access when both have it)."""
-        return Dataset(self._native.concatenate(_dataset("concatenate", dataset)._native))
+        return self._then(self._native.concatenate(_dataset("concatenate", dataset)._native))
 
     # ---- execution -------------------------------------------------------------------------
 
@@ -937,7 +943,7 @@ class Dataset:
         index (fetch, crop, batch...), the fastest path; over a stream, workers take elements in
         turn. With ``deterministic=True`` (default) the output is the same as without it."""
         par = _args.parallelism("parallelize", "num_parallel_calls", num_parallel_calls)
-        return Dataset(self._native.parallelize(par, _args.flag("parallelize", "deterministic", deterministic)))
+        return self._then(self._native.parallelize(par, _args.flag("parallelize", "deterministic", deterministic)))
 
     def prefetch(self, buffer_size: int = AUTOTUNE) -> Dataset:
         """Runs the pipeline on a background thread, ``buffer_size`` elements ahead (default
@@ -947,7 +953,7 @@ class Dataset:
         epoch with nothing rebuilt (``ds.prefetch(n).repeat()`` is run as
         ``ds.repeat().prefetch(n)``). The result is a stream; see :meth:`epochs` for a loop over
         epochs with no stall at their boundaries."""
-        return Dataset(self._native.prefetch(_args.depth("prefetch", "buffer_size", buffer_size)))
+        return self._then(self._native.prefetch(_args.depth("prefetch", "buffer_size", buffer_size)))
 
     def cache(self, path: Optional[PathLike] = None) -> Dataset:
         """Caches the first pass; later epochs read the cache.
@@ -961,7 +967,7 @@ class Dataset:
         Put ``shuffle`` and ``parallelize`` after it: ``ds.map(f).cache().shuffle().batch(32)
         .parallelize()``.
         """
-        return Dataset(self._native.cache(None if path is None else _args.path("cache", "path", path)))
+        return self._then(self._native.cache(None if path is None else _args.path("cache", "path", path)))
 
     def with_options(
         self, memory_budget: Optional[int] = None, cores: Optional[int] = None, trace_events: int = 0
@@ -972,7 +978,7 @@ class Dataset:
         op = "with_options"
         budget = None if memory_budget is None else _args.count(op, "memory_budget", memory_budget, 1)
         c = None if cores is None else _args.threads(op, "cores", cores)
-        return Dataset(self._native.with_options(budget, c, _args.count(op, "trace_events", trace_events)))
+        return self._then(self._native.with_options(budget, c, _args.count(op, "trace_events", trace_events)))
 
     def stats(self, as_table: bool = False) -> Any:
         """Per-stage statistics of this pipeline, found through it (the nearest

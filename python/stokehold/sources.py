@@ -55,17 +55,7 @@ def from_arrays(columns: Mapping[str, Any]) -> Dataset:
             an object array holding something other than bytes/str, an empty mapping, or a tuple
             / bare array instead of a dict (elements are dicts of named features).
     """
-    if not isinstance(columns, Mapping):
-        kind = type(columns).__name__
-        raise InvalidArgumentError(
-            f"from_arrays(columns=<{kind}>): takes a dict of feature name -> array; name the "
-            f"parts, e.g. from_arrays({{'x': x, 'y': y}}) for tf.data's from_tensor_slices((x, y))"
-        )
-    if not columns:
-        raise InvalidArgumentError("from_arrays(columns={}): needs at least one feature")
-    for k in columns:
-        _args.name("from_arrays", "columns", k)
-    return Dataset._wrap(_native.Dataset.from_columns(dict(columns)))
+    return Dataset._wrap(_native.Dataset.from_columns(_args.columns("from_arrays", columns)))
 
 
 #: tf.data's name for :func:`from_arrays` (a dict of columns; tuples are refused with a hint).
