@@ -41,7 +41,26 @@ CASES = [
      "list(sh.list_files(LIAR).load_audio())", "frames"),
     ("the same, skipped", "print(len(list(sh.list_files(LIAR).load_audio(on_error='skip'))))",
      None),
+    ("a FLAC whose STREAMINFO declares 2**35 frames (a decompression bomb's header)",
+     "list(sh.list_files(BOMB).load_audio())", "frames"),
+    ("the same bomb under a 64 MiB budget, skipped",
+     "print(len(list(sh.list_files(BOMB).load_audio(on_error='skip')"
+     ".with_options(memory_budget=64 << 20))))", None),
 ]
+
+FLAC = Path(__file__).resolve().parents[2] / "testdata" / "audio" / "s24.flac"
+
+
+def _flac_bomb(path: Path, frames: int) -> None:
+    """A real FLAC file whose STREAMINFO says it holds `frames` frames (the 36-bit total-samples
+    field, bytes 18..26 with the rate, channels and bit depth): what a file of constant frames
+    declares, without the gigabytes its frames would decode to."""
+    data = bytearray(FLAC.read_bytes())
+    assert data[:4] == b"fLaC"
+    packed = int.from_bytes(data[18:26], "big")
+    packed = (packed & ~((1 << 36) - 1)) | frames
+    data[18:26] = packed.to_bytes(8, "big")
+    path.write_bytes(bytes(data))
 
 
 def _wav(path: Path, frames: int, channels: int, declared_frames: int) -> None:
@@ -58,14 +77,15 @@ def _wav(path: Path, frames: int, channels: int, declared_frames: int) -> None:
 @pytest.mark.parametrize("name,code,words", CASES, ids=[c[0] for c in CASES])
 def test_an_oversized_size_is_a_named_error_not_an_abort(tmp_path: Path, name: str, code: str,
                                                           words: str) -> None:
-    wav, liar = tmp_path / "ok.wav", tmp_path / "liar.wav"
+    wav, liar, bomb = tmp_path / "ok.wav", tmp_path / "liar.wav", tmp_path / "bomb.flac"
     _wav(wav, 1600, 1, 1600)
     _wav(liar, 1600, 8, 2**31 // 8 - 64)
+    _flac_bomb(bomb, 2**35)
     script = textwrap.dedent(f"""
         import resource
         resource.setrlimit(resource.RLIMIT_AS, ({LIMIT}, {LIMIT}))
         import numpy as np, stokehold as sh
-        WAV, LIAR = {str(wav)!r}, {str(liar)!r}
+        WAV, LIAR, BOMB = {str(wav)!r}, {str(liar)!r}, {str(bomb)!r}
         try:
             {code}
         except sh.StokeholdError as e:
