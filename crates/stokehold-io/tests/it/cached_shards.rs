@@ -10,8 +10,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use stokehold_core::{Error, MapDataset, Result};
-use stokehold_io::shard::{write_shards, Compression, ShardDataset, WriteOptions};
 use stokehold_io::shard::cached_shards::{open_cached, ShardSource};
+use stokehold_io::shard::{write_shards, Compression, ShardDataset, WriteOptions};
 use stokehold_io::storage::local_cache::LocalCache;
 
 use super::shard_format::{opts, sample};

@@ -8,8 +8,8 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use stokehold_core::MapDataset;
-use stokehold_io::shard::{Compression, ShardDataset};
 use stokehold_io::shard::cached_shards::{open_cached, shard_source};
+use stokehold_io::shard::{Compression, ShardDataset};
 use stokehold_io::storage::local_cache::LocalCache;
 
 use super::remote::{assert_same, shard_opts, source, upload_dir};
