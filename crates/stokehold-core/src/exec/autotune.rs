@@ -60,90 +60,22 @@
 //! What the tuner knows of the world it reads through a [`Sampler`]: a clock (when a period
 //! ends, the cooldowns) and, at the end of each period, the counters its figures are the
 //! differences of ([`Reading`]). [`ProcSampler`], every op's unless [`OpStats::set_sampler`]
-//! installs another, reads this process's and the machine's clocks and the times the op's
-//! workers and consumer recorded. A test installs one that describes a machine as busy as it
-//! likes: the decisions then do not depend on how busy the machine that runs the test is.
+//! installs another, reads this process's and the machine's clocks and passes on the times the
+//! op's workers and consumer recorded, which the tuner reads from the op's [`OpStats`] and hands
+//! it ([`OpCounters`]). A test installs one that describes a machine as busy as it likes: the
+//! decisions then do not depend on how busy the machine that runs the test is. The sampler
+//! (`sampler.rs`) and a period's figures and a step on trial (`period.rs`, which the op's stats
+//! keep between iterators) sit below both this file and `stats.rs`.
 
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, OnceLock};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
 
 use super::executor::Executor;
-use super::parallel::INLINE;
-use super::stats::{BusyTimes, OpStats};
-use super::{machine_cpu_ns, process_cpu_ns};
-
-/// What AUTOTUNE reads of the world (see the module docs): [`ProcSampler`] on a real machine,
-/// a script in tests.
-///
-/// ```
-/// use std::sync::Arc;
-/// use std::time::Duration;
-/// use stokehold_core::exec::autotune::{Reading, Sampler};
-/// use stokehold_core::exec::OpStats;
-///
-/// /// A machine whose clock stands still and whose consumer never waited.
-/// #[derive(Debug)]
-/// struct Still;
-///
-/// impl Sampler for Still {
-///     fn now(&self) -> Duration {
-///         Duration::ZERO
-///     }
-///     fn read(&self, _: &OpStats) -> Reading {
-///         Reading::default()
-///     }
-/// }
-///
-/// let stats = OpStats::new("map[f]".into());
-/// stats.set_sampler(Arc::new(Still));
-/// ```
-pub trait Sampler: Send + Sync + std::fmt::Debug {
-    /// Time since an origin of the sampler's own, never going back: when a period ends, and
-    /// how long ago a step was reverted. Read often (every few elements), so it should be cheap.
-    fn now(&self) -> Duration;
-
-    /// The counters of the op whose counters are `stats`, and of the process and the machine,
-    /// read once at the end of each period.
-    fn read(&self, stats: &OpStats) -> Reading;
-}
-
-/// The counters a period's figures are computed from, each a total so far: a period's figures
-/// are the differences between the readings at its two ends (see [`Sampler::read`]).
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct Reading {
-    /// Time the op's consumer waited for it (ns).
-    pub consumer_wait_ns: u64,
-    /// The op's workers' busy time: how much of it they ran, and waited for a core.
-    pub workers: BusyTimes,
-    /// CPU time of this process (ns; `None` where the platform does not say).
-    pub process_cpu_ns: Option<u64>,
-    /// CPU time of every process on the machine (ns; `None` where the platform does not say):
-    /// less this process's, what other processes took of the cores.
-    pub machine_cpu_ns: Option<u64>,
-}
-
-/// The [`Sampler`] of a real machine: the monotonic clock, this process's CPU clock,
-/// `/proc/stat`'s CPU time of every process, and the consumer's waits and workers' busy times
-/// that the op's threads record in its [`OpStats`].
-#[derive(Clone, Copy, Debug, Default)]
-pub struct ProcSampler;
-
-impl Sampler for ProcSampler {
-    fn now(&self) -> Duration {
-        static ORIGIN: OnceLock<Instant> = OnceLock::new();
-        ORIGIN.get_or_init(Instant::now).elapsed()
-    }
-
-    fn read(&self, stats: &OpStats) -> Reading {
-        Reading {
-            consumer_wait_ns: stats.consumer_wait_ns(),
-            workers: stats.busy_times(),
-            process_cpu_ns: process_cpu_ns(),
-            machine_cpu_ns: machine_cpu_ns(),
-        }
-    }
-}
+use super::parallelism::INLINE;
+use super::period::{Sample, Trial};
+pub use super::sampler::{BusyTimes, OpCounters, ProcSampler, Reading, Sampler};
+use super::stats::OpStats;
 
 const MIN_PERIOD: Duration = Duration::from_millis(100);
 const MIN_ELEMENTS: u64 = 8;
@@ -245,59 +177,6 @@ enum Phase {
     },
 }
 
-/// One period as the consumer saw it: elements per second, the fraction of the period it
-/// spent waiting for this op, the process's CPU time per element (ns; NaN where the platform
-/// does not say), and the fractions of the workers' busy time that they ran on a core and that
-/// they waited, runnable, for a core (NaN where unknown or no worker ran), and the cores that
-/// other processes kept busy over it (CPU seconds a second; NaN where unknown).
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub(crate) struct Sample {
-    rate: f64,
-    wait: f64,
-    cpu: f64,
-    ran: f64,
-    queued: f64,
-    others: f64,
-}
-
-impl Sample {
-    /// The fraction of the workers' busy time that they were blocked (a read, a page fault, a
-    /// lock): neither running nor waiting for a core. Where the wait for a core is unknown, all
-    /// that they did not run.
-    fn blocked(&self) -> f64 {
-        let queued = if self.queued.is_nan() {
-            0.0
-        } else {
-            self.queued
-        };
-        (1.0 - self.ran - queued).max(0.0)
-    }
-
-    /// The period of `n` elements over `dt` that began at the reading `start` and ended at
-    /// `end`: the one place where readings become figures.
-    fn between(n: u64, dt: Duration, start: &Reading, end: &Reading) -> Sample {
-        let dt_ns = dt.as_nanos().max(1) as f64;
-        let since = |a: Option<u64>, b: Option<u64>| a.zip(b).map(|(a, b)| a.saturating_sub(b));
-        let cpu_ns = since(end.process_cpu_ns, start.process_cpu_ns);
-        let machine_ns = since(end.machine_cpu_ns, start.machine_cpu_ns);
-        let workers = end.workers.since(start.workers);
-        Sample {
-            rate: n as f64 / dt.as_secs_f64().max(1e-9),
-            wait: end.consumer_wait_ns.saturating_sub(start.consumer_wait_ns) as f64 / dt_ns,
-            cpu: match cpu_ns {
-                Some(c) if n > 0 => c as f64 / n as f64,
-                _ => f64::NAN,
-            },
-            ran: workers.ran(),
-            queued: workers.queued(),
-            others: match (machine_ns, cpu_ns) {
-                (Some(m), Some(c)) => m.saturating_sub(c) as f64 / dt_ns,
-                _ => f64::NAN,
-            },
-        }
-    }
-}
-
 /// Whether a trial step from `from` to `to` workers stays, given the period before the step
 /// (`base`) and the trial period (`now`).
 ///
@@ -332,16 +211,6 @@ fn keeps(from: usize, to: usize, base: Sample, now: Sample) -> bool {
     } else {
         now.rate >= base.rate * KEEP_DOWN && now.wait < WAIT_TRIGGER
     }
-}
-
-/// A step up from `from` to `to` workers that an iterator left unjudged, measured against `base`;
-/// `settled` once a period at `to` has passed.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub(crate) struct Trial {
-    from: usize,
-    to: usize,
-    base: Sample,
-    settled: bool,
 }
 
 /// The tuner of one op.
@@ -384,7 +253,7 @@ impl Tuner {
             held: 0,
             last: sampler.now(),
             last_elems: stats.elements(),
-            last_reading: sampler.read(stats),
+            last_reading: sampler.read(stats.counters()),
             sampler,
             checked: 0,
             phase: Phase::Steady,
@@ -566,7 +435,7 @@ impl Tuner {
 
     /// Ends the period of `n` elements over `dt`: its sample; the next period starts now.
     fn sample(&mut self, stats: &OpStats, n: u64, dt: Duration) -> Sample {
-        let reading = self.sampler.read(stats);
+        let reading = self.sampler.read(stats.counters());
         let now = Sample::between(n, dt, &self.last_reading, &reading);
         self.last_reading = reading;
         self.checked = 0;
@@ -865,7 +734,7 @@ mod tests {
             self.0.lock().unwrap().0
         }
 
-        fn read(&self, _: &OpStats) -> Reading {
+        fn read(&self, _: OpCounters) -> Reading {
             self.0.lock().unwrap().1
         }
     }
@@ -885,53 +754,6 @@ mod tests {
     fn cores_and_an_op(cores: usize) -> (Executor, OpStats) {
         let (exec, stats, _) = scripted(cores);
         (exec, stats)
-    }
-
-    #[test]
-    fn a_periods_figures_are_the_differences_of_its_readings() {
-        let start = Reading {
-            consumer_wait_ns: 1_000,
-            workers: BusyTimes {
-                wall: 10,
-                cpu: 5,
-                queue_wall: 10,
-                queued: 1,
-            },
-            process_cpu_ns: Some(1_000_000),
-            machine_cpu_ns: Some(5_000_000),
-        };
-        // 50 elements in 100 ms: the consumer waited 25 ms; the workers were busy 200 ms, ran
-        // 100 ms of it and waited 60 ms for a core; the process took 120 ms of CPU time and
-        // the machine 220 ms, so other processes kept one core busy.
-        let end = Reading {
-            consumer_wait_ns: 1_000 + 25_000_000,
-            workers: BusyTimes {
-                wall: 10 + 200_000_000,
-                cpu: 5 + 100_000_000,
-                queue_wall: 10 + 200_000_000,
-                queued: 1 + 60_000_000,
-            },
-            process_cpu_ns: Some(121_000_000),
-            machine_cpu_ns: Some(225_000_000),
-        };
-        let s = Sample::between(50, Duration::from_millis(100), &start, &end);
-        let close = |a: f64, b: f64| (a - b).abs() < 1e-6;
-        assert!(close(s.rate, 500.0) && close(s.wait, 0.25), "{s:?}");
-        assert!(close(s.cpu, 2_400_000.0), "{s:?}");
-        assert!(close(s.ran, 0.5) && close(s.queued, 0.3), "{s:?}");
-        assert!(close(s.blocked(), 0.2) && close(s.others, 1.0), "{s:?}");
-        // Where the platform does not say: unknown, not zero.
-        let blind = Reading {
-            process_cpu_ns: None,
-            machine_cpu_ns: None,
-            workers: BusyTimes::default(),
-            ..end
-        };
-        let s = Sample::between(50, Duration::from_millis(100), &start, &blind);
-        assert!(
-            s.cpu.is_nan() && s.others.is_nan() && s.ran.is_nan(),
-            "{s:?}"
-        );
     }
 
     #[test]

@@ -7,6 +7,11 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+/// The most slots a buffer sized by an argument (a shuffle buffer, a batch, a window, an
+/// interleave cycle) allocates before it is used: beyond it the buffer grows with use, so
+/// `shuffle(buffer_size=10**9)` on a small input takes what it holds, not 10**9 slots up front.
+pub(crate) const PREALLOC_MAX: usize = 1024;
+
 /// Bytes held by a pipeline's buffers, against a limit.
 #[derive(Debug)]
 pub struct Budget {

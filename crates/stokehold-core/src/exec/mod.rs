@@ -9,8 +9,10 @@ pub mod interrupt;
 pub mod options;
 pub mod parallel;
 pub mod parallelism;
+mod period;
 pub mod pool;
 pub mod prefetch;
+pub mod sampler;
 pub mod stats;
 pub mod trace;
 

@@ -30,6 +30,7 @@ use crate::error::{Error, Result};
 use crate::example::Example;
 use crate::ops::map::{Ctx, MapFn};
 
+use super::parallelism::INLINE;
 pub use super::parallelism::{Parallelism, AUTOTUNE, MAX_THREADS};
 
 /// Where workers get their input.
@@ -258,11 +259,6 @@ pub(crate) struct ParallelIter {
     /// iterator, not a read of the shared row per element.
     marked: bool,
 }
-
-/// The parallelism at which a stage runs inline: no worker, the consumer computes each element
-/// when it asks for it (what AUTOTUNE picks for a function that holds the GIL, see
-/// [`super::autotune`]).
-pub(crate) const INLINE: usize = 0;
 
 fn window_for(p: usize) -> usize {
     2 * p + 2

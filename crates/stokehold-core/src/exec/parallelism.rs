@@ -16,6 +16,12 @@ pub enum Parallelism {
     Autotune,
 }
 
+/// The parallelism at which a stage runs inline: no worker, the consumer computes each element
+/// when it asks for it (what AUTOTUNE picks for a function that holds the GIL, see
+/// [`super::autotune`]). Here, below both the parallel map (`parallel.rs`) and its tuner
+/// (`autotune.rs`), as both name it.
+pub(crate) const INLINE: usize = 0;
+
 /// The integer tf.data uses for AUTOTUNE (`tf.data.AUTOTUNE == -1`), as bindings receive it.
 pub const AUTOTUNE: i64 = -1;
 

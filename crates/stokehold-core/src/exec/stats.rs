@@ -11,7 +11,9 @@
 //! stage); if that stage's workers mostly wait for their own input, the pipeline is
 //! *input-bound*.
 
-use super::autotune::{ProcSampler, Sampler, Trial};
+use super::period::Trial;
+pub use super::sampler::BusyTimes;
+use super::sampler::{OpCounters, ProcSampler, Sampler};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -45,50 +47,6 @@ struct Notes {
     dropped: u64,
 }
 
-/// Workers' busy time (ns) whose CPU time was measured (`wall`) and that CPU time; of it, the
-/// busy time whose wait for a core was measured too (`queue_wall`) and that wait. What is left
-/// of busy time after running and waiting for a core was spent blocked.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct BusyTimes {
-    /// Busy time whose CPU time was measured (ns).
-    pub wall: u64,
-    /// The CPU time the workers ran in it (ns).
-    pub cpu: u64,
-    /// Of `wall`, the busy time whose wait for a core was measured too (ns).
-    pub queue_wall: u64,
-    /// The time the workers waited, runnable, for a core in it (ns).
-    pub queued: u64,
-}
-
-impl BusyTimes {
-    /// The times between `earlier` and `self`.
-    pub(crate) fn since(self, earlier: BusyTimes) -> BusyTimes {
-        BusyTimes {
-            wall: self.wall.saturating_sub(earlier.wall),
-            cpu: self.cpu.saturating_sub(earlier.cpu),
-            queue_wall: self.queue_wall.saturating_sub(earlier.queue_wall),
-            queued: self.queued.saturating_sub(earlier.queued),
-        }
-    }
-
-    /// The fraction of the timed busy time that the workers ran on a core (NaN: none timed).
-    pub(crate) fn ran(&self) -> f64 {
-        fraction(self.cpu, self.wall)
-    }
-
-    /// The fraction of the timed busy time that the workers waited, runnable, for a core (NaN:
-    /// none timed). The kernel's run delay can exceed what the workers did not run (they ran
-    /// 84 % and waited 123 % of a period of the lazy file map beside two spinning processes,
-    /// kernel 6.18), so it is taken as at most that.
-    pub(crate) fn queued(&self) -> f64 {
-        let q = fraction(self.queued, self.queue_wall);
-        if q.is_nan() {
-            return q;
-        }
-        q.min(1.0 - self.ran().min(1.0))
-    }
-}
-
 /// Stores `now` in `at` (as ns, at least 1: 0 is never).
 fn mark(at: &AtomicU64, now: Duration) {
     at.store(now.as_nanos().max(1) as u64, Ordering::Relaxed);
@@ -99,15 +57,6 @@ fn since(at: &AtomicU64, now: Duration) -> Option<Duration> {
     match at.load(Ordering::Relaxed) {
         0 => None,
         ns => Some(now.saturating_sub(Duration::from_nanos(ns))),
-    }
-}
-
-/// `part / of`, NaN when `of` is 0.
-fn fraction(part: u64, of: u64) -> f64 {
-    if of > 0 {
-        part as f64 / of as f64
-    } else {
-        f64::NAN
     }
 }
 
@@ -397,6 +346,15 @@ impl OpStats {
         self.consumer_wait_ns.load(Ordering::Relaxed)
     }
 
+    /// The op's own counters so far, as its threads recorded them: what its tuner hands its
+    /// [`Sampler`] at the end of each period ([`Sampler::read`]).
+    pub fn counters(&self) -> OpCounters {
+        OpCounters {
+            consumer_wait_ns: self.consumer_wait_ns(),
+            workers: self.busy_times(),
+        }
+    }
+
     /// A snapshot.
     pub fn report(&self) -> OpReport {
         let secs = self.created.elapsed().as_secs_f64().max(1e-9);
@@ -632,37 +590,5 @@ mod tests {
         let json = serde_json::to_value(&r).unwrap();
         assert_eq!(json["autotune_trace"][1]["note"], "step 1");
         assert!(json["autotune_trace"][1]["at_s"].as_f64().unwrap() >= 0.0);
-    }
-
-    #[test]
-    fn busy_time_splits_into_running_waiting_for_a_core_and_the_rest() {
-        let t = BusyTimes {
-            wall: 1000,
-            cpu: 500,
-            queue_wall: 1000,
-            queued: 300,
-        };
-        assert_eq!((t.ran(), t.queued()), (0.5, 0.3));
-        // A run delay past what was not run counts as all of it.
-        let over = BusyTimes { queued: 900, ..t };
-        assert_eq!(over.queued(), 0.5);
-        // Nothing timed, or no wait measured: unknown.
-        assert!(BusyTimes::default().ran().is_nan());
-        assert!(BusyTimes { queue_wall: 0, ..t }.queued().is_nan());
-        let later = BusyTimes {
-            wall: 3000,
-            cpu: 1500,
-            queue_wall: 3000,
-            queued: 700,
-        };
-        assert_eq!(
-            later.since(t),
-            BusyTimes {
-                wall: 2000,
-                cpu: 1000,
-                queue_wall: 2000,
-                queued: 400
-            }
-        );
     }
 }

@@ -36,10 +36,9 @@ pub mod zip;
 
 use std::sync::Arc;
 
-/// The most slots a buffer sized by an argument (a shuffle buffer, a batch, a window, an
-/// interleave cycle) allocates before it is used: beyond it the buffer grows with use, so
-/// `shuffle(buffer_size=10**9)` on a small input takes what it holds, not 10**9 slots up front.
-pub(crate) const PREALLOC_MAX: usize = 1024;
+// Defined in `exec/budget.rs`, below the ops: the op files name it as `super::PREALLOC_MAX`
+// and this file imports theirs, so a definition here made an import cycle.
+pub(crate) use crate::exec::budget::PREALLOC_MAX;
 
 use crate::dataset::Dataset;
 use crate::error::Result;

@@ -7,7 +7,7 @@
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
-use stokehold_core::exec::autotune::{ProcSampler, Reading, Sampler};
+use stokehold_core::exec::autotune::{OpCounters, ProcSampler, Reading, Sampler};
 use stokehold_core::exec::{ExecOptions, Executor, OpReport, OpStats, Parallelism, StatsReport};
 use stokehold_core::{map_fn, Dataset, DatasetIter, Example};
 
@@ -79,7 +79,7 @@ impl Sampler for Described {
         self.advance().0
     }
 
-    fn read(&self, _: &OpStats) -> Reading {
+    fn read(&self, _: OpCounters) -> Reading {
         self.now.lock().unwrap().3 += 1;
         self.advance().1
     }
@@ -315,7 +315,7 @@ fn autotune_takes_workers_past_the_cores_when_they_block_or_other_processes_hold
     assert_eq!(it.collect_all().unwrap().len(), 2000);
     let op = it.stats().ops.remove(0);
     assert_explained(&op, 2);
-    let read = ProcSampler.read(&exec.op_stats(&op.op));
+    let read = ProcSampler.read(exec.op_stats(&op.op).counters());
     if cfg!(target_os = "linux") {
         let w = read.workers;
         assert!(w.wall > 0 && w.cpu * 2 < w.wall, "{read:?}");
