@@ -308,11 +308,12 @@ fn generator_error(op: &str, index: u64, err: PyErr) -> Error {
 }
 
 /// Adds the exit and fork hooks: [`shutdown`] with `atexit`, [`after_fork_in_child`] with
-/// `os.register_at_fork`; and `_python_turns` (see [`turns`]).
+/// `os.register_at_fork`; and `_python_turns`, `_python_turns_scripted` (see [`turns`]).
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
     turns::init(py)?;
     m.add_function(wrap_pyfunction!(turns::python_turns, m)?)?;
+    m.add_function(wrap_pyfunction!(turns::python_turns_scripted, m)?)?;
     let shutdown = wrap_pyfunction!(shutdown, m)?;
     py.import("atexit")?
         .call_method1("register", (&shutdown,))?;

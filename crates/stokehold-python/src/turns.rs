@@ -34,12 +34,18 @@
 //! two-worker map whose function read a busy two-worker map by index took 0.87 s for 2000
 //! elements against 0.14 s without turns, `/tmp/cpu/nested.py` in a scratch run). `stokehold._native._python_turns()` lists each live stage's choice and the rates it
 //! measured.
+//!
+//! The choice reads its time through a [`Clock`]: the monotonic clock for every stage, a script
+//! in `stokehold._native._python_turns_scripted`, which runs the same rule ([`St::advance`]) on
+//! rates a test gives, so that what the tests check of the choice does not depend on how busy
+//! the machine that runs them is.
 
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, Weak};
 use std::thread::ThreadId;
 use std::time::{Duration, Instant};
 
+use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
@@ -64,6 +70,39 @@ thread_local! {
 
 /// Live stages, for `_python_turns()`.
 static LIVE: Mutex<Vec<Weak<Turns>>> = Mutex::new(Vec::new());
+
+/// What a stage measures its activity with: [`Monotonic`] for every stage, a [`Script`] in
+/// `_python_turns_scripted`.
+pub trait Clock: Send + Sync {
+    /// Time since an origin of the clock's own, never going back.
+    fn now(&self) -> Duration;
+}
+
+/// The monotonic clock of a real machine.
+pub struct Monotonic;
+
+impl Clock for Monotonic {
+    fn now(&self) -> Duration {
+        static ORIGIN: OnceLock<Instant> = OnceLock::new();
+        ORIGIN.get_or_init(Instant::now).elapsed()
+    }
+}
+
+/// A clock that stands still until its script moves it.
+#[derive(Default)]
+struct Script(Mutex<Duration>);
+
+impl Script {
+    fn pass(&self, dt: Duration) {
+        *self.0.lock().unwrap_or_else(|e| e.into_inner()) += dt;
+    }
+}
+
+impl Clock for Script {
+    fn now(&self) -> Duration {
+        *self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
 
 /// How a stage chooses.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -93,6 +132,7 @@ enum Phase {
 pub struct Turns {
     label: String,
     policy: Policy,
+    clock: Arc<dyn Clock>,
     st: Mutex<St>,
     cv: Condvar,
 }
@@ -106,8 +146,8 @@ struct St {
     holder: Option<ThreadId>,
     /// Threads in a run or waiting for one.
     inside: usize,
-    /// When `inside` last went from none to one.
-    since: Option<Instant>,
+    /// When `inside` last went from none to one (on the stage's [`Clock`]).
+    since: Option<Duration>,
     /// Activity before `since`.
     active: Duration,
     /// Calls made.
@@ -141,8 +181,9 @@ impl St {
         }
     }
 
-    fn activity(&self) -> Duration {
-        self.active + self.since.map_or(Duration::ZERO, |s| s.elapsed())
+    /// Activity until `now`.
+    fn activity(&self, now: Duration) -> Duration {
+        self.active + self.since.map_or(Duration::ZERO, |s| now.saturating_sub(s))
     }
 
     /// How long the last verdict holds (see [`Phase::Hold`]).
@@ -159,9 +200,10 @@ impl St {
         }
     }
 
-    /// Ends the phase when it has measured enough; true when `taking` changed.
-    fn advance(&mut self) -> bool {
-        let active = self.activity();
+    /// Ends the phase when it has measured enough by `now`; true when `taking` changed. The one
+    /// place of the rule: both ways measured in turn, the faster kept (turns on a tie).
+    fn advance(&mut self, now: Duration) -> bool {
+        let active = self.activity(now);
         let (a, c) = (active - self.phase_active, self.calls - self.phase_calls);
         let measured = a >= PROBE && c >= PROBE_CALLS;
         let rate = c as f64 / a.as_secs_f64().max(1e-9);
@@ -203,16 +245,22 @@ impl Turns {
             Ok("off") => Policy::Never,
             _ => Policy::Measure,
         };
-        let t = Arc::new(Turns {
-            label: label.to_string(),
-            policy,
-            st: Mutex::new(St::new(policy)),
-            cv: Condvar::new(),
-        });
+        let t = Arc::new(Turns::with_clock(label, policy, Arc::new(Monotonic)));
         let mut live = LIVE.lock().unwrap_or_else(|e| e.into_inner());
         live.retain(|w| w.strong_count() > 0);
         live.push(Arc::downgrade(&t));
         t
+    }
+
+    /// A stage's turn that reads `clock` (not listed by `_python_turns`).
+    fn with_clock(label: &str, policy: Policy, clock: Arc<dyn Clock>) -> Self {
+        Turns {
+            label: label.to_string(),
+            policy,
+            clock,
+            st: Mutex::new(St::new(policy)),
+            cv: Condvar::new(),
+        }
     }
 
     fn lock(&self) -> MutexGuard<'_, St> {
@@ -234,7 +282,7 @@ impl Turns {
         let me = std::thread::current().id();
         let mut st = self.lock();
         if st.inside == 0 {
-            st.since = Some(Instant::now());
+            st.since = Some(self.clock.now());
         }
         st.inside += 1;
         let mut held = false;
@@ -262,6 +310,7 @@ impl Turns {
         impl Drop for Leave<'_> {
             fn drop(&mut self) {
                 let mut st = self.0.lock();
+                let now = self.0.clock.now();
                 if self.1 {
                     st.holder = None;
                     HOLDING.with(|h| h.set(h.get() - 1));
@@ -270,10 +319,13 @@ impl Turns {
                 // Saturating: a function that forked and returned in the child finds a fresh state.
                 st.inside = st.inside.saturating_sub(1);
                 if st.inside == 0 {
-                    let ran = st.since.take().map_or(Duration::ZERO, |s| s.elapsed());
+                    let ran = st
+                        .since
+                        .take()
+                        .map_or(Duration::ZERO, |s| now.saturating_sub(s));
                     st.active += ran;
                 }
-                let changed = self.0.policy == Policy::Measure && st.advance();
+                let changed = self.0.policy == Policy::Measure && st.advance(now);
                 if changed {
                     self.0.cv.notify_all();
                 } else if self.1 && st.inside > 0 {
@@ -297,8 +349,23 @@ pub fn init(py: Python<'_>) -> PyResult<()> {
     Ok(())
 }
 
-/// Each live stage's choice: its label, policy, whether it takes turns now, the last rates
-/// measured each way (calls per second of activity) and how many verdicts it has made.
+/// A stage's choice as `_python_turns` and `_python_turns_scripted` report it.
+fn report<'py>(py: Python<'py>, t: &Turns) -> PyResult<Bound<'py, PyDict>> {
+    let st = t.lock();
+    let d = PyDict::new(py);
+    d.set_item("label", &t.label)?;
+    d.set_item("policy", format!("{:?}", t.policy).to_lowercase())?;
+    d.set_item("phase", format!("{:?}", st.phase).to_lowercase())?;
+    d.set_item("taking_turns", st.taking)?;
+    d.set_item("free_rate", st.free_rate)?;
+    d.set_item("turns_rate", st.turns_rate)?;
+    d.set_item("verdicts", st.verdicts)?;
+    Ok(d)
+}
+
+/// Each live stage's choice: its label, policy, phase (`warm`, `free`, `turns`: measuring that
+/// way; `hold`: keeping the faster), whether it takes turns now, the last rates measured each
+/// way (calls per second of activity) and how many verdicts it has made.
 #[pyfunction]
 #[pyo3(name = "_python_turns")]
 pub fn python_turns(py: Python<'_>) -> PyResult<Vec<Bound<'_, PyDict>>> {
@@ -308,17 +375,51 @@ pub fn python_turns(py: Python<'_>) -> PyResult<Vec<Bound<'_, PyDict>>> {
         .iter()
         .filter_map(Weak::upgrade)
         .collect();
-    live.iter()
-        .map(|t| {
-            let st = t.lock();
-            let d = PyDict::new(py);
-            d.set_item("label", &t.label)?;
-            d.set_item("policy", format!("{:?}", t.policy).to_lowercase())?;
-            d.set_item("taking_turns", st.taking)?;
-            d.set_item("free_rate", st.free_rate)?;
-            d.set_item("turns_rate", st.turns_rate)?;
-            d.set_item("verdicts", st.verdicts)?;
-            Ok(d)
-        })
-        .collect()
+    live.iter().map(|t| report(py, t)).collect()
+}
+
+/// The choice of a measuring stage on a described machine: one run of `calls_per_run` calls
+/// per entry of `runs`, `(free_rate, turns_rate)`, made at `free_rate` calls per second (of
+/// activity) with everyone let in and at `turns_rate` taking turns, whichever the stage does at
+/// that run, on a [`Script`] clock that only those runs move; the stage's report (as
+/// `_python_turns`) after each run. The rule is the stages' own ([`St::advance`]); only the
+/// clock and the rates are the caller's, so a test of the choice holds on any machine.
+#[pyfunction]
+#[pyo3(name = "_python_turns_scripted", signature = (runs, calls_per_run = 1))]
+pub fn python_turns_scripted(
+    py: Python<'_>,
+    runs: Vec<(f64, f64)>,
+    calls_per_run: u32,
+) -> PyResult<Vec<Bound<'_, PyDict>>> {
+    if calls_per_run == 0 {
+        return Err(PyValueError::new_err(
+            "_python_turns_scripted(calls_per_run=0): must be > 0",
+        ));
+    }
+    let clock = Arc::new(Script::default());
+    let t = Turns::with_clock("scripted", Policy::Measure, clock.clone());
+    let mut reports = Vec::with_capacity(runs.len());
+    for (free_rate, turns_rate) in runs {
+        if ![free_rate, turns_rate]
+            .iter()
+            .all(|r| r.is_finite() && *r > 0.0)
+        {
+            return Err(PyValueError::new_err(format!(
+                "_python_turns_scripted: rates must be finite and > 0, got \
+                 ({free_rate}, {turns_rate})"
+            )));
+        }
+        let rate = if t.lock().taking {
+            turns_rate
+        } else {
+            free_rate
+        };
+        // At least 1 ns: a run that took no time measures no activity.
+        let dt = Duration::try_from_secs_f64(f64::from(calls_per_run) / rate)
+            .map_err(|e| PyValueError::new_err(format!("_python_turns_scripted: {rate}: {e}")))?
+            .max(Duration::from_nanos(1));
+        t.run(calls_per_run as usize, || clock.pass(dt));
+        reports.push(report(py, &t)?);
+    }
+    Ok(reports)
 }
