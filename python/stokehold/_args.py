@@ -7,9 +7,11 @@ down to the native layer (where ``Parallelism::from_arg`` reads it).
 
 from __future__ import annotations
 
+import functools
 import operator
 import os
-from typing import Any, Callable, Dict, List, Mapping, Optional, Union
+import warnings
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple, TypeVar, Union
 
 import numpy as np
 
@@ -25,6 +27,41 @@ UNKNOWN = -2
 #: What a path argument accepts: str, bytes, os.PathLike, or a 0-d numpy array of bytes / str
 #: (such as ``element["path"]`` from ``list_files``).
 PathLike = Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]", np.ndarray, np.generic]
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def renamed(**names: Union[str, Tuple[str, Callable[[Any], Any]]]) -> Callable[[F], F]:
+    """Keeps old keyword spellings of a function's arguments as deprecated aliases for one
+    release: ``@renamed(fn="map_func")`` makes ``map(fn=f)`` warn (a ``DeprecationWarning``
+    naming the old and the new spelling) and then call ``map(map_func=f)``. An old argument
+    whose values changed too maps through a function: ``@renamed(skip_corrupt=("on_error",
+    lambda v: "skip" if v else "raise"))``. The one place the rule lives; the decorated function
+    keeps its new signature for mypy and IDEs. Giving both spellings is a ``TypeError``, as
+    Python's own for an argument given twice."""
+
+    def wrap(func: F) -> F:
+        op = func.__name__
+
+        @functools.wraps(func)
+        def call(*args: Any, **kwargs: Any) -> Any:
+            for old, spec in names.items():
+                if old in kwargs:
+                    new, convert = (spec, None) if isinstance(spec, str) else spec
+                    if new in kwargs:
+                        raise TypeError(f"{op}() got {old!r} and {new!r}: {old!r} is the old "
+                                        f"spelling of {new!r}; give {new!r} only")
+                    warnings.warn(f"{op}({old}=...) is deprecated: use {op}({new}=...)",
+                                  DeprecationWarning, stacklevel=2)
+                    value = kwargs.pop(old)
+                    kwargs[new] = value if convert is None else convert(value)
+            return func(*args, **kwargs)
+
+        call.__deprecated_names__ = dict(names)  # type: ignore[attr-defined]
+        return call  # type: ignore[return-value]
+
+    return wrap
 
 
 def columns(op: str, value: Any) -> Dict[str, Any]:

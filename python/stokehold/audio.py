@@ -68,7 +68,7 @@ def decode(
     dtype: str,
     channels_first: bool,
     mono: bool,
-    sample_rate: Optional[int],
+    resample_to: Optional[int],
     offset: float,
     duration: Optional[float],
     random_window: Optional[float],
@@ -81,13 +81,13 @@ def decode(
     if random_window is not None and (offset != 0 or duration is not None):
         raise _args.fail(op, "random_window", random_window,
                          "draws its own offset: leave offset and duration out")
-    source = _args.name(op, "feature" if op == "decode_audio" else "path", feature)
+    source = _args.name(op, "feature", feature)
     target = _args.name(op, "out", out)
     args = (
         _choice(op, "dtype", dtype, ("float32", "int16")),
         _args.flag(op, "channels_first", channels_first),
         _args.flag(op, "mono", mono),
-        _rate(op, "sample_rate", sample_rate),
+        _rate(op, "resample_to", resample_to),
         _seconds(op, "offset", offset, False),
         None if duration is None else _seconds(op, "duration", duration, True),
         None if random_window is None else _seconds(op, "random_window", random_window, True),

@@ -29,7 +29,7 @@ from typing import (
 import numpy as np
 
 from . import _args, _native, audio, errors, image
-from ._args import AUTOTUNE, INFINITE, UNKNOWN, PathLike
+from ._args import AUTOTUNE, INFINITE, UNKNOWN, PathLike, renamed
 from ._native import OutOfRangeError
 from .iterator import EpochLoader, Iterator
 from .processes import ProcessOptions, process_map
@@ -149,17 +149,20 @@ class Dataset:
 
     # ---- element-wise ops ------------------------------------------------------------------
 
+    @renamed(fn="map_func")
     def map(
         self,
-        fn: MapFn,
+        map_func: MapFn,
         num_parallel_calls: Optional[int] = None,
         deterministic: Optional[bool] = None,
+        *,
         name: Optional[str] = None,
         processes: Union[bool, ProcessOptions] = False,
     ) -> Dataset:
-        """Applies ``fn`` to every element.
+        """Applies ``map_func`` to every element (tf.data's spelling; ``fn=`` is a deprecated
+        alias).
 
-        ``fn`` receives a dict of numpy arrays and returns a dict (values: numpy arrays, Python
+        ``map_func`` receives a dict of numpy arrays and returns a dict (values: numpy arrays, Python
         scalars, bytes, :class:`Ragged`; a tuple is refused with a hint to name its parts). An
         exception raised by ``fn`` reaches the caller as itself, with a note naming the op and
         the element index. Numeric arrays of up to 1 KiB are copied on the way in and out (not
@@ -168,7 +171,7 @@ class Dataset:
         are read-only.
 
         Args:
-            fn: the function.
+            map_func: the function.
             num_parallel_calls: ``None`` (default): in the consumer's thread (or the prefetch
                 thread), keeping random access. An int or ``AUTOTUNE``: on that many worker
                 threads (Python functions share the GIL: this pays off when ``fn`` spends its
@@ -176,15 +179,15 @@ class Dataset:
                 GIL take turns at ``fn`` instead, see ``docs/GUIDE.md`` section 2). Over a
                 random-access dataset this is ``map(fn).parallelize(...)``, so ``epochs()``
                 still works.
-            deterministic: keep the input order (default True); False yields elements as they
-                complete.
+            deterministic: ``None`` (default) or True: keep the input order; False yields
+                elements as they complete.
             name: label in ``describe()``, stats and errors (default: ``fn.__qualname__``).
             processes: ``True`` or a :class:`ProcessOptions`: run ``fn`` in
                 ``num_parallel_calls`` worker processes (Python code then uses every core;
                 elements travel through shared memory, ``fn`` is pickled once per worker). Same
                 output, order and checkpoints as the thread map; see ``docs/PROCESSES.md``.
         """
-        fn = _args.function("map", "fn", fn)
+        fn = _args.function("map", "map_func", map_func)
         label = name or _args.label(fn)
         # A Python function holds the GIL (AUTOTUNE starts it inline); one that hands elements
         # to worker processes waits with the GIL released.
@@ -199,10 +202,12 @@ class Dataset:
             return self._then(self._native.map(fn, label, holds_gil)).parallelize(par, det)
         return self._then(self._native.map_parallel(fn, label, par, det))
 
+    @renamed(fn="map_func")
     def remote_map(
         self,
-        fn: MapFn,
+        map_func: MapFn,
         num_actors: int = 2,
+        *,
         num_cpus_per_actor: float = 1.0,
         depth: int = 2,
         max_retries: int = 3,
@@ -219,7 +224,7 @@ class Dataset:
         lost or duplicated. ``fn`` must be picklable and pure per element. See ``docs/RAY.md``.
 
         Args:
-            fn: the function (element dict -> dict).
+            map_func: the function (element dict -> dict; ``fn=`` is a deprecated alias).
             num_actors: actors in the pool (default 2).
             num_cpus_per_actor: CPUs Ray reserves for each actor (default 1).
             depth: groups queued per actor (default 2: the next one waits while one computes).
@@ -231,19 +236,21 @@ class Dataset:
         # Imported here: _ray_map imports Ray, which ``import stokehold`` never does.
         from . import _ray_map
 
-        return _ray_map.remote_map(self, fn, num_actors=num_actors, num_cpus_per_actor=num_cpus_per_actor,
+        return _ray_map.remote_map(self, map_func, num_actors=num_actors, num_cpus_per_actor=num_cpus_per_actor,
                                    depth=depth, max_retries=max_retries, name=name,
                                    elements_per_call=elements_per_call)
 
-    def filter(self, predicate: Callable[[Element], Any], name: Optional[str] = None) -> Dataset:
+    def filter(self, predicate: Callable[[Element], Any], *, name: Optional[str] = None) -> Dataset:
         """Keeps the elements for which ``predicate(element)`` is true. The result is a stream
         (no ``len``, no indexing)."""
         predicate = _args.function("filter", "predicate", predicate)
         return self._then(self._native.filter(predicate, name or _args.label(predicate)))
 
-    def enumerate(self, name: str = "index") -> Dataset:
-        """Adds the position within the epoch as int64 feature ``name`` (default ``"index"``)."""
-        return self._then(self._native.enumerate(_args.name("enumerate", "name", name)))
+    @renamed(name="feature")
+    def enumerate(self, feature: str = "index") -> Dataset:
+        """Adds the position within the epoch as int64 feature ``feature`` (default ``"index"``;
+        ``name=`` is a deprecated alias: ``name`` labels an op everywhere else)."""
+        return self._then(self._native.enumerate(_args.name("enumerate", "feature", feature)))
 
     def random_crop(
         self, feature: str, size: int, axis: int = 0, seed: Optional[int] = None, pad: bool = False
@@ -270,21 +277,25 @@ class Dataset:
         truncation toward zero, saturating float-to-int)."""
         return self._then(self._native.cast(_args.name("cast", "feature", feature), _args.dtype_name("cast", dtype)))
 
-    def read_file(self, path: str = "path", out: str = "data", on_error: str = "raise") -> Dataset:
-        """Reads the file named by feature ``path`` into bytes feature ``out`` (native, lazy:
+    @renamed(path="feature")
+    def read_file(self, feature: str = "path", out: str = "data", *, on_error: str = "raise") -> Dataset:
+        """Reads the file named by feature ``feature`` (default ``"path"``; ``path=`` is a
+        deprecated alias) into bytes feature ``out`` (native, lazy:
         each file is read when its element is). ``on_error="skip"`` leaves out a file that
         cannot be read, counted in :meth:`skipped`."""
         op = "read_file"
         return self._then(self._native.read_file(
-            _args.name(op, "path", path), _args.name(op, "out", out), errors.on_error(op, on_error)))
+            _args.name(op, "feature", feature), _args.name(op, "out", out), errors.on_error(op, on_error)))
 
-    def load_npy(self, path: str = "path", out: str = "array", on_error: str = "raise") -> Dataset:
-        """Loads the ``.npy`` file named by feature ``path`` into feature ``out`` (native,
+    @renamed(path="feature")
+    def load_npy(self, feature: str = "path", out: str = "array", *, on_error: str = "raise") -> Dataset:
+        """Loads the ``.npy`` file named by feature ``feature`` (default ``"path"``; ``path=`` is
+        a deprecated alias) into feature ``out`` (native,
         lazy). ``on_error="skip"`` leaves out a missing or malformed file, counted in
         :meth:`skipped`."""
         op = "load_npy"
         return self._then(self._native.load_npy(
-            _args.name(op, "path", path), _args.name(op, "out", out), errors.on_error(op, on_error)))
+            _args.name(op, "feature", feature), _args.name(op, "out", out), errors.on_error(op, on_error)))
 
     def ignore_errors(self, log_warning: bool = False) -> Dataset:
         """tf.data's ``ignore_errors``: leaves out the elements whose computation failed (your
@@ -301,9 +312,10 @@ class Dataset:
 
     # ---- audio (decoding and features in Rust, on the pipeline's threads; stokehold/audio.py) ----
 
+    @renamed(sample_rate="resample_to")
     def decode_audio(
         self, feature: str = "audio", out: Optional[str] = None, *, dtype: str = "float32",
-        channels_first: bool = True, mono: bool = False, sample_rate: Optional[int] = None,
+        channels_first: bool = True, mono: bool = False, resample_to: Optional[int] = None,
         offset: float = 0.0, duration: Optional[float] = None,
         random_window: Optional[float] = None, seed: Optional[int] = None,
         sample_rate_key: Optional[str] = "sample_rate", on_error: str = "raise",
@@ -313,31 +325,34 @@ class Dataset:
         MP3; Ogg Vorbis; the format is recognised from the bytes) into ``out`` (default: replace
         ``feature``), as tf.audio.decode_wav / torchaudio.load do. ``dtype``: ``"float32"``
         (in [-1, 1]) or ``"int16"``. Shape ``[channels, frames]``, or ``[frames, channels]`` with
-        ``channels_first=False``. ``mono`` averages the channels; ``sample_rate`` resamples
-        (band-limited FFT resampler); the (output) rate goes into int64 feature
-        ``sample_rate_key``. ``offset`` / ``duration`` (seconds) decode only that window, seeking
-        where the format allows; ``random_window`` (seconds) decodes a window at an offset drawn
+        ``channels_first=False``. ``mono`` averages the channels; ``resample_to`` (a rate in
+        Hz; ``sample_rate=`` is a deprecated alias) resamples (band-limited FFT resampler); the
+        output rate goes into int64 feature ``sample_rate_key``. ``offset`` / ``duration``
+        (seconds) decode only that window, seeking where the format allows; ``random_window``
+        (seconds) decodes a window at an offset drawn
         from (``seed``, epoch, index), zero-padded at the end for shorter clips. A clip that does
         not decode raises :class:`DataCorruptionError` naming the element, the op and the byte
         offset, or with ``on_error="skip"`` is left out and counted in ``ds.skipped()``
         (``.count``, ``.first``). ``num_parallel_calls`` (threads, or AUTOTUNE) decodes on
         worker threads."""
         return audio.decode(self, "decode_audio", feature, out or feature, dtype, channels_first, mono,
-                            sample_rate, offset, duration, random_window, seed, sample_rate_key,
+                            resample_to, offset, duration, random_window, seed, sample_rate_key,
                             on_error, num_parallel_calls)
 
+    @renamed(path="feature", sample_rate="resample_to")
     def load_audio(
-        self, path: str = "path", out: str = "audio", *, dtype: str = "float32",
-        channels_first: bool = True, mono: bool = False, sample_rate: Optional[int] = None,
+        self, feature: str = "path", out: str = "audio", *, dtype: str = "float32",
+        channels_first: bool = True, mono: bool = False, resample_to: Optional[int] = None,
         offset: float = 0.0, duration: Optional[float] = None,
         random_window: Optional[float] = None, seed: Optional[int] = None,
         sample_rate_key: Optional[str] = "sample_rate", on_error: str = "raise",
         num_parallel_calls: Optional[int] = None,
     ) -> Dataset:
-        """Decodes the audio file named by feature ``path`` into ``out``: :meth:`decode_audio`'s
-        options, reading the file as the decoder asks (a window touches only its part of the
-        file). Errors name the file, the element and the op."""
-        return audio.decode(self, "load_audio", path, out, dtype, channels_first, mono, sample_rate,
+        """Decodes the audio file named by feature ``feature`` (default ``"path"``; ``path=`` is
+        a deprecated alias) into ``out``: :meth:`decode_audio`'s options, reading the file as the
+        decoder asks (a window touches only its part of the file). Errors name the file, the
+        element and the op."""
+        return audio.decode(self, "load_audio", feature, out, dtype, channels_first, mono, resample_to,
                             offset, duration, random_window, seed, sample_rate_key, on_error,
                             num_parallel_calls)
 
@@ -373,10 +388,11 @@ class Dataset:
                                      f_min, f_max, n_mels, power, center, pad_mode, mel_scale, norm,
                                      log, top_db, num_parallel_calls)
 
+    @renamed(output="out")
     def gather(
-        self, table: Table, index_feature: str, output: str, keys: Optional[Any] = None
+        self, table: Table, index_feature: str, out: str, *, keys: Optional[Any] = None
     ) -> Dataset:
-        """Adds feature ``output``: the rows of ``table`` at the indices in feature
+        """Adds feature ``out`` (``output=`` is a deprecated alias): the rows of ``table`` at the indices in feature
         ``index_feature`` (a scalar or a batch of them), copied on the pipeline's threads. With
         ``keys`` (an array of the table's row keys) the feature holds keys, not row numbers. An
         index out of range (or an unknown key) is an :class:`OutOfRangeError` naming the
@@ -386,7 +402,7 @@ class Dataset:
         if native is None:
             raise TypeError(f"gather(table=...): expected a stokehold.Table, got {type(table).__name__}")
         return self._then(self._native.gather(native, _args.name(op, "index_feature", index_feature),
-                                           _args.name(op, "output", output), keys))
+                                           _args.name(op, "out", out), keys))
 
     # ---- images: native decode and augmentation (docs/GUIDE.md, "Images") --------------------
 
@@ -394,6 +410,7 @@ class Dataset:
         self,
         feature: str = "image",
         out: Optional[str] = None,
+        *,
         channels: int = 3,
         dtype: str = "uint8",
         layout: str = "HWC",
@@ -418,7 +435,8 @@ class Dataset:
                 counted in ``ds.skipped()`` (``.count``, ``.first``).
             num_parallel_calls: ``None`` (in the consumer's or prefetch thread) or a thread count
                 / ``AUTOTUNE``, as in :meth:`map`.
-            deterministic: keep the input order (default True).
+            deterministic: ``None`` (default) or True: keep the input order; False: as they
+                complete.
         """
         op = "decode_image"
         feature = _args.name(op, "feature", feature)
@@ -426,10 +444,12 @@ class Dataset:
         args = image.decode_args(op, channels, dtype, layout, max_pixels, on_error, num_parallel_calls, deterministic)
         return self._then(self._native.decode_image(feature, out, args))
 
+    @renamed(path="feature")
     def load_image(
         self,
-        path: str = "path",
+        feature: str = "path",
         out: str = "image",
+        *,
         channels: int = 3,
         dtype: str = "uint8",
         layout: str = "HWC",
@@ -438,13 +458,14 @@ class Dataset:
         num_parallel_calls: Optional[int] = None,
         deterministic: Optional[bool] = None,
     ) -> Dataset:
-        """Reads the image file named by feature ``path`` (as :func:`stokehold.list_files` makes)
+        """Reads the image file named by feature ``feature`` (default ``"path"``, as
+        :func:`stokehold.list_files` makes; ``path=`` is a deprecated alias)
         and decodes it into ``out``; the arguments are :meth:`decode_image`'s, and errors name
         the file."""
         op = "load_image"
         args = image.decode_args(op, channels, dtype, layout, max_pixels, on_error, num_parallel_calls, deterministic)
         return self._then(self._native.load_image(
-            _args.name(op, "path", path), _args.name(op, "out", out), args))
+            _args.name(op, "feature", feature), _args.name(op, "out", out), args))
 
     def resize(self, size: Size, feature: str = "image", interpolation: str = "bilinear") -> Dataset:
         """Resizes the uint8 HWC image ``feature``: ``size`` (height, width) exactly, or an int
@@ -607,20 +628,23 @@ class Dataset:
         return self._then(self._native.shard(_args.count(op, "num_shards", num_shards, 1),
                                           _args.count(op, "index", index), _policy(op, policy), False))
 
-    def elastic_shard(self, world_size: int, rank: int, policy: str = "even") -> Dataset:
-        """Like :meth:`shard`, but a state saved here restores on another world size with
+    @renamed(world_size="num_shards", rank="index")
+    def elastic_shard(self, num_shards: int, index: int, policy: str = "even") -> Dataset:
+        """Like :meth:`shard` (tf.data's ``num_shards, index``; ``world_size=``/``rank=`` are
+        deprecated aliases), but a state saved here restores on another world size with
         nothing of the epoch lost or repeated (all ranks must save at the same step; see
         ``docs/CHECKPOINTING.md``). The result is a stream."""
         op = "elastic_shard"
-        return self._then(self._native.shard(_args.count(op, "world_size", world_size, 1),
-                                          _args.count(op, "rank", rank), _policy(op, policy), True))
+        return self._then(self._native.shard(_args.count(op, "num_shards", num_shards, 1),
+                                          _args.count(op, "index", index), _policy(op, policy), True))
 
-    def worker_split(self, num_workers: int, worker: int) -> Dataset:
-        """Worker ``worker`` of ``num_workers`` inside one process (an exact, strided
-        partition)."""
+    @renamed(num_workers="num_shards", worker="index")
+    def worker_split(self, num_shards: int, index: int) -> Dataset:
+        """Worker ``index`` of ``num_shards`` inside one process (an exact, strided partition;
+        :meth:`shard`'s spelling, ``num_workers=``/``worker=`` are deprecated aliases)."""
         op = "worker_split"
-        return self._then(self._native.worker_split(_args.count(op, "num_workers", num_workers, 1),
-                                                 _args.count(op, "worker", worker)))
+        return self._then(self._native.worker_split(_args.count(op, "num_shards", num_shards, 1),
+                                                 _args.count(op, "index", index)))
 
     # ---- batching ----------------------------------------------------------------------------
 
@@ -700,6 +724,7 @@ class Dataset:
         key_func: Callable[[Element], Any],
         reduce_func: Optional[Callable[[int, Dataset], Dataset]] = None,
         window_size: Optional[int] = None,
+        *,
         name: Optional[str] = None,
     ) -> Dataset:
         """tf.data's ``group_by_window``: elements go to groups by ``key_func(element)`` (an
@@ -827,16 +852,19 @@ class Dataset:
         return self._then(self._native.pack(lengths, _args.count(op, "num_packing_bins", num_packing_bins, 1),
                                          mode, meta, shuffle, self._op_seed(op, seed) if shuffle else 0))
 
+    @renamed(fn="map_func")
     def random_map(
         self,
-        fn: Callable[[Element, np.random.Generator], Mapping[str, Any]],
+        map_func: Callable[[Element, np.random.Generator], Mapping[str, Any]],
         seed: Optional[int] = None,
+        *,
         num_parallel_calls: Optional[int] = None,
         deterministic: Optional[bool] = None,
         name: Optional[str] = None,
         processes: Union[bool, ProcessOptions] = False,
     ) -> Dataset:
-        """Grain's ``random_map``: ``fn(element, rng)`` with ``rng`` a ``numpy.random.Generator``
+        """Grain's ``random_map``: ``map_func(element, rng)`` (``fn=`` is a deprecated alias)
+        with ``rng`` a ``numpy.random.Generator``
         keyed by (seed, epoch, index), so augmentations draw the same numbers whatever the thread
         count, under :meth:`epochs` and after a checkpoint resume. ``index`` is the element's
         position within its epoch (for a stream input, its position in the stream); the key is
@@ -845,7 +873,7 @@ class Dataset:
         from the OS now.
         """
         op = "random_map"
-        fn = _args.function(op, "fn", fn)
+        fn = _args.function(op, "map_func", map_func)
         s = self._op_seed(op, seed)
         label = name or _args.label(fn)
         if processes is not False:
@@ -862,18 +890,21 @@ class Dataset:
 
         return self._map_with_context(op, call, label, num_parallel_calls, deterministic)
 
+    @renamed(fn="map_func")
     def map_with_index(
         self,
-        fn: Callable[[int, Element], Mapping[str, Any]],
+        map_func: Callable[[int, Element], Mapping[str, Any]],
         num_parallel_calls: Optional[int] = None,
         deterministic: Optional[bool] = None,
+        *,
         name: Optional[str] = None,
     ) -> Dataset:
-        """Grain's ``map_with_index``: ``fn(index, element)``, ``index`` the element's position
+        """Grain's ``map_with_index``: ``map_func(index, element)`` (``fn=`` is a deprecated
+        alias), ``index`` the element's position
         within its epoch (for a stream input, its position in the stream). Other arguments as in
         :meth:`map`."""
         op = "map_with_index"
-        fn = _args.function(op, "fn", fn)
+        fn = _args.function(op, "map_func", map_func)
 
         def call(element: Element, index: int, epoch: int) -> Mapping[str, Any]:
             out: Mapping[str, Any] = fn(index, element)
@@ -909,6 +940,7 @@ class Dataset:
         block_length: int = 1,
         num_parallel_calls: Optional[int] = None,
         deterministic: Optional[bool] = None,
+        *,
         name: Optional[str] = None,
     ) -> Dataset:
         """tf.data's ``interleave``: ``map_func(element)`` opens a dataset (say, of one file's
@@ -925,7 +957,7 @@ class Dataset:
             _args.parallelism(op, "cycle_length", cycle_length),
             _args.count(op, "block_length", block_length, 1), par, det))
 
-    def flat_map(self, map_func: Callable[[Element], Dataset], name: Optional[str] = None) -> Dataset:
+    def flat_map(self, map_func: Callable[[Element], Dataset], *, name: Optional[str] = None) -> Dataset:
         """The datasets ``map_func`` opens for each element, one after the other (interleave
         with ``cycle_length=1``)."""
         map_func = _args.function("flat_map", "map_func", map_func)
@@ -937,13 +969,17 @@ class Dataset:
 
     # ---- execution -------------------------------------------------------------------------
 
-    def parallelize(self, num_parallel_calls: int = AUTOTUNE, deterministic: bool = True) -> Dataset:
+    def parallelize(
+        self, num_parallel_calls: int = AUTOTUNE, deterministic: Optional[bool] = None
+    ) -> Dataset:
         """Runs the pipeline so far on worker threads (default ``AUTOTUNE``: chosen within the
         machine's cores). Over a random-access dataset each worker computes whole elements by
         index (fetch, crop, batch...), the fastest path; over a stream, workers take elements in
-        turn. With ``deterministic=True`` (default) the output is the same as without it."""
+        turn. With ``deterministic`` ``None`` (default) or True the output is the same as without
+        it; False yields elements as they complete."""
         par = _args.parallelism("parallelize", "num_parallel_calls", num_parallel_calls)
-        return self._then(self._native.parallelize(par, _args.flag("parallelize", "deterministic", deterministic)))
+        det = True if deterministic is None else _args.flag("parallelize", "deterministic", deterministic)
+        return self._then(self._native.parallelize(par, det))
 
     def prefetch(self, buffer_size: int = AUTOTUNE) -> Dataset:
         """Runs the pipeline on a background thread, ``buffer_size`` elements ahead (default
@@ -955,11 +991,13 @@ class Dataset:
         epochs with no stall at their boundaries."""
         return self._then(self._native.prefetch(_args.depth("prefetch", "buffer_size", buffer_size)))
 
-    def cache(self, path: Optional[PathLike] = None) -> Dataset:
+    @renamed(path="filename")
+    def cache(self, filename: Optional[PathLike] = None) -> Dataset:
         """Caches the first pass; later epochs read the cache.
 
         Args:
-            path: ``None`` (default): in memory (one arena per feature, ragged where lengths
+            filename: (tf.data's spelling; ``path=`` is a deprecated alias) ``None``
+                (default): in memory (one arena per feature, ragged where lengths
                 differ). A folder: written as a shard folder during the first full pass
                 (complete or absent, never half) and read by later epochs and later runs.
 
@@ -967,7 +1005,8 @@ class Dataset:
         Put ``shuffle`` and ``parallelize`` after it: ``ds.map(f).cache().shuffle().batch(32)
         .parallelize()``.
         """
-        return self._then(self._native.cache(None if path is None else _args.path("cache", "path", path)))
+        return self._then(self._native.cache(
+            None if filename is None else _args.path("cache", "filename", filename)))
 
     def with_options(
         self, memory_budget: Optional[int] = None, cores: Optional[int] = None, trace_events: int = 0
@@ -991,13 +1030,14 @@ class Dataset:
         s = self._native.stats_json()
         return None if s is None else json.loads(s)
 
-    def trace(self, path: Optional[PathLike] = None) -> Optional[str]:
+    @renamed(path="filename")
+    def trace(self, filename: Optional[PathLike] = None) -> Optional[str]:
         """The recorded window of activity as Chrome trace JSON (open it in Perfetto or
-        chrome://tracing); also written to ``path`` if given. Needs
-        ``with_options(trace_events=N)``."""
+        chrome://tracing); also written to ``filename`` if given (``path=`` is a deprecated
+        alias). Needs ``with_options(trace_events=N)``."""
         t: Optional[str] = self._native.trace_json()
-        if path is not None and t is not None:
-            with open(_args.path("trace", "path", path), "w") as f:
+        if filename is not None and t is not None:
+            with open(_args.path("trace", "filename", filename), "w") as f:
                 f.write(t)
         return t
 

@@ -1,4 +1,5 @@
-"""Skip policies, as Python sees them: the ``on_error`` argument of loaders and decoders and the
+"""Errors and skip policies, as Python sees them: the exception classes (also importable from
+``stokehold`` itself), the ``on_error`` argument of loaders, decoders and readers, and the
 :class:`SkipLog` of what a pipeline left out.
 
 Every op that can leave a failing element out (``ignore_errors()``, ``load_npy(on_error="skip")``,
@@ -14,6 +15,35 @@ from dataclasses import dataclass, field
 from typing import List, Sequence, Tuple
 
 from ._args import fail
+from ._native import (
+    CancelledError,
+    DataCorruptionError,
+    InvalidArgumentError,
+    OutOfRangeError,
+    SchemaError,
+    StateError,
+    StokeholdError,
+    StokeholdFileNotFoundError,
+    StokeholdIOError,
+    WorkerPanicError,
+)
+
+__all__ = [
+    "ON_ERROR",
+    "CancelledError",
+    "DataCorruptionError",
+    "InvalidArgumentError",
+    "OutOfRangeError",
+    "SchemaError",
+    "SkipLog",
+    "Skipped",
+    "StateError",
+    "StokeholdError",
+    "StokeholdFileNotFoundError",
+    "StokeholdIOError",
+    "WorkerPanicError",
+    "on_error",
+]
 
 #: The values ``on_error`` accepts.
 ON_ERROR = ("raise", "skip")

@@ -263,7 +263,7 @@ class StokeholdDatasink(Datasink[Dict[str, Any]]):
 
 
 def write_stokehold(dataset: Any, path: Union[str, os.PathLike[str]], *, shard_size: int = DEFAULT_SHARD_SIZE,
-                    compression: str = "none", zstd_level: int = 3, overwrite: bool = False,
+                    compression: Optional[str] = None, zstd_level: int = 3, overwrite: bool = False,
                     num_tasks: Optional[int] = None, index_column: Optional[str] = INDEX_COLUMN,
                     ray_remote_args: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
     """Writes a ``ray.data.Dataset`` as a shard folder; returns its manifest.
@@ -288,6 +288,8 @@ def write_stokehold(dataset: Any, path: Union[str, os.PathLike[str]], *, shard_s
         ray_remote_args: passed to ``write_datasink`` (e.g. ``{"max_retries": 0}``).
     """
     op = "write_stokehold"
+    compression = "none" if compression is None else compression
+    # Checked here, before Ray starts any task (the native parser would only see it at the end).
     if compression not in ("none", "lz4", "zstd"):
         raise _args.fail(op, "compression", compression, "must be 'none', 'lz4' or 'zstd'")
     target = _args.path(op, "path", path)

@@ -20,7 +20,7 @@ import json
 from typing import Any, Callable, Dict, Optional
 
 from . import _args, _native
-from ._args import PathLike
+from ._args import PathLike, renamed
 from .dataset import Dataset
 
 __all__ = ["open_shards", "write_shards", "verify_shards"]
@@ -82,14 +82,15 @@ def verify_shards(path: PathLike) -> None:
     _native.verify_shards(_args.path("verify_shards", "path", path))
 
 
+@renamed(shuffle_seed="seed")
 def write_shards(
     ds: Dataset,
     path: PathLike,
     *,
     shard_size: int = DEFAULT_SHARD_SIZE,
-    compression: str = "none",
+    compression: Optional[str] = None,
     zstd_level: int = 3,
-    shuffle_seed: Optional[int] = None,
+    seed: Optional[int] = None,
     threads: Optional[int] = None,
     overwrite: bool = False,
     progress: Optional[Callable[[int, Optional[int]], Any]] = None,
@@ -103,16 +104,16 @@ def write_shards(
         ds: any finite dataset (elements with the same features; ragged batches are fine).
         path: the output folder (created if missing).
         shard_size: target bytes per shard (default 256 MiB).
-        compression: ``"none"`` (default, zero-copy reads), ``"lz4"`` or ``"zstd"``, per record.
+        compression: ``None`` (default, uncompressed: zero-copy reads; ``"none"`` too),
+            ``"lz4"`` or ``"zstd"``, per record.
         zstd_level: zstd level (default 3).
-        shuffle_seed: write in a seeded random order (random-access ``ds`` only; default: as is).
+        seed: write in a seeded random order (random-access ``ds`` only; default: as is;
+            ``shuffle_seed=`` is a deprecated alias), as :func:`stokehold.tfrecord.write_tfrecord`.
         threads: encoding threads (default: all cores); the output does not depend on it.
         overwrite: replace a complete dataset in ``path`` (default: refuse).
         progress: called as ``progress(records_written, total_or_None)`` after each chunk.
     """
     op = "write_shards"
-    if compression not in ("none", "lz4", "zstd"):
-        raise _args.fail(op, "compression", compression, "must be 'none', 'lz4' or 'zstd'")
     if progress is not None:
         _args.function(op, "progress", progress)
     if not isinstance(ds, Dataset):
@@ -120,9 +121,9 @@ def write_shards(
     text = ds._native.write_shards(
         _args.path(op, "path", path),
         _args.count(op, "shard_size", shard_size, 1),
-        compression,
+        "none" if compression is None else str(compression),
         _args.count(op, "zstd_level", zstd_level, -131072),
-        None if shuffle_seed is None else _args.count(op, "shuffle_seed", shuffle_seed),
+        None if seed is None else _args.count(op, "seed", seed),
         None if threads is None else _args.threads(op, "threads", threads),
         _args.flag(op, "overwrite", overwrite),
         progress,

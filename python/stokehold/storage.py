@@ -7,6 +7,8 @@ from typing import Dict, Mapping
 from . import _native
 from ._args import fail
 
+__all__ = ["set_storage_options", "storage_stats"]
+
 
 def set_storage_options(options: Mapping[str, str], store: str = "") -> None:
     """Options for the object stores opened from now on, overriding the environment: for every

@@ -10,7 +10,7 @@ looked up by row inside pipelines.
     >>> table[5], table.take([0, 5]).shape
     (array([10., 11.], dtype=float32), (2, 2))
     >>> captions = stokehold.from_arrays({"image_id": np.array([5, 0, 0, 3])})
-    >>> ds = captions.shuffle(seed=1).batch(2).gather(table, index_feature="image_id", output="features")
+    >>> ds = captions.shuffle(seed=1).batch(2).gather(table, index_feature="image_id", out="features")
     >>> [b["features"].shape for b in ds]
     [(2, 2), (2, 2)]
 

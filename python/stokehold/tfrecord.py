@@ -20,14 +20,16 @@
 * :func:`read_tfrecord` reads and parses in one pass into batches: the fast path.
 * :func:`parse_examples` parses the ``record`` feature of any dataset, per batch or per element.
 * Corrupt records (bad CRC, bad length, truncated file) raise :class:`DataCorruptionError` naming
-  the file and offset, or with ``on_corrupt="skip"`` are skipped, counted and listed in
-  ``ds.corrupt_records`` (``.count``, ``.first``) of the dataset these functions return.
+  the file and offset, or with ``on_error="skip"`` (as every op spells it; ``on_corrupt=`` is a
+  deprecated alias) are skipped, counted and listed in ``ds.corrupt_records`` (``.count``,
+  ``.first``) of the dataset these functions return.
 """
 
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
-from . import _args, _native
+from . import _args, _native, errors
+from ._args import renamed
 from .dataset import Dataset
 
 __all__ = [
@@ -103,7 +105,7 @@ def _files(op: str, filenames: Any) -> List[str]:
 
 
 class TFRecordSource(Dataset):
-    """A dataset read from TFRecord files; :attr:`corrupt_records` counts what ``on_corrupt=
+    """A dataset read from TFRecord files; :attr:`corrupt_records` counts what ``on_error=
     "skip"`` skipped (``.count``, and ``.first``: (file, offset, reason) of the first few)."""
 
     def __init__(self, native: Any, log: Any) -> None:
@@ -111,28 +113,32 @@ class TFRecordSource(Dataset):
         self.corrupt_records = log
 
 
+@renamed(on_corrupt="on_error")
 def TFRecordDataset(
-    filenames: Any, compression: str = "auto", verify: bool = True, on_corrupt: str = "raise"
+    filenames: Any, compression: str = "auto", *, verify: bool = True, on_error: str = "raise"
 ) -> Dataset:
     """The records of ``filenames`` in order, each ``{"record": bytes}``.
 
     ``compression``: ``"auto"`` (default: ``.gz`` is GZIP, ``.zz``/``.zlib`` ZLIB, else none),
     ``""``/``"NONE"``, ``"GZIP"`` or ``"ZLIB"``. ``verify`` (default True) checks each record's
-    CRC. ``on_corrupt``: ``"raise"`` (default) or ``"skip"``. Random-access when every file is
+    CRC. ``on_error``: ``"raise"`` (default) or ``"skip"`` (``on_corrupt=`` is a deprecated
+    alias). Random-access when every file is
     uncompressed and has an index. Its iterator state is the file index and byte offset."""
     native, log = _native.Dataset.tfrecord_dataset(
-        _files("TFRecordDataset", filenames), compression, _args.flag("TFRecordDataset", "verify", verify), on_corrupt)
+        _files("TFRecordDataset", filenames), compression, _args.flag("TFRecordDataset", "verify", verify), on_error)
     return TFRecordSource(native, log)
 
 
+@renamed(on_corrupt="on_error")
 def read_tfrecord(
     filenames: Any,
     features: Spec,
     batch_size: int,
+    *,
     drop_remainder: bool = False,
     compression: str = "auto",
     verify: bool = True,
-    on_corrupt: str = "raise",
+    on_error: str = "raise",
 ) -> Dataset:
     """Batches of ``batch_size`` parsed Examples read from ``filenames`` in order: each record is
     parsed straight into the batch's arrays as it is read (the same batches as
@@ -140,7 +146,7 @@ def read_tfrecord(
     :func:`TFRecordDataset`."""
     op = "read_tfrecord"
     native, log = _native.Dataset.tfrecord_parse_batches(
-        _files(op, filenames), compression, _args.flag(op, "verify", verify), on_corrupt, _spec(features),
+        _files(op, filenames), compression, _args.flag(op, "verify", verify), on_error, _spec(features),
         _args.count(op, "batch_size", batch_size, 1), _args.flag(op, "drop_remainder", drop_remainder),
     )
     return TFRecordSource(native, log)
@@ -155,45 +161,55 @@ def parse_examples(ds: Dataset, features: Spec, batched: bool = True, record: st
                                                    _args.name(op, "record", record)))
 
 
+@renamed(skip_corrupt=("on_error", lambda skip: "skip" if skip else "raise"))
 def build_index(
-    filenames: Any, skip_corrupt: bool = False, side_folder: bool = False
+    filenames: Any, *, on_error: str = "raise", side_folder: bool = False
 ) -> List[Tuple[str, int, int]]:
     """Writes ``<file>.idx`` for each uncompressed file (atomically); returns (index path,
-    records, corrupt records left out) per file. Corrupt records raise unless ``skip_corrupt``
-    (then the index lists the offsets it left out, so readers still see them). With
+    records, corrupt records left out) per file. Corrupt records raise unless
+    ``on_error="skip"`` (``skip_corrupt=True`` is a deprecated alias; then the index lists the
+    offsets it left out, so readers still see them). With
     ``side_folder`` the index goes to ``<dir>/.stokehold-idx/<file>.idx``, where readers find it
     too and tf.data's ``list_files("train-*")`` does not."""
     out = []
     side = _args.flag("build_index", "side_folder", side_folder)
+    skip = errors.on_error("build_index", on_error) == "skip"
     for f in _files("build_index", filenames):
-        records, skipped, path = _native.tfrecord_build_index(f, bool(skip_corrupt), side)
+        records, skipped, path = _native.tfrecord_build_index(f, skip, side)
         out.append((str(path), records, skipped))
     return out
 
 
+@renamed(directory="path", bytes_per_shard="shard_size")
 def write_tfrecord(
     ds: Dataset,
-    directory: Any,
+    path: Any,
+    *,
     prefix: str = "data",
     num_shards: Optional[int] = None,
     records_per_shard: Optional[int] = None,
-    bytes_per_shard: Optional[int] = None,
-    compression: str = "",
+    shard_size: Optional[int] = None,
+    compression: Optional[str] = None,
     seed: Optional[int] = None,
     index: Union[bool, str] = True,
     suffix: Optional[str] = None,
     progress: Optional[Callable[[int, Optional[int]], None]] = None,
 ) -> List[str]:
-    """Writes one epoch of ``ds`` to ``<directory>/<prefix>-00000-of-000NN<suffix>`` shards and
-    returns their paths. Shards are cut by ``num_shards`` (equal record counts; needs a known
-    length), ``records_per_shard``, or ``bytes_per_shard`` (default 256 MiB). Elements that are
+    """Writes one epoch of ``ds`` to ``<path>/<prefix>-00000-of-000NN<suffix>`` shards (a folder)
+    and returns their paths: :func:`stokehold.write_shards`' argument names (``directory=`` and
+    ``bytes_per_shard=`` are deprecated aliases of ``path`` and ``shard_size``). Shards are cut
+    by ``num_shards`` (equal record counts; needs a known length), ``records_per_shard``, or
+    ``shard_size`` bytes (default 256 MiB). ``compression``: ``None`` (default, uncompressed;
+    ``""`` and ``"NONE"`` too), ``"GZIP"`` or ``"ZLIB"``. Elements that are
     exactly ``{"record": bytes}`` are written as is; others are encoded as tf.train.Examples.
     ``seed``: write in a seeded global shuffle order (random-access datasets). ``index``
     (default True, uncompressed only): write ``.idx`` sidecars beside the shards; ``"side"``: in
-    ``<directory>/.stokehold-idx/`` instead, where readers find them and a glob over the folder
+    ``<path>/.stokehold-idx/`` instead, where readers find them and a glob over the folder
     (tf.data's ``list_files``) does not; False: none. ``suffix`` defaults to
     ``.tfrecord`` (``.tfrecord.gz`` for GZIP). Every file appears under its final name only when
     all are complete. ``progress(records, total)`` is called now and then."""
+    if compression is None:
+        compression = ""
     if suffix is None:
         suffix = {"gzip": ".tfrecord.gz", "zlib": ".tfrecord.zz"}.get(compression.lower(), ".tfrecord")
     op = "write_tfrecord"
@@ -202,9 +218,9 @@ def write_tfrecord(
         return None if v is None else _args.count(op, arg, v, 1)
 
     paths = ds._native.write_tfrecord(
-        _args.path(op, "directory", directory), _args.name(op, "prefix", prefix), str(suffix),
+        _args.path(op, "path", path), _args.name(op, "prefix", prefix), str(suffix),
         opt("num_shards", num_shards), opt("records_per_shard", records_per_shard),
-        opt("bytes_per_shard", bytes_per_shard), compression,
+        opt("shard_size", shard_size), compression,
         None if seed is None else _args.count(op, "seed", seed), index is not False, progress,
         _index_side(op, index),
     )

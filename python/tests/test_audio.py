@@ -73,7 +73,7 @@ def test_random_windows_are_deterministic_across_threads_and_epochs():
     names = ["speech.wav", "speech.flac", "stereo.ogg", "speech.mp3"] * 3
 
     def run(par, epoch):
-        ds = paths(*names).load_audio(mono=True, sample_rate=8000, random_window=0.5, seed=11,
+        ds = paths(*names).load_audio(mono=True, resample_to=8000, random_window=0.5, seed=11,
                                       num_parallel_calls=par)
         return [e["audio"] for e in ds.iter(epoch=epoch)]
 

@@ -72,7 +72,7 @@ def test_ragged_batches_round_trip(tmp_path):
 
 def test_progress_and_pre_shuffle(tmp_path):
     seen = []
-    sh.write_shards(make(), tmp_path / "p", shuffle_seed=3, progress=lambda n, total: seen.append((n, total)))
+    sh.write_shards(make(), tmp_path / "p", seed=3, progress=lambda n, total: seen.append((n, total)))
     assert seen[-1] == (50, 50)
     order = ids(sh.open_shards(tmp_path / "p"))
     assert order != list(range(50)) and sorted(order) == list(range(50))

@@ -36,7 +36,7 @@ def test_gather_after_shuffle_and_batch(tmp_path):
     t, a = _table(tmp_path)
     ids = np.arange(200) // 5
     ds = stokehold.from_arrays({"image_id": ids, "caption": np.arange(200)})
-    ds = ds.shuffle(seed=3).batch(16).gather(t, index_feature="image_id", output="features")
+    ds = ds.shuffle(seed=3).batch(16).gather(t, index_feature="image_id", out="features")
     seen = []
     for b in ds:
         np.testing.assert_array_equal(b["features"], a[b["image_id"]])
@@ -49,7 +49,7 @@ def test_gather_after_shuffle_and_batch(tmp_path):
 def test_gather_per_element_and_by_key(tmp_path):
     t, a = _table(tmp_path, n=3)
     ds = stokehold.from_arrays({"name": np.array(["owl", "cat", "owl"])})
-    ds = ds.gather(t, index_feature="name", output="f", keys=["cat", "dog", "owl"]).batch(3)
+    ds = ds.gather(t, index_feature="name", out="f", keys=["cat", "dog", "owl"]).batch(3)
     np.testing.assert_array_equal(next(iter(ds))["f"], a[[2, 0, 2]])
     bad = stokehold.from_arrays({"name": np.array(["bee"])}).gather(t, "name", "f", keys=["cat", "dog", "owl"])
     with pytest.raises(stokehold.SchemaError, match="bee"):

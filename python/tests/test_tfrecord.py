@@ -121,7 +121,7 @@ def test_corrupt_records_raise_or_skip(tmp_path):
     bad.write_bytes(bytes(data))
     with pytest.raises(stokehold.DataCorruptionError, match=r"bad\.tfrecord.*offset 0"):
         list(stokehold.TFRecordDataset(str(bad)))
-    ds = tfr.read_tfrecord(str(bad), SPEC, batch_size=10, on_corrupt="skip")
+    ds = tfr.read_tfrecord(str(bad), SPEC, batch_size=10, on_error="skip")
     want, _ = expected()
     check_batches(list(ds), want[1:])
     assert ds.corrupt_records.count == 1
@@ -138,8 +138,8 @@ def test_encode_example_round_trip():
 def test_bad_arguments():
     with pytest.raises(stokehold.InvalidArgumentError):
         tfr.read_tfrecord(str(FIXTURES / "plain.tfrecord"), {"x": tfr.FixedLen([], "float64")}, batch_size=2)
-    with pytest.raises(stokehold.InvalidArgumentError, match="on_corrupt"):
-        stokehold.TFRecordDataset(str(FIXTURES / "plain.tfrecord"), on_corrupt="ignore")
+    with pytest.raises(stokehold.InvalidArgumentError, match="on_corrupt|on_error"):
+        stokehold.TFRecordDataset(str(FIXTURES / "plain.tfrecord"), on_error="ignore")
     with pytest.raises(FileNotFoundError):
         list(stokehold.TFRecordDataset("/no/such/file.tfrecord"))
 
