@@ -1,7 +1,7 @@
 """Soak: many epochs of a parallel pipeline with prefetch and faults injected (issue 18).
 
 A TFRecord file of N records, C of them corrupted on disk (one data byte flipped, so their CRC
-fails), read with ``on_corrupt="skip"``; a Python map on 2 threads raising on 0.1 % of the
+fails), read with ``on_error="skip"``; a Python map on 2 threads raising on 0.1 % of the
 records, under ``ignore_errors()``; a prefetch of 4. Each epoch is a new iterator (its threads
 started and stopped). Every ``--every`` epochs it prints RSS, threads and open fds; every epoch it
 checks delivered + skipped (corrupt records + failed map calls) = records in.
@@ -74,7 +74,7 @@ def sample():
 def soak(path, n, epochs, every):
     import stokehold as sh
 
-    src = sh.TFRecordDataset([path], on_corrupt="skip")
+    src = sh.TFRecordDataset([path], on_error="skip")
     ds = src.map(fails, num_parallel_calls=2).ignore_errors().prefetch(4)
     reports, bad_epochs, t0 = [], 0, time.perf_counter()
     for epoch in range(epochs):

@@ -129,7 +129,7 @@ def stokehold_systems(path, ids, check):
     table = stokehold.open_table(path)
     warm(table.take, len(table))
     pipe = (stokehold.from_arrays({"image_id": ids}).shuffle(seed=SEED).batch(BATCH)
-            .gather(table, index_feature="image_id", output="features"))
+            .gather(table, index_feature="image_id", out="features"))
 
     def run(ds):
         for b in ds:
