@@ -35,6 +35,7 @@ from common.docs import write_docs  # noqa: E402
 WORKLOADS = [
     ("machine limits", "bench/suite/machine_limits.py"),
     ("audio cache + epochs", "bench/suite/audio.py"),
+    ("native decode -> cache(): memory", "bench/suite/audio_native.py"),
     ("epoch restart", "bench/suite/epoch_restart.py"),
     ("lazy file map / parallel map", "bench/parallel/bench.py"),
     ("TFRecord scan + parse", "bench/tfrecord/bench.py"),

@@ -256,6 +256,29 @@ impl Filler {
     }
 }
 
+// ---- Handing freed memory back ---------------------------------------------------------------
+
+/// What [`release_freed`] runs.
+static RELEASE: OnceLock<fn()> = OnceLock::new();
+
+/// Installs `hook` as what [`release_freed`] runs: the program's allocator handing what the
+/// calling thread freed (and keeps for reuse) back to the system now. The Python extension,
+/// which uses mimalloc, installs its `mi_collect(true)`; without a hook nothing runs (glibc's
+/// malloc returns blocks of 128 KiB or more as they are freed). The first hook installed stays.
+pub fn set_release_hook(hook: fn()) {
+    let _ = RELEASE.set(hook);
+}
+
+/// Runs the release hook ([`set_release_hook`]), if any: where a thread has freed much that
+/// nothing will reuse soon. An in-memory cache runs it on the thread whose element completes
+/// the claims (`ops/cache.rs`), and a pool thread as it ends (`exec/pool.rs`), so that a cache
+/// filled by decoders costs its raw bytes, not also what the decoders' threads kept.
+pub fn release_freed() {
+    if let Some(release) = RELEASE.get() {
+        release();
+    }
+}
+
 /// The most buffers the pool keeps (a prefetch buffer's worth of batches in flight).
 pub const POOL_BUFFERS: usize = 2;
 /// The most bytes the pool keeps, all buffers together.

@@ -98,6 +98,16 @@ impl Drop for Pool {
 
 fn worker(shared: Arc<Shared>, first: Job) {
     super::mark_stage_thread();
+    // What this thread freed and its allocator keeps for it (a decoder's buffers) goes back to
+    // the system as the thread ends, not after the allocator's own delay, which nothing on a
+    // finished thread would act on (`alloc::release_freed`).
+    struct Release;
+    impl Drop for Release {
+        fn drop(&mut self) {
+            crate::alloc::release_freed();
+        }
+    }
+    let _release = Release;
     let mut job = Some(first);
     loop {
         if let Some(j) = job.take() {

@@ -4,7 +4,8 @@
 //! from any thread; over a stream, by the first iterator that runs the input from its start to its
 //! end. Each element is copied once, when it is read, into one arena that grows in place
 //! ([`cache_arena`](crate::ops::cache_arena)): the cache never holds its data twice, and the
-//! element's own buffers can go as soon as it has been handed on. Every epoch yields the input's epoch 0, whether from the input or from the cache, so
+//! element handed on is read from the arena, so its own buffers go as soon as it is copied.
+//! Every epoch yields the input's epoch 0, whether from the input or from the cache, so
 //! random ops before `cache()` are frozen once (as in tf.data) and outputs and checkpoints do not
 //! depend on whether the cache was full yet. State: `{"pos": n}` (random access), or
 //! `{"pos": n, "inner": <input state or null>}` (streams).
@@ -13,6 +14,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use serde_json::{json, Value as Json};
 
+use crate::alloc::release_freed;
 use crate::dataset::{
     state_field, state_u64, Dataset, DatasetIter, IterDataset, MapDataset, INFINITE,
 };
@@ -29,9 +31,10 @@ pub struct MemCache {
 }
 
 impl MemCache {
-    /// Copies element `i` (just read from the input) into the arena unless it is there already;
-    /// the copy itself runs outside the lock.
-    fn fill(&self, i: u64, n: u64, e: &Example) -> Result<()> {
+    /// Copies element `i` (just read from the input) into the arena unless it is there already,
+    /// and returns it as read from the arena (its own buffers freed here); the copy itself runs
+    /// outside the lock.
+    fn fill(&self, i: u64, n: u64, e: Example) -> Result<Example> {
         let lock = || {
             self.filling
                 .lock()
@@ -40,22 +43,33 @@ impl MemCache {
         let claim = {
             let mut f = lock()?;
             if self.arena.get().is_some() {
-                return Ok(());
+                return Ok(e);
             }
-            match f.get_or_insert_with(|| Filler::new(Some(n))).claim(i, e)? {
+            match f.get_or_insert_with(|| Filler::new(Some(n))).claim(i, &e)? {
                 Some(c) => c,
-                None => return Ok(()),
+                None => return Ok(e),
             }
         };
-        claim.copy(e);
-        let mut f = lock()?;
-        let filler = f.as_mut().expect("filling until full");
-        filler.record(claim, e);
-        if filler.recorded() == n {
-            let full = f.take().expect("filling").finish()?;
-            let _ = self.arena.set(full);
+        let copied = claim.copy(&e)?;
+        drop(e);
+        let last = {
+            let mut f = lock()?;
+            let filler = f.as_mut().expect("filling until full");
+            filler.record(claim, &copied);
+            let last = filler.all_claimed();
+            if filler.recorded() == n {
+                let full = f.take().expect("filling").finish()?;
+                let _ = self.arena.set(full);
+            }
+            last
+        };
+        if last {
+            // Every element is claimed: this thread fills no more of this cache, so what it freed
+            // filling it goes back now (cache_arena's module docs); threads whose last element
+            // came earlier do so as they end (`exec/pool.rs`).
+            release_freed();
         }
-        Ok(())
+        Ok(copied)
     }
 }
 
@@ -77,9 +91,7 @@ impl MapDataset for MemCache {
         if let Some(a) = self.arena.get() {
             return a.get(i);
         }
-        let e = self.parent.get(i)?;
-        self.fill(i, n, &e)?;
-        Ok(e)
+        self.fill(i, n, self.parent.get(i)?)
     }
 
     fn name(&self) -> String {
@@ -167,10 +179,11 @@ impl DatasetIter for IterCacheIter {
             return c.get(self.pos - 1).map(Some);
         }
         match self.inner.as_mut().expect("reading the input").next()? {
-            Some(e) => {
+            Some(mut e) => {
                 if let Some(f) = &mut self.filler {
                     if let Some(claim) = f.claim(self.pos, &e)? {
-                        claim.copy(&e);
+                        // Handed on as read from the arena: the input's buffers go here.
+                        e = claim.copy(&e)?;
                         f.record(claim, &e);
                     }
                 }
@@ -183,6 +196,7 @@ impl DatasetIter for IterCacheIter {
                     if let Ok(mut sh) = self.shared.lock() {
                         (sh.0, sh.1) = (Some(arena), false);
                     }
+                    release_freed();
                 }
                 Ok(None)
             }
@@ -260,6 +274,58 @@ mod tests {
                 .map(|i| Dataset::range(20).shuffle(3).get(i).unwrap())
                 .collect::<Vec<_>>()
         );
+    }
+
+    /// A map making a fresh clip of 1000 + 37 i samples per element (a decoder's buffer).
+    fn clips(n: u64) -> Dataset {
+        Dataset::range(n).map(
+            "clip",
+            crate::map_fn(|e, _| {
+                let i = e.tensor("t", "x")?.to_vec::<i64>()?[0];
+                let clip: Vec<i16> = (0..1000 + 37 * i).map(|k| (k * i) as i16).collect();
+                Ok(e.with("clip", crate::Tensor::from_vec(vec![clip.len()], clip)?))
+            }),
+        )
+    }
+
+    static RELEASES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+    fn count_release() {
+        RELEASES.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    #[test]
+    fn a_fill_hands_on_the_arena_copy_and_releases_once_every_element_is_claimed() {
+        crate::alloc::set_release_hook(count_release);
+        let ds = clips(12).cache().unwrap();
+        let m = ds.as_map().unwrap();
+        let ptr = |e: &Example| e.tensor("t", "clip").unwrap().data().as_ptr();
+        let before = RELEASES.load(std::sync::atomic::Ordering::SeqCst);
+        // The first pass's elements already read from the arena: the decoder's buffer is gone
+        // as soon as the element is copied, not when the consumer lets it go.
+        let first: Vec<Example> = (0..12).map(|i| m.get(i).unwrap()).collect();
+        assert!(RELEASES.load(std::sync::atomic::Ordering::SeqCst) > before);
+        for (i, e) in first.iter().enumerate() {
+            let again = m.get(12 + i as u64).unwrap();
+            assert_eq!(&again, e);
+            assert_eq!(ptr(&again), ptr(e), "element {i} is the arena's copy");
+        }
+        let from_input = clips(12).get(5).unwrap();
+        assert_eq!(first[5], from_input);
+    }
+
+    #[test]
+    fn a_stream_fill_hands_on_the_arena_copy() {
+        let stream = clips(6).filter("all", crate::filter_fn(|_, _| Ok(true)));
+        let ds = stream.cache().unwrap();
+        assert!(ds.as_map().is_none(), "a stream's cache");
+        let first = ds.iter(0).unwrap().collect_all().unwrap();
+        let again = ds.iter(1).unwrap().collect_all().unwrap();
+        assert_eq!(first, again);
+        for (a, b) in first.iter().zip(&again) {
+            let p = |e: &Example| e.tensor("t", "clip").unwrap().data().as_ptr();
+            assert_eq!(p(a), p(b));
+        }
     }
 
     #[test]

@@ -10,12 +10,25 @@
 //! stacked them into columns, about 2x the raw bytes at its peak, and the allocator kept much of
 //! the freed 1x until `malloc_trim`.
 //!
+//! The element a fill hands on is read from the arena too ([`Claim::copy`] returns it so): its
+//! input buffers (a decoder's clip) are freed on the thread that made them, as soon as they are
+//! copied, rather than wherever the consumer lets the element go. What the fill freed is then
+//! handed back to the system by the allocator's release hook
+//! ([`alloc::release_freed`](crate::alloc::release_freed)), run by the thread that records an
+//! element once every element is claimed (`cache.rs`) and by each pool thread as it ends: an
+//! allocator that keeps freed pages for reuse (mimalloc purges them a second later, and only
+//! when a later allocation looks; each thread keeps pages of its own) would otherwise keep the
+//! decoders' buffers resident beside the cache for as long as the pipeline only reads it:
+//! 1.2-1.6x the raw bytes for WAV clips through `load_audio`, 2.2x under `parallelize`, growing
+//! with the threads (`bench/suite/audio_native.py`).
+//!
 //! Elements are stored in arrival order (a random-access cache fills in whatever order it is
 //! read: `cache().shuffle()` reads it shuffled); `slot_of` maps an index to its place. Every
 //! fixed-size tensor lives in the arena; byte strings and ragged values are kept as they are,
 //! and so is any element whose feature names or dtypes differ from the first element's.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -67,12 +80,9 @@ pub struct Claim {
     slot: usize,
     /// (feature position, arena offset) of each tensor copied into the arena.
     places: Vec<(usize, u64)>,
-    base: *mut u8,
+    /// The reservation (`None` when nothing goes into the arena).
+    region: Option<Arc<Region>>,
 }
-
-// SAFETY: `base` points into the filler's reservation, which outlives every claim (the caller
-// holds the `Filler` until every claim is recorded); the claimed ranges are disjoint.
-unsafe impl Send for Claim {}
 
 impl Filler {
     /// A filler for `len` elements by index (random access) or, with `None`, a stream's
@@ -158,17 +168,21 @@ impl Filler {
                 }
             }
         }
-        let base = if places.is_empty() {
-            std::ptr::null_mut()
+        let region = if places.is_empty() {
+            None
         } else {
             let buf = match &mut self.buf {
                 Some(b) => b,
                 None => self.buf.insert(Reserve::new()?),
             };
             buf.commit(self.used)?;
-            buf.ptr
+            Some(buf.region.clone())
         };
-        Ok(Some(Claim { slot, places, base }))
+        Ok(Some(Claim {
+            slot,
+            places,
+            region,
+        }))
     }
 
     /// Files a claimed element whose bytes [`Claim::copy`] wrote.
@@ -211,6 +225,12 @@ impl Filler {
                 .all(|((n, v), (ln, ld))| n == &**ln && v.dtype() == *ld)
     }
 
+    /// True when every element of a random-access input is claimed: a thread that records
+    /// an element then has no more to fill.
+    pub fn all_claimed(&self) -> bool {
+        self.len.is_some_and(|n| self.slots as u64 == n)
+    }
+
     /// The filled arena (every slot recorded).
     pub fn finish(self) -> Result<Packed> {
         let bytes = match self.buf {
@@ -229,26 +249,36 @@ impl Filler {
 
 impl Claim {
     /// Copies `e`'s tensors to the places claimed for them (no lock needed: the range is this
-    /// claim's alone and the reservation never moves).
-    pub fn copy(&self, e: &Example) {
+    /// claim's alone and the reservation never moves) and returns `e` with those tensors read
+    /// from there, so that `e`'s own buffers can go now. Record the returned element.
+    pub fn copy(&self, e: &Example) -> Result<Example> {
+        // A clone shares `e`'s names and buffers; each tensor copied in is replaced in place.
+        let mut out = e.clone();
+        let Some(region) = &self.region else {
+            return Ok(out);
+        };
         let mut places = self.places.iter().peekable();
-        for (k, (_, v)) in e.iter().enumerate() {
-            if let (Some(&&(pk, off)), Value::Tensor(t)) = (places.peek(), v) {
-                if pk == k {
-                    places.next();
-                    let src = t.data();
-                    // SAFETY: `claim` made `off..off + src.len()` writable and gave it to this
-                    // claim alone; `src` is the same tensor whose length it reserved.
-                    unsafe {
-                        std::ptr::copy_nonoverlapping(
-                            src.as_ptr(),
-                            self.base.add(off as usize),
-                            src.len(),
-                        )
-                    };
-                }
+        for (k, (name, v)) in e.iter().enumerate() {
+            let (Some(&&(pk, off)), Value::Tensor(t)) = (places.peek(), v) else {
+                continue;
+            };
+            if pk != k {
+                continue;
             }
+            places.next();
+            let src = t.data();
+            let off = off as usize;
+            // SAFETY: `claim` made `off..off + src.len()` writable and gave it to this claim
+            // alone; `src` is the same tensor whose length it reserved.
+            unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), region.ptr.add(off), src.len()) };
+            let view = Bytes::from_owner(View {
+                region: region.clone(),
+                off,
+                len: src.len(),
+            });
+            out.insert(name, Tensor::new(t.dtype(), t.shape().to_vec(), view)?);
         }
+        Ok(out)
     }
 }
 
@@ -327,21 +357,54 @@ fn shape_of(col: &Column, slot: usize) -> Vec<usize> {
     col.dims[start + 1..start + 1 + rank].to_vec()
 }
 
+/// The arena's mapping, shared by the filler and every view of it; unmapped when the last
+/// goes.
+struct Region {
+    ptr: *mut u8,
+    /// Bytes mapped from `ptr` (the reservation; its used part once frozen).
+    mapped: AtomicUsize,
+}
+
+// SAFETY: the mapping is plain memory owned by this value; writes go through disjoint claims
+// (see `Claim`), each finished before any view of its range exists, and nothing writes to a
+// range once a view of it exists.
+unsafe impl Send for Region {}
+// SAFETY: as for Send.
+unsafe impl Sync for Region {}
+
+impl Drop for Region {
+    fn drop(&mut self) {
+        // SAFETY: the mapping is ours, and no view remains (each holds the `Arc`).
+        unsafe { libc::munmap(self.ptr as *mut libc::c_void, *self.mapped.get_mut()) };
+    }
+}
+
+/// A read-only view of `len` bytes at `off` in the arena, owned by `Bytes`.
+struct View {
+    region: Arc<Region>,
+    off: usize,
+    len: usize,
+}
+
+impl AsRef<[u8]> for View {
+    fn as_ref(&self) -> &[u8] {
+        // SAFETY: `off..off + len` is mapped (inside the used part, which stays mapped while
+        // the region lives) and was written before this view was made (alignment gaps of a
+        // frozen arena are zero pages from the kernel).
+        unsafe { std::slice::from_raw_parts(self.region.ptr.add(self.off), self.len) }
+    }
+}
+
 /// Address space reserved for the arena and made writable as it fills (never moved).
 struct Reserve {
-    ptr: *mut u8,
+    region: Arc<Region>,
     reserved: usize,
     committed: usize,
 }
 
-// SAFETY: the reservation is plain memory owned by this value; writes go through disjoint
-// claims (see `Claim`), reads only after the arena is frozen.
-unsafe impl Send for Reserve {}
-// SAFETY: as for Send.
-unsafe impl Sync for Reserve {}
-
 /// First commit and the smallest growth step: 1 MiB keeps tiny caches tiny, and doubling from
-/// there means few `mprotect` calls for a big one.
+/// there means few `mprotect` calls for a big one (a commit makes pages writable, not resident:
+/// only what is written costs memory).
 const COMMIT_MIN: usize = 1 << 20;
 
 fn page() -> usize {
@@ -380,7 +443,10 @@ impl Reserve {
             };
             if p != libc::MAP_FAILED {
                 return Ok(Reserve {
-                    ptr: p as *mut u8,
+                    region: Arc::new(Region {
+                        ptr: p as *mut u8,
+                        mapped: AtomicUsize::new(size),
+                    }),
                     reserved: size,
                     committed: 0,
                 });
@@ -415,7 +481,7 @@ impl Reserve {
         // SAFETY: `committed..want` lies inside our reservation.
         let rc = unsafe {
             libc::mprotect(
-                self.ptr.add(self.committed) as *mut libc::c_void,
+                self.region.ptr.add(self.committed) as *mut libc::c_void,
                 want - self.committed,
                 libc::PROT_READ | libc::PROT_WRITE,
             )
@@ -434,53 +500,25 @@ impl Reserve {
     /// back.
     fn freeze(self, used: usize) -> Bytes {
         let keep = used.next_multiple_of(page());
-        let me = std::mem::ManuallyDrop::new(self);
-        if keep < me.reserved {
-            // SAFETY: the tail past `keep` is ours and nothing refers to it.
-            unsafe { libc::munmap(me.ptr.add(keep) as *mut libc::c_void, me.reserved - keep) };
+        if keep < self.reserved {
+            // SAFETY: the tail past `keep` is ours and no view reaches into it (views lie inside
+            // the first `used` bytes); `mapped` is updated before anything else can unmap.
+            unsafe {
+                libc::munmap(
+                    self.region.ptr.add(keep) as *mut libc::c_void,
+                    self.reserved - keep,
+                )
+            };
+            self.region.mapped.store(keep, Ordering::Release);
         }
-        if keep == 0 {
+        if used == 0 {
             return Bytes::new();
         }
-        Bytes::from_owner(Frozen {
-            ptr: me.ptr,
+        Bytes::from_owner(View {
+            region: self.region,
+            off: 0,
             len: used,
-            mapped: keep,
         })
-    }
-}
-
-impl Drop for Reserve {
-    fn drop(&mut self) {
-        // SAFETY: the whole reservation is ours; no claim outlives the filler that owns it.
-        unsafe { libc::munmap(self.ptr as *mut libc::c_void, self.reserved) };
-    }
-}
-
-/// The frozen arena, owned by `Bytes`.
-struct Frozen {
-    ptr: *mut u8,
-    len: usize,
-    mapped: usize,
-}
-
-// SAFETY: read-only after freezing; the mapping lives until drop.
-unsafe impl Send for Frozen {}
-// SAFETY: as for Send.
-unsafe impl Sync for Frozen {}
-
-impl AsRef<[u8]> for Frozen {
-    fn as_ref(&self) -> &[u8] {
-        // SAFETY: `len` bytes at `ptr` are mapped and were all written before freezing (the
-        // alignment gaps between tensors are zero pages from the kernel).
-        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
-    }
-}
-
-impl Drop for Frozen {
-    fn drop(&mut self) {
-        // SAFETY: the mapping is ours, and `Bytes` drops its owner only when no view remains.
-        unsafe { libc::munmap(self.ptr as *mut libc::c_void, self.mapped) };
     }
 }
 
@@ -516,8 +554,9 @@ mod tests {
 
     fn fill(filler: &mut Filler, i: u64, e: &Example) {
         if let Some(c) = filler.claim(i, e).unwrap() {
-            c.copy(e);
-            filler.record(c, e);
+            let copied = c.copy(e).unwrap();
+            assert_eq!(&copied, e, "the element handed on equals its input");
+            filler.record(c, &copied);
         }
     }
 
