@@ -184,3 +184,23 @@ def _order(ds: sh.Dataset, epoch: int) -> Any:
     # `rng::every_seed_and_epoch_pair_has_its_own_order_and_draws` compares whole orders).
     it = ds.iter(epoch=epoch)
     return tuple(int(next(it)["x"]) for _ in range(16))
+
+
+# ---- one plan rule for a parallel map over random access -----------------------------------
+
+
+def test_a_parallel_feature_op_keeps_random_access_as_a_parallel_decoder_does() -> None:
+    # spectrogram(num_parallel_calls=4) returned a stream where decode_audio(num_parallel_calls=4)
+    # kept random access: both now go through the loaders' one rule (map().parallelize()).
+    clips = sh.from_arrays({"audio": np.random.default_rng(0).standard_normal((6, 1600),
+                                                                            dtype=np.float32)})
+    seq = clips.spectrogram(n_fft=64)
+    par = clips.spectrogram(n_fft=64, num_parallel_calls=2)
+    # Random access under the parallel stage: ops after it build under it (the batch on the
+    # workers), and epochs() runs it.
+    assert par._native.staged_random_access and len(par) == 6
+    assert par.batch(2).describe().endswith("-> batch(2, drop_remainder=false) -> "
+                                            "parallelize[input](parallel, deterministic=true)")
+    for a, b in zip(seq.iter(epoch=0), par.iter(epoch=0)):
+        np.testing.assert_array_equal(a["spectrogram"], b["spectrogram"])
+    assert sum(1 for epoch in par.epochs(2) for _ in epoch) == 12

@@ -9,7 +9,6 @@ use std::path::{Path, PathBuf};
 use bytes::Bytes;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
-use stokehold_core::exec::Parallelism;
 use stokehold_core::{Dataset, Error, MapFn};
 use stokehold_io::audio::{
     decode_audio_fn, load_audio_fn, mel_spectrogram_fn, probe_bytes, probe_file, spectrogram_fn,
@@ -21,14 +20,10 @@ use crate::dataset::PyDataset;
 use crate::errors::{guard, ok};
 use crate::skips::map_on_error_par;
 
-/// `None` (inline), a thread count, or -1 (AUTOTUNE) as the core's parallel-map setting.
-fn par(op: &str, n: Option<i64>) -> stokehold_core::Result<Option<(Parallelism, bool)>> {
-    n.map(|n| Parallelism::from_arg(op, "num_parallel_calls", n).map(|p| (p, true)))
-        .transpose()
-}
-
 /// Maps a feature op (no skip policy: its errors are bad arguments or shapes) on the threads
-/// asked for.
+/// asked for, by the loaders' one rule ([`map_on_error_par`]): over random access (or execution
+/// stages over it) a parallel map is `map(f).parallelize()`, so `spectrogram(num_parallel_calls=4)`
+/// keeps random access as `decode_audio(num_parallel_calls=4)` does.
 fn apply(
     py: Python<'_>,
     ds: &Dataset,
@@ -37,10 +32,7 @@ fn apply(
     threads: Option<i64>,
 ) -> PyResult<PyDataset> {
     let op = label.split(':').next().unwrap_or(label);
-    Ok(PyDataset::from_dataset(match ok(py, par(op, threads))? {
-        None => ds.map(label, f),
-        Some((p, deterministic)) => ds.map_parallel(label, f, p, deterministic),
-    }))
+    map_on_error_par(py, ds, op, label, f, "raise", threads, true)
 }
 
 /// The arguments `decode_audio` and `load_audio` share, one tuple in this order (checked by
