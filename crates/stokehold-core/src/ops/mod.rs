@@ -144,20 +144,15 @@ impl Dataset {
         ))
     }
 
-    /// Repeats `count` times, or forever for `None`. Execution stages over a random-access base
-    /// are hoisted over the repeat: `ds.prefetch(n).repeat(k)` is built as
-    /// `ds.repeat(k).prefetch(n)` (the same for a deterministic `parallelize`), the same
-    /// elements, with one prefetch thread flowing through every repetition (see [`plan`]).
+    /// Repeats `count` times, or forever for `None`. Built under trailing execution stages, as
+    /// every op that keeps random access ([`Dataset::try_on_base`]): `ds.prefetch(n).repeat(k)`
+    /// is `ds.repeat(k).prefetch(n)`, the same elements, with one prefetch thread flowing
+    /// through every repetition (see [`plan`]).
     pub fn repeat(&self, count: Option<u64>) -> Dataset {
-        if let Some((base, stages)) = self.peel_stages() {
-            if !stages.is_empty() {
-                return plan::apply_stages(&base.repeat(count), &stages);
-            }
-        }
-        match self {
+        self.on_base(|ds| match ds {
             Dataset::Map(m) => Dataset::from_map(Remap(MapRepeat::new(m.clone(), count))),
-            Dataset::Iter(_) => Dataset::from_iter(IterRepeat::new(self.clone(), count)),
-        }
+            Dataset::Iter(_) => Dataset::from_iter(IterRepeat::new(ds.clone(), count)),
+        })
     }
 
     /// The first `n` elements (of each epoch, for random access).
