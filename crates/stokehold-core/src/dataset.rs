@@ -419,39 +419,33 @@ impl Dataset {
 
     /// The pipeline as text, inputs first: `"range(10) -> shuffle(seed=1) -> batch(4)"`.
     pub fn describe(&self) -> String {
-        let parents = self.parents();
-        let me = self.name();
-        match parents.len() {
-            0 => me,
-            1 => format!("{} -> {me}", parents[0].describe()),
-            _ => {
-                let inner: Vec<_> = parents.iter().map(|p| p.describe()).collect();
-                format!("[{}] -> {me}", inner.join(" | "))
-            }
-        }
+        self.describe_by(&|ds| Some(ds.name()))
     }
 
     /// The data the pipeline yields, as text: [`Dataset::describe`] without the execution
     /// stages (prefetch, parallelize, `with_options`: see [`IterDataset::data_name`]), so
     /// `range(10).prefetch(2).batch(4)` and `range(10).batch(4)` read the same.
     pub fn describe_data(&self) -> String {
-        if let Dataset::Iter(i) = self {
-            if i.data_name().is_none() {
-                if let [parent] = &self.parents()[..] {
-                    return parent.describe_data();
-                }
-            }
-        }
-        let me = match self {
-            Dataset::Map(m) => m.name(),
-            Dataset::Iter(i) => i.data_name().unwrap_or_else(|| i.name()),
-        };
+        self.describe_by(&|ds| match ds {
+            Dataset::Map(m) => Some(m.name()),
+            Dataset::Iter(i) => i.data_name(),
+        })
+    }
+
+    /// The pipeline as text, inputs first, each op named by `name`; an op it names `None` (with
+    /// one input) is left out.
+    fn describe_by(&self, name: &dyn Fn(&Dataset) -> Option<String>) -> String {
         let parents = self.parents();
+        let me = match (name(self), &parents[..]) {
+            (Some(me), _) => me,
+            (None, [parent]) => return parent.describe_by(name),
+            (None, _) => self.name(),
+        };
         match parents.len() {
             0 => me,
-            1 => format!("{} -> {me}", parents[0].describe_data()),
+            1 => format!("{} -> {me}", parents[0].describe_by(name)),
             _ => {
-                let inner: Vec<_> = parents.iter().map(|p| p.describe_data()).collect();
+                let inner: Vec<_> = parents.iter().map(|p| p.describe_by(name)).collect();
                 format!("[{}] -> {me}", inner.join(" | "))
             }
         }
