@@ -18,23 +18,23 @@ used. ``docs/GUIDE.md`` is the cookbook.
 from . import jax, keras, tfrecord, torch
 from ._args import AUTOTUNE, INFINITE, UNKNOWN
 from ._malloc import malloc_tuning, tune_malloc
-from ._native import (
+from ._native import __version__
+from .audio import probe_audio
+from .dataset import Dataset, Element
+from .demo import demo
+from .errors import (
     CancelledError,
     DataCorruptionError,
     InvalidArgumentError,
     OutOfRangeError,
     SchemaError,
+    SkipLog,
     StateError,
     StokeholdError,
     StokeholdFileNotFoundError,
     StokeholdIOError,
     WorkerPanicError,
-    __version__,
 )
-from .audio import probe_audio
-from .dataset import Dataset, Element
-from .demo import demo
-from .errors import SkipLog
 from .image import ImageInfo, probe_image
 from .iterator import Epoch, EpochLoader, Iterator
 from .processes import ProcessOptions, WorkerProcessError
