@@ -88,6 +88,12 @@ fn stale(pid: u32, mtime: Option<std::time::SystemTime>) -> bool {
     }
 }
 
+/// Whether `name` is a temporary name of the convention whose writer is gone (see [`stale`]),
+/// given the file's `mtime`.
+pub fn is_stale_temp(name: &str, mtime: Option<std::time::SystemTime>) -> bool {
+    is_temp_name(name).is_some_and(|pid| stale(pid, mtime))
+}
+
 /// Removes the stale temporary files of the convention in `dir` (see [`stale`]); returns how
 /// many. Best effort: a file that cannot be removed is left.
 pub fn clean_temps(dir: &Path) -> usize {

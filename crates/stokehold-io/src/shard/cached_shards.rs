@@ -3,11 +3,14 @@
 //! manifest's CRC32C, and the folder is then opened by the ordinary memory-mapped
 //! [`ShardDataset`] reader, so random access and global shuffle run at local speed.
 //!
-//! How: a *mirror* folder inside the cache (`.mirrors/<h(url)>-<h(manifest)>/`) holds the
-//! manifest and one symlink per shard, named as in the manifest, pointing at the shard's cache
-//! entry. Opening the mirror maps the entries; an entry evicted afterwards (by this or another
-//! process) stays readable through its mapping. An entry evicted between the download and the
-//! open is downloaded again (one retry).
+//! How: a *mirror* folder holds the manifest and one symlink per shard, named as in the manifest,
+//! pointing at the open handle of the shard's cache entry (`/proc/self/fd/N`; `/dev/fd/N` off
+//! Linux). The mirror is private to one open: a fresh folder of an unguessable name made with
+//! `mkdir` (never an existing one: a name taken is skipped) in the system's temporary folder,
+//! mode 0700, removed once the reader has mapped every shard. So nothing is written into the
+//! cache folder for a hit (a read-only cache serves warm opens), no other process or user can
+//! plant or redirect a mirror, and an entry another process evicts between the download and the
+//! open is still read through the handle this open holds, never a missing file.
 //!
 //! A shard's cache key is `<url>/<file>` and its version the manifest's CRC32C of the file, so a
 //! dataset rewritten remotely (new manifest) never reads old shards; the manifest itself is always
@@ -15,7 +18,8 @@
 //! shard when it opens): a larger dataset is refused with an error naming both sizes.
 
 use std::fs::File;
-use std::io::Read;
+use std::io::{Read, Write};
+use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -24,8 +28,8 @@ use stokehold_core::{Error, Result};
 use super::format::MANIFEST_NAME;
 use super::reader::read_manifest;
 use super::{Manifest, ShardDataset};
-use crate::atomic;
-use crate::storage::{self, folder::Folder, local_cache::LocalCache, read_ahead::ReadAhead};
+use crate::storage::local_cache::{CachedFile, LocalCache, SafeDir};
+use crate::storage::{self, folder::Folder, read_ahead::ReadAhead};
 
 /// Shards downloaded at once: enough to keep a loopback or datacenter link busy while one shard's
 /// request waits on its first byte, few enough to bound connections and memory in flight.
@@ -96,14 +100,12 @@ pub fn open_cached(
 ) -> Result<ShardDataset> {
     let url = source.url();
     let text = source.manifest()?;
-    let mirror = cache.dir().join(".mirrors").join(format!(
-        "{:016x}-{:016x}",
-        h64(url.as_bytes()),
-        h64(&text)
-    ));
-    std::fs::create_dir_all(&mirror).map_err(|e| Error::io(&mirror, e))?;
-    atomic::write_atomic(mirror.join(MANIFEST_NAME), &text)?;
-    let manifest = read_manifest(&mirror)?; // checks format, version and plain shard names
+    let mirror = Mirror::create(&url)?;
+    let mut f = mirror.dir.create_new(MANIFEST_NAME)?;
+    f.write_all(&text)
+        .map_err(|e| Error::io(mirror.dir.path().join(MANIFEST_NAME), e))?;
+    drop(f);
+    let manifest = read_manifest(mirror.dir.path())?; // checks format, version and plain names
     let total: u64 = manifest.shards.iter().map(|s| s.bytes).sum();
     if total > cache.cap() {
         return Err(Error::invalid(format!(
@@ -113,39 +115,97 @@ pub fn open_cached(
             cache.dir().display()
         )));
     }
-    for attempt in 0..2 {
-        fill_all(&source, cache, &manifest, &mirror, read_ahead)?;
-        match ShardDataset::open_with(&mirror, verify_records) {
-            Err(Error::Io { source, .. })
-                if attempt == 0 && source.kind() == std::io::ErrorKind::NotFound => {}
-            other => return other,
-        }
-    }
-    unreachable!("the second attempt returns")
+    // Held until the reader has mapped every shard through the mirror's links.
+    let _entries = fill_all(&source, cache, &manifest, &mirror.dir, read_ahead)?;
+    ShardDataset::open_with(mirror.dir.path(), verify_records)
 }
 
-/// Downloads every shard missing from the cache and links it into the mirror.
+/// A private mirror folder, removed when dropped.
+struct Mirror {
+    dir: SafeDir,
+}
+
+impl Mirror {
+    /// A fresh folder in the system's temporary folder: `mkdir` (mode 0700) of a name made of the
+    /// pid, the clock and a counter, hashed; a name that exists (planted or not) is skipped.
+    fn create(url: &str) -> Result<Mirror> {
+        use std::os::unix::fs::DirBuilderExt;
+        use std::sync::atomic::{AtomicU64, Ordering};
+        static N: AtomicU64 = AtomicU64::new(0);
+        let tmp = std::env::temp_dir();
+        for _ in 0..64 {
+            let nanos = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos());
+            let seed = format!(
+                "{url}|{}|{nanos}|{}",
+                std::process::id(),
+                N.fetch_add(1, Ordering::Relaxed)
+            );
+            let name = format!(
+                ".stokehold-mirror-{}-{:016x}",
+                std::process::id(),
+                h64(seed.as_bytes())
+            );
+            let path = tmp.join(name);
+            match std::fs::DirBuilder::new().mode(0o700).create(&path) {
+                Ok(()) => {
+                    return match SafeDir::open(&path, false) {
+                        Ok(dir) => Ok(Mirror { dir }),
+                        Err(e) => {
+                            let _ = std::fs::remove_dir_all(&path);
+                            Err(e)
+                        }
+                    };
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+                Err(e) => return Err(Error::io(&path, e)),
+            }
+        }
+        Err(Error::invalid(format!(
+            "{}: no fresh name for a mirror folder after 64 tries",
+            tmp.display()
+        )))
+    }
+}
+
+impl Drop for Mirror {
+    fn drop(&mut self) {
+        for name in self.dir.names() {
+            let _ = self.dir.remove(&name);
+        }
+        let _ = std::fs::remove_dir(self.dir.path());
+    }
+}
+
+/// Downloads every shard missing from the cache and links it into the mirror; returns the open
+/// entries the links point at.
 fn fill_all(
     source: &Arc<dyn ShardSource>,
     cache: &LocalCache,
     manifest: &Manifest,
-    mirror: &Path,
+    mirror: &SafeDir,
     read_ahead: usize,
-) -> Result<()> {
+) -> Result<Vec<CachedFile>> {
     let shards = Arc::new(manifest.shards.clone());
     let (src, c, list) = (Arc::clone(source), cache.clone(), Arc::clone(&shards));
     let mut ahead = ReadAhead::new(shards.len(), read_ahead, move |i| {
         let s = &list[i];
         let key = format!("{}/{}", src.url().trim_end_matches('/'), s.file);
-        let got = c.get_or_fill(&key, &s.crc32c, s.bytes, |f| {
+        c.get_or_fill(&key, &s.crc32c, s.bytes, |f| {
             src.download(&s.file, s.bytes, f)?;
             check_crc(f, &key, &s.crc32c)
-        })?;
-        Ok(got.path().to_path_buf())
+        })
     });
+    let mut held = Vec::with_capacity(shards.len());
     for s in shards.iter() {
-        let Some(path) = ahead.next() else { break };
-        if let Err(e) = path.and_then(|p| link(&p, &mirror.join(&s.file))) {
+        let Some(got) = ahead.next() else { break };
+        let linked = got.and_then(|entry| {
+            mirror.symlink(&fd_path(entry.file()), &s.file)?;
+            held.push(entry);
+            Ok(())
+        });
+        if let Err(e) = linked {
             // The downloads still in flight end before the error is returned: none goes on
             // filling the cache after this call (a refused transfer's caller found another
             // shard's download still counted in the cache's bytes).
@@ -153,9 +213,18 @@ fn fill_all(
             return Err(e);
         }
     }
-    Ok(())
+    Ok(held)
 }
 
+/// The path that opens `file` again, whatever became of its name.
+fn fd_path(file: &File) -> PathBuf {
+    let base = if cfg!(target_os = "linux") {
+        "/proc/self/fd"
+    } else {
+        "/dev/fd"
+    };
+    Path::new(base).join(file.as_raw_fd().to_string())
+}
 /// Checks the downloaded file's CRC32C against the manifest's (a body cut short or changed in
 /// transit is refused before it is published in the cache).
 fn check_crc(f: &mut File, key: &str, want: &str) -> Result<()> {
@@ -179,20 +248,4 @@ fn check_crc(f: &mut File, key: &str, want: &str) -> Result<()> {
         ));
     }
     Ok(())
-}
-
-/// Points `at` (a name in the mirror) at the cache entry `entry`, atomically.
-fn link(entry: &Path, at: &Path) -> Result<()> {
-    if std::fs::read_link(at).ok().as_deref() == Some(entry) {
-        return Ok(());
-    }
-    let tmp: PathBuf = atomic::temp_path(at);
-    #[cfg(unix)]
-    std::os::unix::fs::symlink(entry, &tmp).map_err(|e| Error::io(&tmp, e))?;
-    #[cfg(not(unix))]
-    return Err(Error::invalid(format!(
-        "{}: the remote shard cache needs symlinks (Unix)",
-        entry.display()
-    )));
-    std::fs::rename(&tmp, at).map_err(|e| Error::io(at, e))
 }
