@@ -116,3 +116,162 @@ fn dataset_larger_than_the_cap_is_refused_clearly() {
     assert!(err.to_string().contains("raise the cache cap"), "{err}");
     assert_eq!(src.downloads.load(Ordering::SeqCst), 0);
 }
+
+/// The mirror name the cache used to take, `.mirrors/<crc64(url)>-<crc64(manifest)>`, planted as
+/// a link to another folder: nothing is written through it, and the open still reads right.
+#[test]
+fn planted_mirror_link_is_never_written_through() {
+    let root = tempfile::tempdir().unwrap();
+    let src_dir = root.path().join("src");
+    let local = write(&src_dir, 300);
+    let cdir = root.path().join("cache");
+    let cache = LocalCache::open(&cdir, 1 << 30).unwrap();
+    let src = source(&src_dir, false);
+    let h = |b: &[u8]| crc_fast::checksum(crc_fast::CrcAlgorithm::Crc64Nvme, b);
+    let manifest = std::fs::read(src_dir.join("manifest.json")).unwrap();
+    let victim = root.path().join("victim");
+    std::fs::create_dir(&victim).unwrap();
+    std::fs::write(victim.join("manifest.json"), b"precious").unwrap();
+    std::fs::write(victim.join("shard-00000.stk"), b"precious").unwrap();
+    std::fs::create_dir(cdir.join(".mirrors")).unwrap();
+    let name = format!("{:016x}-{:016x}", h(src.url().as_bytes()), h(&manifest));
+    std::os::unix::fs::symlink(&victim, cdir.join(".mirrors").join(name)).unwrap();
+    let ds = open_cached(src.clone(), &cache, true, 3).unwrap();
+    for i in 0..ds.len() {
+        assert_eq!(ds.get(i).unwrap(), local.get(i).unwrap(), "record {i}");
+    }
+    let mut left: Vec<_> = std::fs::read_dir(&victim)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    left.sort();
+    assert_eq!(left, ["manifest.json", "shard-00000.stk"]);
+    for f in &left {
+        assert_eq!(std::fs::read(victim.join(f)).unwrap(), b"precious", "{f}");
+    }
+}
+
+/// A source that, once its last shard is downloaded, removes every other entry from the cache
+/// folder: what another process with a smaller cap does between this one's download and its open.
+struct Evicting(Arc<Folder>, PathBuf, usize);
+
+impl ShardSource for Evicting {
+    fn url(&self) -> String {
+        self.0.url()
+    }
+    fn manifest(&self) -> Result<Vec<u8>> {
+        self.0.manifest()
+    }
+    fn download(&self, file: &str, size: u64, out: &mut File) -> Result<()> {
+        self.0.download(file, size, out)?;
+        if self.0.downloads.load(Ordering::SeqCst) % self.2 == 0 {
+            for e in std::fs::read_dir(&self.1).unwrap().flatten() {
+                if e.file_name().to_string_lossy().ends_with(".shard") {
+                    std::fs::remove_file(e.path()).unwrap();
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+#[test]
+fn entries_evicted_by_another_process_before_the_open_are_still_read() {
+    let root = tempfile::tempdir().unwrap();
+    let src_dir = root.path().join("src");
+    let local = write(&src_dir, 300);
+    let shards = local.manifest().shards.len();
+    let cdir = root.path().join("cache");
+    let cache = LocalCache::open(&cdir, 1 << 30).unwrap();
+    let src = Arc::new(Evicting(source(&src_dir, false), cdir.clone(), shards));
+    let ds = open_cached(src.clone(), &cache, true, 1).unwrap();
+    assert_eq!(ds.len(), local.len());
+    for i in 0..ds.len() {
+        assert_eq!(ds.get(i).unwrap(), local.get(i).unwrap(), "record {i}");
+    }
+    assert_eq!(
+        src.0.downloads.load(Ordering::SeqCst),
+        shards,
+        "no download twice"
+    );
+}
+
+const CHILD_ENV: &str = "STOKEHOLD_CACHED_SHARDS_CHILD";
+
+/// Child body for `read_only_cache_serves_a_warm_open`: `src|cache`. Run as another user when
+/// the test runs as root (root writes anywhere), else in a folder made read-only.
+#[test]
+fn child_read_only() {
+    let Ok(spec) = std::env::var(CHILD_ENV) else {
+        return;
+    };
+    let (src_dir, cdir) = spec.split_once('|').unwrap();
+    // SAFETY: plain libc calls in a single-purpose child.
+    unsafe {
+        if libc::geteuid() == 0 {
+            assert_eq!(libc::setgid(65534), 0);
+            assert_eq!(libc::setuid(65534), 0);
+            // setuid makes the process undumpable, which closes /proc/self/fd to it.
+            libc::prctl(libc::PR_SET_DUMPABLE, 1, 0, 0, 0);
+        }
+    }
+    let local = ShardDataset::open(src_dir).unwrap();
+    let cache = LocalCache::open(cdir, 1 << 30).unwrap();
+    assert!(cache.is_read_only());
+    let src = source(std::path::Path::new(src_dir), false);
+    let ds = open_cached(src.clone(), &cache, true, 2).unwrap();
+    for i in 0..ds.len() {
+        assert_eq!(ds.get(i).unwrap(), local.get(i).unwrap(), "record {i}");
+    }
+    assert_eq!(src.downloads.load(Ordering::SeqCst), 0);
+    // A miss names the folder and says why.
+    let err = cache
+        .get_or_fill("test://missing", "v", 3, |_| panic!("no fill"))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains(cdir) && err.contains("read-only"), "{err}");
+}
+
+fn chmod_tree(p: &std::path::Path, dir_mode: u32, file_mode: u32) {
+    use std::os::unix::fs::PermissionsExt;
+    let md = std::fs::symlink_metadata(p).unwrap();
+    if md.is_dir() {
+        for e in std::fs::read_dir(p).unwrap() {
+            chmod_tree(&e.unwrap().path(), dir_mode, file_mode);
+        }
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(dir_mode)).unwrap();
+    } else if md.is_file() {
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(file_mode)).unwrap();
+    }
+}
+
+/// A cache warmed, then made read-only: a warm open reads every shard from it (it failed with
+/// EACCES / EROFS on `.index.lock`).
+#[test]
+fn read_only_cache_serves_a_warm_open() {
+    let root = tempfile::tempdir().unwrap();
+    let src_dir = root.path().join("src");
+    write(&src_dir, 300);
+    let cdir = root.path().join("cache");
+    let cache = LocalCache::open(&cdir, 1 << 30).unwrap();
+    open_cached(source(&src_dir, false), &cache, true, 3).unwrap();
+    drop(cache);
+    chmod_tree(root.path(), 0o555, 0o444);
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "cached_shards::child_read_only",
+            "--test-threads=1",
+        ])
+        .env(
+            CHILD_ENV,
+            format!("{}|{}", src_dir.display(), cdir.display()),
+        )
+        .output()
+        .unwrap();
+    chmod_tree(root.path(), 0o755, 0o644);
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("1 passed"), "the child ran: {text}");
+}

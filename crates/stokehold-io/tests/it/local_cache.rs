@@ -247,3 +247,144 @@ fn fill_of_the_wrong_length_is_refused_and_leaves_nothing() {
         .collect();
     assert!(left.is_empty(), "{left:?}");
 }
+
+fn symlink(target: &Path, at: &Path) {
+    let _ = fs::remove_file(at);
+    std::os::unix::fs::symlink(target, at).unwrap();
+}
+
+/// Symlinks planted as the fill locks (`.locks/NN`, all 256) or the index lock: refused with an
+/// error naming the link, and their targets never created (they were, through the link).
+#[test]
+fn planted_lock_links_are_refused_and_their_targets_untouched() {
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("cache");
+    let victim = root.path().join("victim");
+    fs::create_dir(&victim).unwrap();
+    drop(LocalCache::open(&dir, 1 << 20).unwrap());
+    for i in 0..256 {
+        let at = dir.join(".locks").join(format!("{i:02x}"));
+        symlink(&victim.join(format!("lock-{i:02x}")), &at);
+    }
+    let cache = LocalCache::open(&dir, 1 << 20).unwrap();
+    let err = fill_bytes(&cache, "s3://b/k", "v1", b"abc")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains(".locks/") && err.contains("symbolic link"),
+        "{err}"
+    );
+    symlink(&victim.join("index"), &dir.join(".index.lock"));
+    let err = LocalCache::open(&dir, 1 << 20).unwrap_err().to_string();
+    assert!(
+        err.contains(".index.lock") && err.contains("symbolic link"),
+        "{err}"
+    );
+    let err = fill_bytes(&cache, "s3://b/k", "v1", b"abc")
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("symbolic link"), "{err}");
+    assert_eq!(
+        fs::read_dir(&victim).unwrap().count(),
+        0,
+        "nothing created through a link"
+    );
+    // The cache folder itself as a link, writable by others, or another user's: refused.
+    symlink(&dir, &root.path().join("alias"));
+    let err = LocalCache::open(root.path().join("alias"), 1 << 20)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("alias") && err.contains("symbolic link"),
+        "{err}"
+    );
+    use std::os::unix::fs::PermissionsExt;
+    let open = root.path().join("open");
+    fs::create_dir(&open).unwrap();
+    fs::set_permissions(&open, fs::Permissions::from_mode(0o777)).unwrap();
+    let err = LocalCache::open(&open, 1 << 20).unwrap_err().to_string();
+    assert!(err.contains("writable by group or others"), "{err}");
+    // SAFETY: geteuid cannot fail.
+    if unsafe { libc::geteuid() } == 0 {
+        std::os::unix::fs::chown(&victim, Some(65534), Some(65534)).unwrap();
+        let err = LocalCache::open(&victim, 1 << 20).unwrap_err().to_string();
+        assert!(err.contains("owned by uid 65534"), "{err}");
+    }
+}
+
+/// Child body for the full-disk test: `dir|marker`. A file-size limit (SIGXFSZ ignored, so
+/// writes past it fail with EFBIG) stands for a full disk; the error is written to the marker.
+#[test]
+fn child_full_disk() {
+    let Ok(spec) = std::env::var("STOKEHOLD_CACHE_FULL_CHILD") else {
+        return;
+    };
+    let (dir, marker) = spec.split_once('|').unwrap();
+    // SAFETY: plain libc calls in a single-purpose child.
+    unsafe {
+        libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+        let lim = libc::rlimit {
+            rlim_cur: 48 * 1024,
+            rlim_max: 48 * 1024,
+        };
+        assert_eq!(libc::setrlimit(libc::RLIMIT_FSIZE, &lim), 0);
+    }
+    let cache = LocalCache::open(dir, 1 << 20).unwrap();
+    let mut tries = 0;
+    let err = cache
+        .get_or_fill("s3://b/big", "v1", SIZE, |f| {
+            tries += 1;
+            write(f, &body(9, SIZE))
+        })
+        .unwrap_err();
+    fs::write(marker, format!("{tries}\n{err}")).unwrap();
+}
+
+/// A fill the disk cannot hold evicts least recently used entries and tries once more; failing
+/// again, the error names the cache folder and its cap, and no temporary file is left.
+#[test]
+fn full_disk_evicts_retries_once_then_names_the_folder_and_cap() {
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("cache");
+    let marker = root.path().join("marker");
+    let cache = LocalCache::open(&dir, 1 << 20).unwrap();
+    for k in 0..3u8 {
+        fill_bytes(
+            &cache,
+            &format!("s3://b/old-{k}"),
+            "v1",
+            &body(k, 32 * 1024),
+        )
+        .unwrap();
+    }
+    let status = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "local_cache::child_full_disk",
+            "--test-threads=1",
+            "-q",
+        ])
+        .env(
+            "STOKEHOLD_CACHE_FULL_CHILD",
+            format!("{}|{}", dir.display(), marker.display()),
+        )
+        .stdout(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let said = fs::read_to_string(&marker).unwrap();
+    let (tries, err) = said.split_once('\n').unwrap();
+    assert_eq!(tries, "2", "one retry: {err}");
+    assert!(
+        err.contains(&dir.display().to_string()) && err.contains("cap 1048576 bytes"),
+        "{err}"
+    );
+    // Two of the three 32 KiB entries (the least recently used) made way for the 64 KiB fill.
+    let left = names(&dir);
+    assert_eq!(left.len(), 1, "{left:?}");
+    assert_eq!(cache.used_bytes(), 32 * 1024);
+    assert_eq!(
+        fill_bytes(&cache, "s3://b/old-2", "v1", &body(2, 32 * 1024)).unwrap(),
+        body(2, 32 * 1024)
+    );
+}
