@@ -105,6 +105,12 @@ pub trait MapDataset: Send + Sync + 'static {
     fn prefetch(&self, index: u64, hint: Hint) {
         let _ = (index, hint);
     }
+
+    /// The log of what this op left out, as [`IterDataset::error_log`] (a random-access reader
+    /// whose index leaves corrupt records out). Default: `None`.
+    fn error_log(&self) -> Option<Arc<crate::skip::ErrorLog>> {
+        None
+    }
 }
 
 /// How far ahead a [`MapDataset::prefetch`] hint is. Iterators send `Locate` further ahead than

@@ -50,12 +50,13 @@ impl Dataset {
 }
 
 /// The error logs of every op of `ds` that skips elements (`ignore_errors`, a loader's
-/// `on_error="skip"`), outermost first.
+/// `on_error="skip"`, a TFRecord or shard reader skipping corrupt records), outermost first.
 pub fn error_logs(ds: &Dataset) -> Vec<Arc<ErrorLog>> {
     let mut out = Vec::new();
-    if let Dataset::Iter(i) = ds {
-        out.extend(i.error_log());
-    }
+    out.extend(match ds {
+        Dataset::Iter(i) => i.error_log(),
+        Dataset::Map(m) => m.error_log(),
+    });
     for p in ds.parents() {
         for log in error_logs(&p) {
             if !out.iter().any(|l| Arc::ptr_eq(l, &log)) {
@@ -121,10 +122,7 @@ impl Skipper {
         if self.log_warning {
             eprintln!("stokehold: ignore_errors() skipped element {index}: {e}");
         }
-        self.log.push(SkippedElement {
-            index,
-            error: e.to_string(),
-        });
+        self.log.push(SkippedElement::new(index, &e));
         Ok(())
     }
 }

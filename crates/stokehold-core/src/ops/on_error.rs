@@ -130,6 +130,7 @@ impl DatasetIter for DropIter {
             self.log.push(SkippedElement {
                 index: text(0).parse().unwrap_or(u64::MAX),
                 error: text(1),
+                at: None,
             });
         }
         Ok(None)
