@@ -4,17 +4,20 @@
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-use crate::errors::guard;
+use crate::errors::{guard, ok};
 
 /// Sets options for the object stores built from now on: for `store` (`"s3://bucket"`), or for
-/// every store when `store` is `""`; they override the environment.
+/// every store when `store` is `""`; they override the environment. The retry options
+/// (`retry_timeout`, `max_retries`) and every endpoint are checked here: a bad one is an
+/// `InvalidArgumentError` naming the option and the value.
 #[pyfunction]
 #[pyo3(signature = (options, store = String::new()))]
-fn set_storage_options(options: Vec<(String, String)>, store: String) -> PyResult<()> {
-    guard(|| {
-        stokehold_io::storage::set_options(&store, options);
-        Ok(())
-    })
+fn set_storage_options(
+    py: Python<'_>,
+    options: Vec<(String, String)>,
+    store: String,
+) -> PyResult<()> {
+    guard(|| ok(py, stokehold_io::storage::set_options(&store, options)))
 }
 
 /// This process's object-store reads so far: `requests` (GETs, hedges and resumed downloads

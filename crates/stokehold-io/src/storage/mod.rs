@@ -254,12 +254,15 @@ fn upload_progress() -> Option<Arc<UploadProgress>> {
 
 /// Options for the object stores built from now on: for `store` (`s3://bucket`) or, with `""`,
 /// for every store (see `remote::set_options`). Without the `remote` feature there are no
-/// object stores and this does nothing.
-pub fn set_options(store: &str, options: Vec<(String, String)>) {
+/// object stores and this does nothing. A malformed endpoint or retry option is an error.
+pub fn set_options(store: &str, options: Vec<(String, String)>) -> Result<()> {
     #[cfg(feature = "remote")]
-    remote::set_options(store, options);
+    return remote::set_options(store, options);
     #[cfg(not(feature = "remote"))]
-    let _ = (store, options);
+    {
+        let _ = (store, options);
+        Ok(())
+    }
 }
 
 /// Whether `location` names an object store (a URL) rather than a local path.

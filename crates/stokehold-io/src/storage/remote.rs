@@ -9,33 +9,34 @@
 //! Credentials and endpoints come from the usual environment variables (`AWS_ENDPOINT_URL`,
 //! `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_REGION`, `AWS_ALLOW_HTTP`, `GOOGLE_*`,
 //! `AZURE_*`), then from [`set_options`] (object_store's config keys, e.g. `aws_endpoint`).
-//! Requests retry with exponential backoff on 5xx, timeouts and dropped connections
-//! (object_store's `RetryConfig`); at most [`MAX_IN_FLIGHT`] run at once per process. A ranged
+//! Requests retry on 5xx, 429 and 408 answers, timeouts and dropped connections, with
+//! exponential backoff and jitter, honouring `Retry-After`, for a time budget (`remote/retry.rs`,
+//! configured by the `retry_timeout` and `max_retries` options); at most [`MAX_IN_FLIGHT`] run at
+//! once per process. Endpoints are checked before a client is built (`remote/endpoint.rs`). A ranged
 //! read that has not answered within a hedge delay gets one second, identical request, and the
 //! first full answer wins (`remote/hedge.rs`); [`stats`] counts requests and hedges.
 
+use bytes::Bytes;
+use futures_util::{StreamExt, TryStreamExt};
+use object_store::path::Path;
+use object_store::{GetOptions, GetRange, ObjectStore, ObjectStoreExt, PutPayload, WriteMultipart};
 use std::collections::HashMap;
 use std::ops::Range;
 use std::path::Path as FsPath;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
-
-use bytes::Bytes;
-use futures_util::{StreamExt, TryStreamExt};
-use object_store::path::Path;
-use object_store::{
-    BackoffConfig, GetOptions, GetRange, ObjectStore, ObjectStoreExt, PutPayload, RetryConfig,
-    WriteMultipart,
-};
 use stokehold_core::{Error, Result};
 use tokio::runtime::Runtime;
 
 use self::hedge::{hedged_get, Answer, Shared, BYTES, REQUESTS};
 pub use self::hedge::{stats, Stats, MAX_IN_FLIGHT};
+use self::retry::{gave_up, RetryConnector};
+pub use self::retry::{parse_retry_after, GaveUp, Policy};
 use super::{split_url, Meta};
 
+mod endpoint;
 mod hedge;
+mod retry;
 
 /// Ranges closer than this are fetched by one request: a request costs a round trip (~1 ms on
 /// loopback, 20+ ms to S3), which buys a MiB or more of transfer.
@@ -56,28 +57,17 @@ const RESUMES: u32 = 4;
 
 /// Errors a resumed download would meet again: a missing object, refused credentials, a changed
 /// object (the ETag no longer matches).
+/// A request that gave up (`remote/retry.rs`) spent its whole retry budget: final too.
 fn is_final(e: &object_store::Error) -> bool {
     use object_store::Error as E;
-    matches!(
-        e,
-        E::NotFound { .. }
-            | E::PermissionDenied { .. }
-            | E::Unauthenticated { .. }
-            | E::Precondition { .. }
-    )
-}
-
-/// Tries per request before an error, and the backoff between them.
-fn retry_config() -> RetryConfig {
-    RetryConfig {
-        backoff: BackoffConfig {
-            init_backoff: Duration::from_millis(50),
-            max_backoff: Duration::from_secs(5),
-            base: 2.0,
-        },
-        max_retries: 8,
-        retry_timeout: Duration::from_secs(120),
-    }
+    gave_up(e).is_some()
+        || matches!(
+            e,
+            E::NotFound { .. }
+                | E::PermissionDenied { .. }
+                | E::Unauthenticated { .. }
+                | E::Precondition { .. }
+        )
 }
 
 struct State {
@@ -95,9 +85,20 @@ static OPTIONS: Mutex<Option<StoreOptions>> = Mutex::new(None);
 /// Extra configuration for the stores built from now on: for `store` (`s3://bucket`), or for
 /// every store when `store` is `""`. Keys are object_store's for the scheme, e.g.
 /// `aws_endpoint`, `aws_access_key_id`, `aws_secret_access_key`, `aws_region`,
-/// `aws_allow_http`; they override the environment, a store's own over the ones for all.
+/// `aws_allow_http`; they override the environment, a store's own over the ones for all. Two
+/// keys are ours, the retry budget of every request (`remote/retry.rs`): `retry_timeout`
+/// (seconds, default 120) and `max_retries` (default: as many as the time allows).
 /// Stores already built are dropped so the options apply.
-pub fn set_options(store: &str, options: Vec<(String, String)>) {
+///
+/// Checked here, before anything is kept: a retry value that is no number (negative, NaN) and
+/// an endpoint or proxy URL the client cannot take are errors naming the option and the value.
+pub fn set_options(store: &str, options: Vec<(String, String)>) -> Result<()> {
+    Policy::from_options(&options)?;
+    for (k, v) in &options {
+        if endpoint::is_url_key(k) {
+            endpoint::check(&format!("storage option {k}"), v)?;
+        }
+    }
     let mut g = OPTIONS.lock().unwrap_or_else(|e| e.into_inner());
     g.get_or_insert_with(HashMap::new)
         .insert(store.trim_end_matches('/').to_string(), options);
@@ -105,6 +106,7 @@ pub fn set_options(store: &str, options: Vec<(String, String)>) {
     if let Some(s) = STATE.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
         s.stores.lock().unwrap_or_else(|e| e.into_inner()).clear();
     }
+    Ok(())
 }
 
 /// The options for `base`: those for every store, then its own. Of the options for every store,
@@ -174,23 +176,46 @@ fn bad_url(url: &str, why: impl std::fmt::Display) -> Error {
     Error::invalid(format!("{url}: {why}"))
 }
 
-/// The client for `scheme://bucket`, built once per process.
+/// Checks the URL-valued variables of the environment a backend reads (`AWS_ENDPOINT_URL`,
+/// `AZURE_STORAGE_ENDPOINT`, ...; those whose names start with `prefix`), by name.
+fn check_env_endpoints(prefix: &str) -> Result<()> {
+    for (k, v) in std::env::vars() {
+        if k.starts_with(prefix) && endpoint::is_url_key(&k) {
+            endpoint::check(&k, &v)?;
+        }
+    }
+    Ok(())
+}
+
+/// The client for `scheme://bucket`, built once per process. Every endpoint it would use is
+/// checked first (`remote/endpoint.rs`); every request goes through the retry layer
+/// (`remote/retry.rs`) with the policy of the store's options.
 fn store(st: &State, base: &str) -> Result<Arc<dyn ObjectStore>> {
     let mut stores = st.stores.lock().unwrap_or_else(|e| e.into_inner());
     if let Some(s) = stores.get(base) {
         return Ok(s.clone());
     }
-    let options = options_for(base);
+    let (ours, options): (Vec<_>, Vec<_>) = options_for(base)
+        .into_iter()
+        .partition(|(k, _)| retry::KEYS.contains(&k.to_ascii_lowercase().as_str()));
+    let policy = Policy::from_options(&ours)?;
+    let connector = || RetryConnector { policy };
     let scheme = super::url::scheme(base);
     let built: std::result::Result<Arc<dyn ObjectStore>, object_store::Error> = match scheme
         .as_str()
     {
         "s3" | "s3a" => {
             use object_store::aws::AmazonS3Builder;
+            check_env_endpoints("AWS_")?;
             let mut b = AmazonS3Builder::from_env().with_url(base);
             // The AWS profile fills what the environment leaves unset; options set in code
             // come after it and win.
             let mut settings = super::aws_profile::settings().map_err(|e| bad_url(base, e))?;
+            for (k, v) in &settings {
+                if endpoint::is_url_key(k) {
+                    endpoint::check(&format!("AWS profile setting {k}"), v)?;
+                }
+            }
             settings.extend(options.iter().cloned());
             for (k, v) in &settings {
                 b = b.with_config(k.parse().map_err(|e| bad_url(base, e))?, v);
@@ -207,32 +232,38 @@ fn store(st: &State, base: &str) -> Result<Arc<dyn ObjectStore>> {
             if endpoint.starts_with("http://") {
                 b = b.with_allow_http(true);
             }
-            b.with_retry(retry_config())
+            b.with_retry(policy.inner_config())
+                .with_http_connector(connector())
                 .build()
                 .map(|s| Arc::new(s) as _)
         }
         "gs" => {
             use object_store::gcp::GoogleCloudStorageBuilder;
+            check_env_endpoints("GOOGLE_")?;
             let mut b = GoogleCloudStorageBuilder::from_env().with_url(base);
             for (k, v) in &options {
                 b = b.with_config(k.parse().map_err(|e| bad_url(base, e))?, v);
             }
-            b.with_retry(retry_config())
+            b.with_retry(policy.inner_config())
+                .with_http_connector(connector())
                 .build()
                 .map(|s| Arc::new(s) as _)
         }
         "az" | "abfs" | "abfss" => {
             use object_store::azure::MicrosoftAzureBuilder;
+            check_env_endpoints("AZURE_")?;
             let mut b = MicrosoftAzureBuilder::from_env().with_url(base);
             for (k, v) in &options {
                 b = b.with_config(k.parse().map_err(|e| bad_url(base, e))?, v);
             }
-            b.with_retry(retry_config())
+            b.with_retry(policy.inner_config())
+                .with_http_connector(connector())
                 .build()
                 .map(|s| Arc::new(s) as _)
         }
         "http" | "https" => {
             use object_store::http::HttpBuilder;
+            endpoint::check("the store URL", base)?;
             let mut b = HttpBuilder::new().with_url(base);
             for (k, v) in &options {
                 b = b.with_config(k.parse().map_err(|e| bad_url(base, e))?, v);
@@ -240,7 +271,8 @@ fn store(st: &State, base: &str) -> Result<Arc<dyn ObjectStore>> {
             if scheme == "http" {
                 b = b.with_client_options(object_store::ClientOptions::new().with_allow_http(true));
             }
-            b.with_retry(retry_config())
+            b.with_retry(policy.inner_config())
+                .with_http_connector(connector())
                 .build()
                 .map(|s| Arc::new(s) as _)
         }
@@ -276,6 +308,12 @@ fn store_error(url: &str, offset: u64, e: object_store::Error) -> Error {
         }
         _ => std::io::ErrorKind::Other,
     };
+    if let Some(g) = gave_up(&e) {
+        return Error::io(
+            url,
+            std::io::Error::new(kind, format!("at offset {offset}: {g}")),
+        );
+    }
     let what = match &e {
         E::Generic { source, .. } => {
             // Whether it is a missing bucket or refused credentials is inside the XML body

@@ -16,6 +16,8 @@ mod remote_cache;
 #[cfg(feature = "remote")]
 mod remote_hedge;
 #[cfg(feature = "remote")]
+mod remote_retry;
+#[cfg(feature = "remote")]
 mod remote_server;
 #[cfg(feature = "remote")]
 mod remote_stream;

@@ -120,7 +120,8 @@ fn child() {
             ("aws_secret_access_key".into(), "testing".into()),
             ("aws_region".into(), "us-east-1".into()),
         ],
-    );
+    )
+    .unwrap();
     let cache = LocalCache::open(dir, 1 << 30).unwrap();
     let _ = open_cached(shard_source(Path::new(url)).unwrap(), &cache, true, 1);
 }

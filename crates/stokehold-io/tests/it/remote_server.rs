@@ -80,7 +80,8 @@ pub fn moto() -> &'static Moto {
                 ("aws_region".into(), "us-east-1".into()),
                 ("aws_allow_http".into(), "true".into()),
             ],
-        );
+        )
+        .unwrap();
         register_stop();
         Moto {
             port,
@@ -133,6 +134,9 @@ pub enum Fault {
     Pass,
     /// Answer 503 Slow Down without asking moto.
     ServerError,
+    /// Answer S3's throttling answer without asking moto: `503 Slow Down` with the XML body
+    /// `<Code>SlowDown</Code>`, and a `Retry-After` header of this many seconds when `Some`.
+    SlowDown(Option<u64>),
     /// Close the connection without an answer.
     Drop,
     /// Forward, then send the answer's head and only half its body, and close.
@@ -222,13 +226,17 @@ impl Proxy {
 
     /// Points the store `s3://bucket` at this proxy.
     pub fn route(&self, bucket: &str) {
-        stokehold_io::storage::remote::set_options(
-            &format!("s3://{bucket}"),
-            vec![(
-                "aws_endpoint".into(),
-                format!("http://127.0.0.1:{}", self.port),
-            )],
-        );
+        self.route_with(bucket, &[]);
+    }
+
+    /// [`Proxy::route`] with more options for the store (`("retry_timeout", "5")`).
+    pub fn route_with(&self, bucket: &str, options: &[(&str, &str)]) {
+        let mut all = vec![(
+            "aws_endpoint".to_string(),
+            format!("http://127.0.0.1:{}", self.port),
+        )];
+        all.extend(options.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+        stokehold_io::storage::remote::set_options(&format!("s3://{bucket}"), all).unwrap();
     }
 }
 
@@ -297,6 +305,18 @@ fn serve(
             Fault::ServerError => {
                 out.write_all(
                     b"HTTP/1.1 503 Slow Down\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+                )?;
+                return Ok(());
+            }
+            Fault::SlowDown(retry_after) => {
+                let xml = "<?xml version=\"1.0\" encoding=\"UTF-8\"?><Error><Code>SlowDown\
+                           </Code><Message>Please reduce your request rate.</Message></Error>";
+                let after = retry_after.map_or(String::new(), |s| format!("Retry-After: {s}\r\n"));
+                write!(
+                    out,
+                    "HTTP/1.1 503 Slow Down\r\nContent-Type: application/xml\r\n{after}\
+                     Content-Length: {}\r\nConnection: close\r\n\r\n{xml}",
+                    xml.len()
                 )?;
                 return Ok(());
             }
