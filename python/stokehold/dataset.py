@@ -45,6 +45,10 @@ __all__ = ["AUTOTUNE", "INFINITE", "UNKNOWN", "Dataset", "Element"]
 Element = Dict[str, Any]
 #: A map function: element -> new element (a dict).
 MapFn = Callable[[Element], Mapping[str, Any]]
+#: A padding value: converted to each feature's dtype exactly, as tf.data converts it (an int64
+#: of 2**53 + 1 stays itself; 2.7 into an int feature, or a number into a bytes feature given by
+#: name, is an :class:`InvalidArgumentError`).
+PadValue = Union[int, float, bool, bytes, str]
 
 
 class Dataset:
@@ -264,13 +268,13 @@ class Dataset:
             _args.name(op, "feature", feature), _args.count(op, "size", size),
             _args.count(op, "axis", axis), self._op_seed(op, seed), _args.flag(op, "pad", pad)))
 
-    def pad_to(self, feature: str, length: int, axis: int = 0, value: float = 0) -> Dataset:
+    def pad_to(self, feature: str, length: int, axis: int = 0, value: PadValue = 0) -> Dataset:
         """Pads (with ``value``, default 0) or trims ``feature`` to exactly ``length`` along
         ``axis`` (default 0)."""
         op = "pad_to"
         return self._then(self._native.pad_to(
             _args.name(op, "feature", feature), _args.count(op, "length", length),
-            _args.count(op, "axis", axis), float(value)))
+            _args.count(op, "axis", axis), value))
 
     def cast(self, feature: str, dtype: Any) -> Dataset:
         """Casts ``feature`` to ``dtype`` (a numpy dtype or its name; C-style conversion:
@@ -671,7 +675,7 @@ class Dataset:
         self,
         batch_size: int,
         padded_shapes: Optional[Mapping[str, Sequence[Optional[int]]]] = None,
-        padding_values: Union[None, float, Mapping[str, float]] = None,
+        padding_values: Union[None, PadValue, Mapping[str, PadValue]] = None,
         drop_remainder: bool = False,
     ) -> Dataset:
         """Batches with padding: each feature of rank >= 1 is padded to the longest element of
@@ -684,8 +688,10 @@ class Dataset:
             padded_shapes: feature -> shape; an axis given as ``None`` or ``-1`` pads to the
                 longest in the batch (default for every feature and axis). An element larger
                 than a fixed shape is a :class:`SchemaError`.
-            padding_values: one number for every feature, or feature -> number (default 0).
-                Bytes features pad with ``b""``.
+            padding_values: one value for every feature, or feature -> value (default: zero,
+                ``b""`` for bytes). A value is converted to its feature's dtype exactly (see
+                :data:`PadValue`); one value for every feature pads the features of its kind (a
+                number the numeric ones, a byte string the bytes ones) and the others with zero.
             drop_remainder: drop a last, smaller batch (default False).
         """
         op = "padded_batch"
@@ -762,7 +768,7 @@ class Dataset:
         bucket_boundaries: Sequence[int],
         bucket_batch_sizes: Sequence[int],
         padded_shapes: Optional[Mapping[str, Sequence[Optional[int]]]] = None,
-        padding_values: Union[None, float, Mapping[str, float]] = None,
+        padding_values: Union[None, PadValue, Mapping[str, PadValue]] = None,
         pad_to_bucket_boundary: bool = False,
         no_padding: bool = False,
         drop_remainder: bool = False,
@@ -1213,10 +1219,11 @@ class Dataset:
 def _padding(
     op: str,
     padded_shapes: Optional[Mapping[str, Sequence[Optional[int]]]],
-    padding_values: Union[None, float, Mapping[str, float]],
-) -> Tuple[Dict[str, List[Optional[int]]], Dict[str, float], float]:
+    padding_values: Union[None, PadValue, Mapping[str, PadValue]],
+) -> Tuple[Dict[str, List[Optional[int]]], Dict[str, PadValue], Optional[PadValue]]:
     """``padded_batch``'s padding arguments as the native layer takes them: shapes (``None`` or
-    -1: pad to the longest), values per feature, and the default value."""
+    -1: pad to the longest), values per feature, and the value for the rest (the values are
+    converted, exactly, by the native layer)."""
     shapes: Dict[str, List[Optional[int]]] = {}
     if padded_shapes is not None:
         if not isinstance(padded_shapes, Mapping):
@@ -1224,13 +1231,9 @@ def _padding(
         for k, shape in padded_shapes.items():
             arg = f"padded_shapes[{k!r}]"
             shapes[str(k)] = [None if d is None or d == -1 else _args.count(op, arg, d) for d in shape]
-    values: Dict[str, float] = {}
-    default = 0.0
     if isinstance(padding_values, Mapping):
-        values = {str(k): float(v) for k, v in padding_values.items()}
-    elif padding_values is not None:
-        default = float(padding_values)
-    return shapes, values, default
+        return shapes, {str(k): v for k, v in padding_values.items()}, None
+    return shapes, {}, padding_values
 
 
 def _dataset(op: str, value: Any) -> Dataset:

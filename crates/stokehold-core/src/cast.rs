@@ -72,19 +72,89 @@ fn write(dtype: DType, v: Num, out: &mut Vec<u8>) {
     }
 }
 
-/// The bytes of `value` as one element of `dtype` (empty for bytes).
-pub fn fill_value(dtype: DType, value: f64) -> Vec<u8> {
-    if dtype == DType::Bytes {
-        return Vec::new();
+/// A padding value as the user gave it (an int, a float, a bool or a byte string), converted to a
+/// feature's dtype exactly or refused: tf.data converts a padding value to the component's dtype
+/// the same way (`2**53 + 1` pads an int64 feature with itself, `2.7` does not pad an int32 one).
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub enum PadValue {
+    /// `True` / `False`.
+    Bool(bool),
+    /// A signed integer.
+    Int(i64),
+    /// An integer above `i64::MAX` (a uint64 value).
+    UInt(u64),
+    /// A float.
+    Float(f64),
+    /// A byte string (pads bytes features).
+    Bytes(Vec<u8>),
+}
+
+impl std::fmt::Display for PadValue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PadValue::Bool(b) => write!(f, "{b}"),
+            PadValue::Int(i) => write!(f, "{i}"),
+            PadValue::UInt(u) => write!(f, "{u}"),
+            PadValue::Float(x) => write!(f, "{x}"),
+            PadValue::Bytes(b) => write!(f, "b{:?}", String::from_utf8_lossy(b)),
+        }
+    }
+}
+
+/// The range of an integer dtype, as `i128`.
+fn int_range(dtype: DType) -> Option<(i128, i128)> {
+    Some(match dtype {
+        DType::Bool => (0, 1),
+        DType::U8 => (0, u8::MAX as i128),
+        DType::I8 => (i8::MIN as i128, i8::MAX as i128),
+        DType::U16 => (0, u16::MAX as i128),
+        DType::I16 => (i16::MIN as i128, i16::MAX as i128),
+        DType::U32 => (0, u32::MAX as i128),
+        DType::I32 => (i32::MIN as i128, i32::MAX as i128),
+        DType::U64 => (0, u64::MAX as i128),
+        DType::I64 => (i64::MIN as i128, i64::MAX as i128),
+        _ => return None,
+    })
+}
+
+/// One element of `dtype` holding `value` (`None`: the dtype's zero, `b""` for bytes), or an
+/// error naming `op` and `what` when the value does not convert exactly: a fraction or an
+/// out-of-range integer into an integer dtype, a number into bytes, a string into a number.
+pub fn fill_value(
+    op: &str,
+    what: impl std::fmt::Display,
+    dtype: DType,
+    value: Option<&PadValue>,
+) -> Result<Vec<u8>> {
+    let refuse = |v: &PadValue| {
+        Error::invalid(format!(
+            "{op}: padding value {v} does not convert to {dtype} exactly ({what})"
+        ))
+    };
+    let num = match value {
+        None if dtype == DType::Bytes => return Ok(Vec::new()),
+        None => Num::Int(0),
+        Some(PadValue::Bytes(b)) if dtype == DType::Bytes => return Ok(b.clone()),
+        Some(v @ PadValue::Bytes(_)) => return Err(refuse(v)),
+        Some(v) if dtype == DType::Bytes => return Err(refuse(v)),
+        Some(PadValue::Bool(b)) => Num::Int(*b as i128),
+        Some(PadValue::Int(i)) => Num::Int(*i as i128),
+        Some(PadValue::UInt(u)) => Num::Int(*u as i128),
+        Some(v @ PadValue::Float(x)) => match int_range(dtype) {
+            // An integral float (`0.0`, `-1.0`) is that integer; a fraction or NaN is refused.
+            Some(_) if x.fract() == 0.0 && x.abs() < 2f64.powi(64) => Num::Int(*x as i128),
+            Some(_) => return Err(refuse(v)),
+            None => Num::Float(*x),
+        },
+    };
+    if let (Num::Int(i), Some((lo, hi))) = (num, int_range(dtype)) {
+        if i < lo || i > hi {
+            return Err(refuse(value.expect("a zero is in every range")));
+        }
     }
     let mut out = Vec::with_capacity(8);
-    let v = if value.fract() == 0.0 && value.abs() < 1e18 {
-        Num::Int(value as i128)
-    } else {
-        Num::Float(value)
-    };
-    write(dtype, v, &mut out);
-    out
+    write(dtype, num, &mut out);
+    Ok(out)
 }
 
 /// `t` converted to `dtype`.
@@ -157,7 +227,42 @@ mod tests {
 
     #[test]
     fn fill_values() {
-        assert_eq!(fill_value(DType::I16, -1.0), (-1i16).to_le_bytes().to_vec());
-        assert_eq!(fill_value(DType::F32, 0.5), 0.5f32.to_le_bytes().to_vec());
+        let fill = |d, v: PadValue| fill_value("pad", "x", d, Some(&v));
+        assert_eq!(
+            fill(DType::I16, PadValue::Float(-1.0)).unwrap(),
+            (-1i16).to_le_bytes()
+        );
+        assert_eq!(
+            fill(DType::F32, PadValue::Float(0.5)).unwrap(),
+            0.5f32.to_le_bytes()
+        );
+        // Exact: an int64 past 2**53 stays itself; a fraction, an out-of-range integer or a
+        // string into a number is refused, naming the value and the dtype.
+        let big = (1i64 << 53) + 1;
+        assert_eq!(
+            fill(DType::I64, PadValue::Int(big)).unwrap(),
+            big.to_le_bytes()
+        );
+        assert_eq!(
+            fill(DType::U64, PadValue::UInt(u64::MAX)).unwrap(),
+            u64::MAX.to_le_bytes()
+        );
+        let e = fill(DType::I32, PadValue::Float(2.7))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("2.7") && e.contains("int32"), "{e}");
+        assert!(fill(DType::U8, PadValue::Int(-1)).is_err());
+        assert!(fill(DType::I8, PadValue::Int(128)).is_err());
+        assert!(fill(DType::F32, PadValue::Bytes(b"x".to_vec())).is_err());
+        assert!(fill(DType::Bytes, PadValue::Int(0)).is_err());
+        assert_eq!(
+            fill(DType::Bytes, PadValue::Bytes(b"<pad>".to_vec())).unwrap(),
+            b"<pad>"
+        );
+        assert_eq!(fill_value("pad", "x", DType::Bytes, None).unwrap(), b"");
+        assert_eq!(
+            fill_value("pad", "x", DType::F64, None).unwrap(),
+            0f64.to_le_bytes()
+        );
     }
 }

@@ -84,6 +84,17 @@ pub trait MapDataset: Send + Sync + 'static {
         None
     }
 
+    /// For an endless dataset that repeats a finite one: the period `p` at which it starts over,
+    /// index `k * p` being the first element of a new epoch of what it repeats (`repeat()` of
+    /// `n` elements: `n`). `take(k)` over an endless dataset starts each of its epochs at such a
+    /// boundary (tf.data restarts the inner iterator on each pass), a fresh epoch of the
+    /// repeated input each time, so a shuffle under the repeat draws a new order. Element-wise
+    /// ops forward it; `batch(b)` scales it. Default: unknown, and `take` restarts each epoch at
+    /// index 0.
+    fn pass_len(&self) -> Option<u64> {
+        None
+    }
+
     /// True when [`MapDataset::get_batch`] only gathers what is stored and answers `None` where
     /// the elements do not stack (shapes that differ beyond axis 0), so that `padded_batch` may
     /// take it and pad the stacked batch. A batch path that runs a function (map's) stacks its

@@ -34,6 +34,7 @@ pub use dtype::{DType, Scalar};
 pub use error::{BoxError, Error, Result};
 pub use example::{stack, stack_examples, Example, Ragged, Value};
 pub use exec::{ExecOptions, Executor, Parallelism, AUTOTUNE};
+pub use cast::PadValue;
 pub use ops::batch::{BatchOptions, PadSpec};
 pub use ops::filter::FilterFn;
 pub use ops::generator::{generator_fn, ExampleIter, GeneratorFactory};

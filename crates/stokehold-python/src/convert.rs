@@ -20,9 +20,10 @@ use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{IntoPyDict, PyBool, PyBytes, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
+use std::collections::HashMap;
 use std::ffi::{c_int, c_void};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use stokehold_core::{stack, DType, Error, Example, Ragged, Tensor, Value};
+use stokehold_core::{stack, DType, Error, Example, PadValue, Ragged, Tensor, Value};
 
 use crate::errors::to_pyerr;
 
@@ -748,4 +749,51 @@ pub fn dict_to_example(py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<Examp
         e.insert_shared(name, value);
     }
     Ok(e)
+}
+
+/// A padding value from Python as core's [`PadValue`], kept exact: a bool, an int (numpy's
+/// too; `int64` or `uint64` range), a float, `bytes` or `str` (UTF-8). Converting it to a
+/// feature's dtype is core's rule (`stokehold_core::cast::fill_value`).
+pub(crate) fn pad_value(op: &str, v: &Bound<'_, PyAny>) -> PyResult<PadValue> {
+    if v.is_instance_of::<PyBool>() {
+        return Ok(PadValue::Bool(v.extract()?));
+    }
+    if v.is_instance_of::<PyBytes>() {
+        return Ok(PadValue::Bytes(v.extract()?));
+    }
+    if let Ok(s) = v.cast::<PyString>() {
+        return Ok(PadValue::Bytes(s.to_str()?.as_bytes().to_vec()));
+    }
+    if !v.is_instance_of::<PyFloat>() && v.hasattr("__index__")? {
+        if let Ok(i) = v.extract::<i64>() {
+            return Ok(PadValue::Int(i));
+        }
+        return match v.extract::<u64>() {
+            Ok(u) => Ok(PadValue::UInt(u)),
+            Err(_) => Err(to_pyerr(Error::invalid(format!(
+                "{op}: padding value {v} is outside the int64 and uint64 ranges"
+            )))),
+        };
+    }
+    match v.extract::<f64>() {
+        Ok(f) => Ok(PadValue::Float(f)),
+        Err(_) => Err(PyTypeError::new_err(format!(
+            "{op}: a padding value must be a number, a bool, bytes or str, not {}",
+            v.get_type().name()?
+        ))),
+    }
+}
+
+/// `padding_values` as `padded_batch` and `bucket_by_sequence_length` take them: a value per
+/// feature and one for the rest (`None`: each dtype's zero), each through [`pad_value`].
+pub(crate) fn pad_values(
+    op: &str,
+    values: HashMap<String, Bound<'_, PyAny>>,
+    default: Option<Bound<'_, PyAny>>,
+) -> PyResult<(HashMap<String, PadValue>, Option<PadValue>)> {
+    let values = values
+        .into_iter()
+        .map(|(k, v)| Ok((k, pad_value(op, &v)?)))
+        .collect::<PyResult<_>>()?;
+    Ok((values, default.map(|d| pad_value(op, &d)).transpose()?))
 }

@@ -17,7 +17,7 @@ use stokehold_core::{
 };
 
 use crate::callbacks::{py_filter_fn, py_generator, py_key_fn, py_map_fn, py_scope};
-use crate::convert::{example_to_dict, py_to_column};
+use crate::convert::{example_to_dict, pad_value, pad_values, py_to_column};
 use crate::errors::{guard, ok, to_pyerr};
 
 /// A pipeline: a core [`Dataset`] seen from Python.
@@ -170,10 +170,11 @@ impl PyDataset {
         size: usize,
         drop_remainder: bool,
         shapes: HashMap<String, Vec<Option<usize>>>,
-        values: HashMap<String, f64>,
-        default_value: f64,
+        values: HashMap<String, Bound<'_, PyAny>>,
+        default_value: Option<Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
         guard(|| {
+            let (values, default_value) = pad_values("padded_batch", values, default_value)?;
             let opts = BatchOptions::padded(size, drop_remainder, shapes, values, default_value);
             ok(py, self.ds.batch_with(opts)).map(wrap)
         })
@@ -254,8 +255,15 @@ impl PyDataset {
         guard(|| Ok(wrap(self.ds.random_crop(feature, axis, size, seed, pad))))
     }
 
-    fn pad_to(&self, feature: &str, length: usize, axis: usize, value: f64) -> PyResult<Self> {
+    fn pad_to(
+        &self,
+        feature: &str,
+        length: usize,
+        axis: usize,
+        value: Bound<'_, PyAny>,
+    ) -> PyResult<Self> {
         guard(|| {
+            let value = pad_value("pad_to", &value)?;
             let label = format!("pad_to:{feature}:{length}:axis={axis}:value={value}");
             Ok(wrap(self.ds.map(
                 &label,

@@ -13,7 +13,7 @@ use stokehold_core::rng::{Rng, Stream};
 use stokehold_core::{Ctx, Dataset, Example, MapFn, Parallelism, INFINITE};
 
 use crate::callbacks::{callback_error, py_key_fn, py_scope, with_python};
-use crate::convert::{dict_to_example, map_input};
+use crate::convert::{dict_to_example, map_input, pad_values};
 use crate::dataset::PyDataset;
 use crate::errors::{guard, ok};
 
@@ -117,8 +117,8 @@ impl PyDataset {
         boundaries: Vec<i64>,
         batch_sizes: Vec<usize>,
         padded_shapes: HashMap<String, Vec<Option<usize>>>,
-        padding_values: HashMap<String, f64>,
-        default_value: f64,
+        padding_values: HashMap<String, Bound<'_, PyAny>>,
+        default_value: Option<Bound<'_, PyAny>>,
         pad_to_bucket_boundary: bool,
         no_padding: bool,
         drop_remainder: bool,
@@ -136,6 +136,8 @@ impl PyDataset {
                     ))
                 }
             };
+            let (padding_values, default_value) =
+                pad_values("bucket_by_sequence_length", padding_values, default_value)?;
             let opts = BucketOptions {
                 boundaries,
                 batch_sizes,

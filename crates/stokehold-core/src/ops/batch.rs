@@ -14,7 +14,7 @@ use std::time::Instant;
 use bytes::Bytes;
 use serde_json::{json, Value as Json};
 
-use crate::cast::fill_value;
+use crate::cast::{fill_value, PadValue};
 use crate::dataset::{state_field, Dataset, DatasetIter, IterDataset, MapDataset, INFINITE};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
@@ -24,8 +24,9 @@ use crate::tensor::Tensor;
 /// How one feature is padded.
 #[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct PadSpec {
-    /// The padding value (cast to the feature's dtype; ignored for bytes, padded with b"").
-    pub value: f64,
+    /// The feature's own padding value, converted to its dtype exactly (`None`: the batch's
+    /// default value where it is of the feature's kind, else zero, `b""` for bytes).
+    pub value: Option<PadValue>,
     /// A fixed shape to pad to; `None` entries (or no shape) pad to the longest in the batch.
     pub shape: Option<Vec<Option<usize>>>,
 }
@@ -61,24 +62,15 @@ impl BatchOptions {
         size: usize,
         drop_remainder: bool,
         shapes: HashMap<String, Vec<Option<usize>>>,
-        values: HashMap<String, f64>,
-        default_value: f64,
+        values: HashMap<String, PadValue>,
+        default_value: Option<PadValue>,
     ) -> Self {
         let mut specs: HashMap<String, PadSpec> = HashMap::new();
         for (name, shape) in shapes {
-            specs
-                .entry(name)
-                .or_insert_with(|| PadSpec {
-                    value: default_value,
-                    shape: None,
-                })
-                .shape = Some(shape);
+            specs.entry(name).or_insert_with(PadSpec::default).shape = Some(shape);
         }
         for (name, value) in values {
-            specs
-                .entry(name)
-                .or_insert_with(|| PadSpec { value, shape: None })
-                .value = value;
+            specs.entry(name).or_insert_with(PadSpec::default).value = Some(value);
         }
         BatchOptions {
             size,
@@ -163,6 +155,17 @@ impl MapDataset for MapBatch {
 
     fn parents(&self) -> Vec<Dataset> {
         vec![Dataset::Map(self.parent.clone())]
+    }
+
+    /// The input starts over every `p` elements: batches of `b` line up with that every
+    /// `lcm(p, b) / b = p / gcd(p, b)` batches.
+    fn pass_len(&self) -> Option<u64> {
+        let p = self.parent.pass_len()?;
+        let (mut x, mut y) = (p, self.opts.size as u64);
+        while y != 0 {
+            (x, y) = (y, x % y);
+        }
+        Some(p / x)
     }
 }
 
@@ -336,8 +339,7 @@ fn pad_examples(
             .iter()
             .map(|e| e.tensor(op, name))
             .collect::<Result<Vec<_>>>()?;
-        let spec = specs.get(name).unwrap_or(default);
-        let padded = pad_stack(op, name, &items, spec)?;
+        let padded = pad_stack(op, name, &items, specs.get(name), default)?;
         insert_padded(&mut out, first, name, padded)?;
     }
     Ok(out)
@@ -378,7 +380,7 @@ fn pad_batch(
                     .map(|k| value.row(k))
                     .collect::<Result<Vec<_>>>()?;
                 let items: Vec<&Tensor> = rows.iter().collect();
-                pad_stack(op, name, &items, spec)?
+                pad_stack(op, name, &items, specs.get(name), default)?
             }
         };
         insert_padded(&mut out, batch, name, padded)?;
@@ -437,13 +439,19 @@ fn insert_padded(
 }
 
 /// Pads tensors of one feature to a common shape and stacks them; returns the batch and, for
-/// non-scalar features, their original shapes.
+/// non-scalar features, their original shapes. `spec` is the feature's own (`padded_shapes` /
+/// `padding_values` named it), `default` the one for every feature. The padding value is the
+/// feature's own (converted exactly) or else the default's where it is of the feature's kind: a
+/// number pads numbers, a byte string pads bytes, and a feature of the other kind pads with its
+/// zero (`b""`).
 pub fn pad_stack(
     op: &str,
     name: &str,
     items: &[&Tensor],
-    spec: &PadSpec,
+    own: Option<&PadSpec>,
+    default: &PadSpec,
 ) -> Result<(Value, Option<Tensor>)> {
+    let spec = own.unwrap_or(default);
     let rank = items[0].shape().len();
     let dtype = items[0].dtype();
     if let Some(t) = items
@@ -477,17 +485,15 @@ pub fn pad_stack(
     let lengths = Tensor::from_vec(lshape, lengths)?;
     let mut shape = vec![items.len()];
     shape.extend_from_slice(&target);
+    let same_kind = |v: &&PadValue| matches!(v, PadValue::Bytes(_)) == (dtype == DType::Bytes);
+    let value = own
+        .and_then(|s| s.value.as_ref())
+        .or(default.value.as_ref().filter(same_kind));
+    let fill = fill_value(op, format_args!("feature {name:?}"), dtype, value)?;
     let padded = if dtype == DType::Bytes {
-        pad_strings(items, &target, shape)?
+        pad_strings(op, name, items, &target, shape, &fill)?
     } else {
-        pad_dense(
-            op,
-            name,
-            items,
-            &target,
-            shape,
-            &fill_value(dtype, spec.value),
-        )?
+        pad_dense(op, name, items, &target, shape, &fill)?
     };
     Ok((Value::Tensor(padded), Some(lengths)))
 }
@@ -547,7 +553,7 @@ pub(crate) fn filled(
     count: usize,
 ) -> Result<Vec<u8>> {
     let bytes = crate::alloc::checked_bytes(op, &what, count, fill.len())?;
-    if fill.iter().all(|&b| b == 0) {
+    if bytes == 0 || fill.iter().all(|&b| b == 0) {
         return crate::alloc::try_zeroed_vec(op, what, bytes);
     }
     let mut v = crate::alloc::try_large_vec(op, what, bytes)?;
@@ -598,16 +604,36 @@ fn pad_dense(
     Tensor::new(items[0].dtype(), shape, Bytes::from(buf))
 }
 
-fn pad_strings(items: &[&Tensor], target: &[usize], shape: Vec<usize>) -> Result<Tensor> {
-    if target.len() != 1 {
-        return Err(Error::invalid(
-            "padded_batch of bytes supports rank-1 features only",
-        ));
-    }
-    let mut strings: Vec<&[u8]> = Vec::with_capacity(items.len() * target[0]);
-    for t in items {
-        for i in 0..target[0] {
-            strings.push(t.string(i).unwrap_or(b""));
+/// Bytes rows padded to `target` (any rank) with `fill`: each row's strings land in the
+/// top-left corner of its slot, as numbers do in [`pad_dense`].
+fn pad_strings(
+    op: &str,
+    name: &str,
+    items: &[&Tensor],
+    target: &[usize],
+    shape: Vec<usize>,
+    fill: &[u8],
+) -> Result<Tensor> {
+    let what = format_args!("feature {name:?} padded to {shape:?}");
+    let slot = target
+        .iter()
+        .try_fold(1usize, |n, &d| n.checked_mul(d))
+        .unwrap_or(usize::MAX);
+    let count = slot.saturating_mul(items.len());
+    // The padding strings' own bytes too: a long padding value times many slots.
+    crate::alloc::checked_bytes(op, what, count, fill.len())?;
+    let mut strings = crate::alloc::try_filled(op, what, fill, count)?;
+    for (k, t) in items.iter().enumerate() {
+        let s = t.shape();
+        for i in 0..t.len() {
+            // Row-major position of element `i` of `t` inside a slot of shape `target`.
+            let (mut rem, mut at, mut stride) = (i, 0, 1);
+            for d in (0..s.len()).rev() {
+                at += (rem % s[d]) * stride;
+                rem /= s[d];
+                stride *= target[d];
+            }
+            strings[k * slot + at] = t.string(i).unwrap_or(b"");
         }
     }
     Tensor::strings(&strings).reshape(shape)

@@ -24,6 +24,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use crate::cast::PadValue;
 use crate::dataset::Dataset;
 use crate::error::{Error, Result};
 use crate::example::{Example, Value};
@@ -59,9 +60,9 @@ pub struct BucketOptions {
     /// Fixed padded shapes per feature (`None` axes pad to the longest, or to the boundary).
     pub padded_shapes: HashMap<String, Vec<Option<usize>>>,
     /// Padding value per feature.
-    pub padding_values: HashMap<String, f64>,
-    /// Padding value of the other features.
-    pub default_value: f64,
+    pub padding_values: HashMap<String, PadValue>,
+    /// Padding value of the other features (`None`: zero, `b""` for bytes).
+    pub default_value: Option<PadValue>,
     /// Pad bucket `i` to `boundaries[i] - 1`.
     pub pad_to_bucket_boundary: bool,
     /// Batch without padding (as `batch` does).
@@ -161,7 +162,7 @@ fn reduce_fn(opts: Arc<BucketOptions>, length_feature: Option<(String, usize)>) 
             opts.drop_remainder,
             shapes,
             opts.padding_values.clone(),
-            opts.default_value,
+            opts.default_value.clone(),
         )
         .make(elements)
         .map(Some)

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use crate::cast::{cast, fill_value};
+use crate::cast::{cast, fill_value, PadValue};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::example::Example;
@@ -44,14 +44,14 @@ fn pad_axis(
     t: &Tensor,
     axis: usize,
     len: usize,
-    value: f64,
+    value: &PadValue,
 ) -> Result<Tensor> {
     let s = t.shape();
     let isz = t
         .dtype()
         .size()
         .ok_or_else(|| Error::invalid("cannot pad bytes tensors"))?;
-    let fill = fill_value(t.dtype(), value);
+    let fill = fill_value(op, format_args!("feature {name:?}"), t.dtype(), Some(value))?;
     let outer: usize = s[..axis].iter().product();
     let inner: usize = s[axis + 1..].iter().product::<usize>() * isz;
     let what = format_args!("feature {name:?} of shape {s:?} padded to {len} on axis {axis}");
@@ -100,7 +100,7 @@ pub fn random_crop(name: &str, axis: usize, size: usize, seed: u64, pad: bool) -
                     ),
                 ));
             }
-            pad_axis(ctx.op, &name, t, axis, size, 0.0)?
+            pad_axis(ctx.op, &name, t, axis, size, &PadValue::Int(0))?
         } else {
             let mut rng = Rng::for_element(seed, Stream::Crop, ctx.epoch, ctx.index);
             let start = rng.below((n - size + 1) as u64) as usize;
@@ -112,7 +112,7 @@ pub fn random_crop(name: &str, axis: usize, size: usize, seed: u64, pad: bool) -
 }
 
 /// Pads (with `value`) or trims feature `name` to exactly `len` along `axis`.
-pub fn pad_or_trim(name: &str, axis: usize, len: usize, value: f64) -> MapFn {
+pub fn pad_or_trim(name: &str, axis: usize, len: usize, value: PadValue) -> MapFn {
     let name = name.to_string();
     Arc::new(move |mut e: Example, ctx: &Ctx| {
         let t = e.tensor(ctx.op, &name)?;
@@ -121,7 +121,7 @@ pub fn pad_or_trim(name: &str, axis: usize, len: usize, value: f64) -> MapFn {
         let out = match n.cmp(&len) {
             std::cmp::Ordering::Equal => t.clone(),
             std::cmp::Ordering::Greater => slice_axis(t, axis, 0, len)?,
-            std::cmp::Ordering::Less => pad_axis(ctx.op, &name, t, axis, len, value)?,
+            std::cmp::Ordering::Less => pad_axis(ctx.op, &name, t, axis, len, &value)?,
         };
         e.insert(&name, out);
         Ok(e)
@@ -185,13 +185,13 @@ mod tests {
 
     #[test]
     fn pad_or_trim_both_ways() {
-        let f = pad_or_trim("x", 1, 6, -1.0);
+        let f = pad_or_trim("x", 1, 6, PadValue::Int(-1));
         let p = f(Example::new().with("x", grid()), &ctx(0)).unwrap();
         assert_eq!(
             p.tensor("t", "x").unwrap().to_vec::<i32>().unwrap(),
             vec![0, 1, 2, 3, -1, -1, 4, 5, 6, 7, -1, -1]
         );
-        let g = pad_or_trim("x", 1, 1, 0.0);
+        let g = pad_or_trim("x", 1, 1, PadValue::Int(0));
         let t = g(Example::new().with("x", grid()), &ctx(0)).unwrap();
         assert_eq!(
             t.tensor("t", "x").unwrap().to_vec::<i32>().unwrap(),

@@ -81,6 +81,10 @@ impl MapDataset for MapMap {
         self.parent.len()
     }
 
+    fn pass_len(&self) -> Option<u64> {
+        self.parent.pass_len()
+    }
+
     fn scoped(&self) -> bool {
         self.scope.is_some()
     }

@@ -29,6 +29,10 @@ pub trait IndexMap: Send + Sync + 'static {
     }
     /// The op and its arguments, as in `describe()` (part of checkpoint fingerprints).
     fn name(&self) -> String;
+    /// [`MapDataset::pass_len`] of the output. Default: unknown.
+    fn pass_len(&self) -> Option<u64> {
+        None
+    }
 }
 
 /// The random-access dataset of an [`IndexMap`] op.
@@ -67,6 +71,10 @@ impl<M: IndexMap> MapDataset for Remap<M> {
 
     fn batch_pads(&self) -> bool {
         self.0.input().batch_pads()
+    }
+
+    fn pass_len(&self) -> Option<u64> {
+        self.0.pass_len()
     }
 
     fn prefetch(&self, index: u64, hint: Hint) {

@@ -47,6 +47,15 @@ impl IndexMap for MapRepeat {
         Ok(index)
     }
 
+    /// Endless: a new epoch of the input every `n` indices (an endless input's own period).
+    fn pass_len(&self) -> Option<u64> {
+        match (self.count, self.parent.len()) {
+            (_, INFINITE) => self.parent.pass_len(),
+            (None, n) if n > 0 => Some(n),
+            _ => None,
+        }
+    }
+
     fn name(&self) -> String {
         match self.count {
             Some(c) => format!("repeat({c})"),

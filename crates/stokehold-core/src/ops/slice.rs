@@ -1,6 +1,14 @@
 //! `take(n)` and `skip(n)`. Over a random-access dataset they act within each epoch: epoch `e` of
 //! `take(k)` is the first `k` elements of the parent's epoch `e` (so `shuffle(s).take(k)` draws a
 //! new subset each epoch).
+//!
+//! Over an endless parent (`repeat()`), each epoch of `take(k)` starts the parent over, as
+//! tf.data restarts the inner iterator on each pass of an outer `repeat` and on each new
+//! iterator: `range(3).repeat().take(4).repeat(2)` is `[0, 1, 2, 0, 0, 1, 2, 0]`. Epoch `e` reads
+//! the parent from `e * stride`, where `stride` is the first multiple of the parent's period
+//! ([`MapDataset::pass_len`]) that covers `offset + k`, so it starts a fresh epoch of what is
+//! repeated (a shuffle under the repeat draws a new order each pass, as tf.data's reshuffles).
+//! Without a known period every epoch reads the same `offset .. offset + k`.
 
 use std::sync::Arc;
 
@@ -69,10 +77,24 @@ impl IndexMap for MapSlice {
             });
         }
         let plen = self.parent.len();
-        if plen == INFINITE {
+        if self.len == INFINITE {
+            // skip(n) of an endless parent: one endless epoch.
             return crate::checked::add(&self.label, "the index", self.offset, index);
         }
         let (epoch, i) = (index / self.len, index % self.len);
+        if plen == INFINITE {
+            let start = crate::checked::add(&self.label, "the index", self.offset, i)?;
+            let Some(period) = self.parent.pass_len().filter(|&p| p > 0) else {
+                return Ok(start);
+            };
+            let stride = crate::checked::mul(
+                &self.label,
+                "the parent's period",
+                (self.offset + self.len).div_ceil(period),
+                period,
+            )?;
+            return crate::checked::global_index(&self.label, epoch, stride, start);
+        }
         crate::checked::global_index(&self.label, epoch, plen, self.offset + i)
     }
 

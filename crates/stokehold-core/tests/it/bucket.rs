@@ -3,7 +3,7 @@
 
 use serde_json::Value as Json;
 use stokehold_core::ops::bucket::{BucketOptions, ElementLength};
-use stokehold_core::{stack_examples, Dataset, Example, Tensor};
+use stokehold_core::{stack_examples, Dataset, Example, PadValue, Tensor};
 
 fn fixtures() -> Json {
     let path = concat!(
@@ -57,9 +57,9 @@ fn batches_match_tensorflow_value_by_value() {
                 .iter()
                 .map(|&b| b as usize)
                 .collect(),
-            default_value: 0.0,
+            default_value: None,
             padding_values: match case.get("padding_values") {
-                Some(v) => [("seq".to_string(), v.as_f64().unwrap())].into(),
+                Some(v) => [("seq".to_string(), PadValue::Float(v.as_f64().unwrap()))].into(),
                 None => Default::default(),
             },
             pad_to_bucket_boundary: case.get("pad_to_bucket_boundary") == Some(&Json::Bool(true)),

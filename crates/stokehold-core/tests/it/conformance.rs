@@ -21,7 +21,8 @@ use stokehold_core::ops::pack::{PackMode, PackOptions};
 use stokehold_core::testing::run;
 use stokehold_core::{
     filter_fn, generator_fn, key_fn, map_fn, stack, stack_examples, testing, BatchOptions, DType,
-    Dataset, DatasetIter, Example, ExampleIter, PadSpec, PipelineIter, ShardPolicy, Tensor,
+    Dataset, DatasetIter, Example, ExampleIter, PadSpec, PadValue, PipelineIter, ShardPolicy,
+    Tensor,
 };
 
 type Build = fn(&Dataset) -> Dataset;
@@ -84,7 +85,7 @@ fn pipelines() -> Vec<(&'static str, Build)> {
         ("padded_batch", |d| d.batch_with(padded(3)).unwrap()),
         ("random_crop", |d| d.random_crop("audio", 0, 2, 5, true)),
         ("pad_or_trim", |d| {
-            d.map("pad", pad_or_trim("audio", 0, 4, -1.0))
+            d.map("pad", pad_or_trim("audio", 0, 4, PadValue::Int(-1)))
         }),
         ("cast", |d| d.map("cast", cast_feature("audio", DType::F32))),
         ("prefetch", |d| d.prefetch(3).unwrap()),
@@ -340,7 +341,7 @@ fn padded(size: usize) -> BatchOptions {
         drop_remainder: false,
         padding: Some(Default::default()),
         default_pad: PadSpec {
-            value: -7.0,
+            value: Some(PadValue::Int(-7)),
             shape: None,
         },
     }
@@ -701,7 +702,10 @@ fn padded_batch_of_a_stacked_batch_equals_padding_its_elements() {
         .with("w", Tensor::from_vec(vec![n], vec![0.5f32; n]).unwrap());
     let columns = Dataset::from_columns(columns).unwrap();
     let input = Dataset::from_map(Stacked(columns));
-    let spec = |value: f64, shape: Option<Vec<Option<usize>>>| PadSpec { value, shape };
+    let spec = |value: f64, shape: Option<Vec<Option<usize>>>| PadSpec {
+        value: Some(PadValue::Float(value)),
+        shape,
+    };
     let cases: Vec<(&str, Vec<(&str, PadSpec)>)> = vec![
         ("defaults", vec![]),
         ("clip to 8", vec![("audio", spec(3.0, Some(vec![Some(8)])))]),
@@ -777,8 +781,19 @@ fn padded_batch_over_a_map_pads_results_that_do_not_stack() {
         Ok(e.with("img", Tensor::from_vec(vec![k, k], vec![1u8; k * k])?))
     });
     let input = Dataset::from_map(Stacked(Dataset::range(4))).map("square", square);
-    let b = input.batch_with(padded(3)).unwrap().get(0).unwrap();
+    // padded(3)'s default, -7, is no uint8: refused by name (tf.data refuses it too).
+    let err = input.batch_with(padded(3)).unwrap().get(0).unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("padding value -7 does not convert to uint8 exactly (feature \"img\")"),
+        "{err}"
+    );
+    let mut opts = padded(3);
+    opts.default_pad.value = Some(PadValue::UInt(7));
+    let b = input.batch_with(opts).unwrap().get(0).unwrap();
     assert_eq!(b.tensor("t", "img").unwrap().shape(), &[3, 3, 3]);
+    let img = b.tensor("t", "img").unwrap().to_vec::<u8>().unwrap();
+    assert_eq!(&img[..9], &[1, 7, 7, 7, 7, 7, 7, 7, 7]);
     assert_eq!(
         b.tensor("t", "img_lengths")
             .unwrap()

@@ -6,8 +6,8 @@ use serde_json::Value as Json;
 use stokehold_core::exec::executor_of;
 use stokehold_core::ops::plan::Epochs;
 use stokehold_core::{
-    filter_fn, map_fn, stack, BatchOptions, Dataset, DatasetIter, Error, Example, Parallelism,
-    Tensor,
+    filter_fn, map_fn, stack, BatchOptions, Dataset, DatasetIter, Error, Example, PadValue,
+    Parallelism, Tensor,
 };
 
 use crate::common::xs;
@@ -375,7 +375,7 @@ fn padded_batch_refuses_to_overwrite_a_lengths_feature() {
             Tensor::from_vec(vec![3], vec![7i64, 8, 9]).unwrap(),
         );
     let ds = Dataset::from_columns(cols).unwrap();
-    let opts = BatchOptions::padded(3, false, Default::default(), Default::default(), 0.0);
+    let opts = BatchOptions::padded(3, false, Default::default(), Default::default(), None);
     let err = ds.batch_with(opts).unwrap().get(0).unwrap_err().to_string();
     assert!(
         err.contains(
@@ -392,7 +392,7 @@ fn padded_batch_refuses_to_overwrite_a_lengths_feature() {
             false,
             Default::default(),
             Default::default(),
-            0.0,
+            None,
         ))
         .unwrap()
         .get(0)
@@ -409,18 +409,24 @@ fn padded_batch_refuses_to_overwrite_a_lengths_feature() {
 #[test]
 fn padded_options_from_maps() {
     let shapes = [("a".to_string(), vec![Some(4)])].into_iter().collect();
-    let values = [("a".to_string(), 2.0), ("b".to_string(), 3.0)]
-        .into_iter()
-        .collect();
-    let o = BatchOptions::padded(2, true, shapes, values, -1.0);
+    let values = [
+        ("a".to_string(), PadValue::Float(2.0)),
+        ("b".to_string(), PadValue::Int(3)),
+    ]
+    .into_iter()
+    .collect();
+    let o = BatchOptions::padded(2, true, shapes, values, Some(PadValue::Int(-1)));
     let p = o.padding.as_ref().unwrap();
     assert_eq!((o.size, o.drop_remainder), (2, true));
     assert_eq!(
-        (p["a"].value, p["a"].shape.clone()),
-        (2.0, Some(vec![Some(4)]))
+        (p["a"].value.clone(), p["a"].shape.clone()),
+        (Some(PadValue::Float(2.0)), Some(vec![Some(4)]))
     );
-    assert_eq!((p["b"].value, p["b"].shape.clone()), (3.0, None));
-    assert_eq!(o.default_pad.value, -1.0);
+    assert_eq!(
+        (p["b"].value.clone(), p["b"].shape.clone()),
+        (Some(PadValue::Int(3)), None)
+    );
+    assert_eq!(o.default_pad.value, Some(PadValue::Int(-1)));
 }
 
 #[test]

@@ -289,3 +289,111 @@ fn from_generator_factory_errors_pass_through_unchanged() {
     };
     assert!(source.downcast_ref::<Custom>().is_some());
 }
+
+/// Runs epochs `0..n` of `ds`, one iterator each (a `for` loop each, in Python).
+fn epochs(ds: &Dataset, n: u64) -> Vec<Vec<i64>> {
+    (0..n)
+        .map(|e| xs(&ds.iter(e).unwrap().collect_all().unwrap()))
+        .collect()
+}
+
+/// tf.data restarts what is under `take` on each pass of an outer `repeat` and on each new
+/// iterator (issue 49, class 1): each pass of `range(3).repeat().take(4)` is `[0, 1, 2, 0]`,
+/// whether the input is random access or a stream, and a checkpoint anywhere resumes exactly.
+#[test]
+fn take_over_an_endless_repeat_restarts_each_pass_as_tf_data() {
+    let stream = || {
+        Dataset::from_generator(
+            "range",
+            generator_fn(|_| {
+                let it = (0..3i64).map(|i| Ok(Example::new().with("x", Tensor::scalar(i))));
+                Ok(Box::new(it) as ExampleIter)
+            }),
+        )
+    };
+    for (what, base) in [("random access", Dataset::range(3)), ("stream", stream())] {
+        let ds = base.repeat(None).take(4).repeat(Some(2));
+        let full = run(&ds).unwrap();
+        assert_eq!(full, vec![0, 1, 2, 0, 0, 1, 2, 0], "{what}");
+        for k in 0..=full.len() {
+            assert_eq!(save_restore_run(&ds, k).unwrap(), full, "{what}: cut {k}");
+        }
+    }
+    // Two iterators (two `for` loops) over range(4).repeat().take(6) see the same elements.
+    let ds = Dataset::range(4).repeat(None).take(6);
+    assert_eq!(epochs(&ds, 2), vec![vec![0, 1, 2, 3, 0, 1]; 2]);
+    // skip under the repeat restarts too: range(5).skip(3).repeat().take(3).repeat(2).
+    let ds = Dataset::range(5)
+        .skip(3)
+        .repeat(None)
+        .take(3)
+        .repeat(Some(2));
+    assert_eq!(run(&ds).unwrap(), vec![3, 4, 3, 3, 4, 3]);
+    // The Keras validation idiom: the same batches every epoch.
+    let val = Dataset::range(10)
+        .batch(4, false)
+        .unwrap()
+        .repeat(None)
+        .take(2);
+    let firsts = |ds: &Dataset, e: u64| -> Vec<i64> {
+        let elements = ds.iter(e).unwrap().collect_all().unwrap();
+        elements
+            .iter()
+            .map(|b| b.tensor("t", "x").unwrap().to_vec::<i64>().unwrap()[0])
+            .collect()
+    };
+    assert_eq!(firsts(&val, 0), vec![0, 4]);
+    assert_eq!(firsts(&val, 3), vec![0, 4]);
+    // Batches of an endless repeat line up with its passes: range(3).repeat().batch(2).take(2)
+    // is [0 1] [2 0] on every pass.
+    let ds = Dataset::range(3)
+        .repeat(None)
+        .batch(2, false)
+        .unwrap()
+        .take(2);
+    assert_eq!(firsts(&ds, 0), vec![0, 2]);
+    assert_eq!(firsts(&ds, 1), vec![0, 2]);
+}
+
+/// Each pass of `shuffle(seed).repeat().take(k)` starts a fresh epoch of the shuffle (tf.data
+/// reshuffles each new iterator): a new order every pass, the same for the same seed.
+#[test]
+fn take_over_a_repeated_shuffle_draws_a_fresh_order_each_pass() {
+    let ds = Dataset::range(50).shuffle(7).repeat(None).take(50);
+    let passes = epochs(&ds, 3);
+    for p in &passes {
+        let mut sorted = p.clone();
+        sorted.sort();
+        assert_eq!(
+            sorted,
+            (0..50).collect::<Vec<_>>(),
+            "each pass is a whole epoch"
+        );
+    }
+    assert_ne!(passes[0], passes[1]);
+    assert_ne!(passes[1], passes[2]);
+    assert_eq!(passes, epochs(&ds, 3));
+}
+
+/// padded_batch pads an axis of length 0 with a non-zero value (issue 49, class 2): the batch
+/// has that axis at 0, and the padding value is not written anywhere.
+#[test]
+fn padded_batch_of_zero_length_rows_with_a_padding_value() {
+    use stokehold_core::{BatchOptions, PadValue};
+    let empty = || Example::new().with("v", Tensor::from_vec::<i64>(vec![0], vec![]).unwrap());
+    let ds = Dataset::from_generator(
+        "empty",
+        generator_fn(move |_| Ok(Box::new(std::iter::once(Ok(empty()))) as ExampleIter)),
+    );
+    let opts = BatchOptions::padded(
+        1,
+        false,
+        Default::default(),
+        Default::default(),
+        Some(PadValue::Int(99)),
+    );
+    let out = all(&ds.batch_with(opts).unwrap());
+    let v = out[0].tensor("t", "v").unwrap();
+    assert_eq!(v.shape(), &[1, 0]);
+    assert_eq!(v.data().len(), 0);
+}
