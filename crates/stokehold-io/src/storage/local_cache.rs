@@ -21,6 +21,14 @@
 //! remotely is a miss, never served stale, and the old entry of its key is removed on the next fill.
 //! The folder's state is the folder: several processes share it with no index file to corrupt.
 //!
+//! * **Nothing in the folder is followed**: the folder is opened once ([`SafeDir`]) and must be a
+//!   real folder (not a symbolic link), owned by this user or root, and not writable by group or
+//!   others unless it has the sticky bit; it is created mode 0700. Every lock, entry and
+//!   temporary file is then opened relative to that handle with `O_NOFOLLOW` and checked to be a
+//!   regular file owned by this user or root; a symbolic link (or a FIFO, a folder, another
+//!   user's file) under one of the cache's names is refused with an error naming it, never
+//!   followed and never replaced: only its owner can remove it. So the doc example's folder under
+//!   `/tmp` is refused if someone else made it first, not used.
 //! * **Atomic fills**: a fill writes `.<entry>.tmp-<pid>-<n>` (the crate's [`crate::atomic`]
 //!   convention), checks it holds exactly `size` bytes, fsyncs, renames it into place and syncs the
 //!   folder. A process killed mid-fill leaves only a hidden temporary file, which no lookup reads.
@@ -29,7 +37,7 @@
 //!   it once; the second waits and then hits. Eviction and the space check run under the folder's
 //!   `.index.lock`. Locks die with their process, so a killed process never wedges the cache.
 //! * **Stale temporary files**: [`LocalCache::open`] removes the temporary files whose writer
-//!   process is gone (never a live writer's; see [`crate::atomic::clean_temps`]).
+//!   process is gone (never a live writer's; see [`SafeDir::clean_temps`]).
 //! * **LRU**: a hit and a fill set the entry's mtime to now (the precise clock, not the kernel's
 //!   coarse file times); eviction removes the oldest mtimes first. Removing a file another process
 //!   has open or mapped is safe on Unix: its mapping stays valid until dropped.
@@ -40,6 +48,13 @@
 //!   size and the cap. We chose a clear error over silently streaming without the cache: a
 //!   cache that quietly stops caching turns every random read into a remote read, the slow tail the
 //!   cache exists to avoid. Raise the cap or read that data without a cache.
+//! * **Full disk**: a fill that fails with `ENOSPC`, `EDQUOT` or `EFBIG` (a file-size limit)
+//!   removes its temporary file, evicts least recently used entries worth the object's size, and
+//!   runs once more; failing again, the error names the cache folder, its cap and the bytes
+//!   evicted. The disk can be fuller than the cap says because other files share it.
+//! * **Read-only folder** (a read-only mount, or a folder this user cannot write): it opens
+//!   read-only ([`LocalCache::is_read_only`]), takes no locks, cleans nothing, serves hits, and
+//!   a miss is an error naming the folder.
 
 use std::ffi::CString;
 use std::fs::{self, File};

@@ -289,6 +289,19 @@ fn planted_lock_links_are_refused_and_their_targets_untouched() {
         0,
         "nothing created through a link"
     );
+    // A FIFO under an entry's name is refused at once (not waited on); the folder was made 0700.
+    let h = |s: &str| crc_fast::checksum(crc_fast::CrcAlgorithm::Crc64Nvme, s.as_bytes());
+    let entry = dir.join(format!("{:016x}-{:016x}-3.shard", h("s3://b/f"), h("v1")));
+    let c = std::ffi::CString::new(entry.to_str().unwrap()).unwrap();
+    // SAFETY: a NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let err = cache.get("s3://b/f", "v1", 3).unwrap_err().to_string();
+    assert!(err.contains("not a regular file"), "{err}");
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(
+        fs::metadata(&dir).unwrap().permissions().mode() & 0o777,
+        0o700
+    );
     // The cache folder itself as a link, writable by others, or another user's: refused.
     symlink(&dir, &root.path().join("alias"));
     let err = LocalCache::open(root.path().join("alias"), 1 << 20)
@@ -298,7 +311,6 @@ fn planted_lock_links_are_refused_and_their_targets_untouched() {
         err.contains("alias") && err.contains("symbolic link"),
         "{err}"
     );
-    use std::os::unix::fs::PermissionsExt;
     let open = root.path().join("open");
     fs::create_dir(&open).unwrap();
     fs::set_permissions(&open, fs::Permissions::from_mode(0o777)).unwrap();
