@@ -516,10 +516,9 @@ impl LocalCache {
             locks: None,
             read_only: None,
         };
-        let writable = root.sub(LOCK_DIR, true).and_then(|locks| {
-            let held = lock(&root, INDEX_LOCK)?;
-            Ok((locks, held))
-        });
+        // The index lock first: in a folder this process cannot write, taking it is what fails.
+        let writable =
+            lock(&root, INDEX_LOCK).and_then(|held| Ok((root.sub(LOCK_DIR, true)?, held)));
         match writable {
             Ok((locks, _index)) => {
                 cache.locks = Some(Arc::new(locks));

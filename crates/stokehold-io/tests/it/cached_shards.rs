@@ -275,3 +275,73 @@ fn read_only_cache_serves_a_warm_open() {
     assert!(out.status.success(), "{text}");
     assert!(text.contains("1 passed"), "the child ran: {text}");
 }
+
+const CHURN_ENV: &str = "STOKEHOLD_CACHED_SHARDS_CHURN";
+
+/// Child body for `two_processes_with_different_caps_share_one_cache`: `root|cache|cap|offset`.
+/// Opens the three datasets under `root` in turn through the cache, 15 times, checking every
+/// record against the direct read.
+#[test]
+fn child_churn() {
+    let Ok(spec) = std::env::var(CHURN_ENV) else {
+        return;
+    };
+    let p: Vec<&str> = spec.split('|').collect();
+    let (root, cdir) = (std::path::Path::new(p[0]), p[1]);
+    let (cap, offset): (u64, usize) = (p[2].parse().unwrap(), p[3].parse().unwrap());
+    let cache = LocalCache::open(cdir, cap).unwrap();
+    for round in 0..15 {
+        let d = root.join(format!("ds{}", (round + offset) % 3));
+        let local = ShardDataset::open(&d).unwrap();
+        let ds = open_cached(source(&d, false), &cache, true, 2)
+            .unwrap_or_else(|e| panic!("round {round}, {}: {e}", d.display()));
+        assert_eq!(ds.len(), local.len());
+        for i in 0..ds.len() {
+            assert_eq!(
+                ds.get(i).unwrap(),
+                local.get(i).unwrap(),
+                "round {round} record {i}"
+            );
+        }
+    }
+}
+
+/// Two processes share one cache folder with different caps (one holds one dataset, the other
+/// two), so each evicts what the other is about to open: every open of both reads right.
+#[test]
+fn two_processes_with_different_caps_share_one_cache() {
+    let root = tempfile::tempdir().unwrap();
+    let mut sizes = Vec::new();
+    for (k, n) in [300, 200, 250].into_iter().enumerate() {
+        let ds = write(&root.path().join(format!("ds{k}")), n);
+        sizes.push(ds.manifest().shards.iter().map(|s| s.bytes).sum::<u64>());
+    }
+    sizes.sort();
+    let cdir = root.path().join("cache");
+    let spawn = |cap: u64, offset: usize| {
+        std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", "cached_shards::child_churn", "--test-threads=1"])
+            .env(
+                CHURN_ENV,
+                format!(
+                    "{}|{}|{cap}|{offset}",
+                    root.path().display(),
+                    cdir.display()
+                ),
+            )
+            .output()
+            .unwrap()
+    };
+    let (small, large) = (sizes[2], sizes[2] + sizes[1]);
+    let (a, b) = std::thread::scope(|s| {
+        let a = s.spawn(|| spawn(small, 0));
+        let b = spawn(large, 1);
+        (a.join().unwrap(), b)
+    });
+    for out in [a, b] {
+        let text = String::from_utf8_lossy(&out.stdout).into_owned()
+            + &String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{text}");
+        assert!(text.contains("1 passed"), "the child ran: {text}");
+    }
+}
