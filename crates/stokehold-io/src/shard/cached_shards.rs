@@ -10,7 +10,9 @@
 //! mode 0700, removed once the reader has mapped every shard. So nothing is written into the
 //! cache folder for a hit (a read-only cache serves warm opens), no other process or user can
 //! plant or redirect a mirror, and an entry another process evicts between the download and the
-//! open is still read through the handle this open holds, never a missing file.
+//! open is still read through the handle this open holds, never a missing file. The dataset's
+//! [`ShardDataset::dir`] names that mirror, gone once the open returns: the copies themselves
+//! are the cache's entries ([`LocalCache::get`]).
 //!
 //! A shard's cache key is `<url>/<file>` and its version the manifest's CRC32C of the file, so a
 //! dataset rewritten remotely (new manifest) never reads old shards; the manifest itself is always

@@ -52,7 +52,9 @@ fn a_shard_folder_from_s3_through_the_cache_equals_the_local_read() {
     cold.verify().unwrap();
     for s in &local.manifest().shards {
         let a = std::fs::read(dir.path().join(&s.file)).unwrap();
-        let b = std::fs::read(cold.dir().join(&s.file)).unwrap();
+        let key = format!("{url}/{}", s.file);
+        let entry = cache.get(&key, &s.crc32c, s.bytes).unwrap().unwrap();
+        let b = entry.map().unwrap().to_vec();
         assert!(a == b, "{}: the cached copy differs", s.file);
     }
     assert_eq!(shard_gets(&proxy), shards, "one whole GET per shard");
