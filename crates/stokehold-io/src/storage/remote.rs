@@ -30,12 +30,14 @@ use tokio::runtime::Runtime;
 
 use self::hedge::{hedged_get, Answer, Shared, BYTES, REQUESTS};
 pub use self::hedge::{stats, Stats, MAX_IN_FLIGHT};
+pub use self::listing::left_out_keys;
 use self::retry::{gave_up, RetryConnector};
 pub use self::retry::{parse_retry_after, GaveUp, Policy};
 use super::{split_url, Meta};
 
 mod endpoint;
 mod hedge;
+mod listing;
 mod retry;
 
 /// Ranges closer than this are fetched by one request: a request costs a round trip (~1 ms on
@@ -579,7 +581,9 @@ fn coalesce(ranges: &[Range<u64>]) -> Vec<Range<u64>> {
 
 /// The objects matching the glob `pattern` (a URL), sorted by key. Lists the keys under the
 /// pattern's literal prefix (up to its last `/` before the first glob character) and matches
-/// each whole key; `*` and `?` stop at `/`, `**` crosses it.
+/// each whole key; `*` and `?` stop at `/`, `**` crosses it. A key with a `..`, `.` or empty
+/// segment is left out, counted in [`stats`] and named by [`left_out_keys`]
+/// (`remote/listing.rs`).
 pub fn list(pattern: &str) -> Result<Vec<Meta>> {
     let (base, key) = split_url(pattern).ok_or_else(|| bad_url(pattern, "not a URL"))?;
     let first_glob = key.find(['*', '?', '[']).unwrap_or(key.len());

@@ -270,6 +270,51 @@ fn list_files_globs_and_whole_reads_on_s3() {
 }
 
 #[test]
+fn a_key_with_dot_dot_segments_is_left_out_of_a_listing_and_named() {
+    let m = moto();
+    make_bucket("dotdot");
+    for key in ["ds/a.bin", "ds/sub/b.bin"] {
+        storage::write(
+            Path::new(&format!("s3://dotdot/{key}")),
+            Bytes::from_static(b"ok"),
+        )
+        .unwrap();
+    }
+    // Legal S3 keys that object_store's paths refuse: one leading out of the prefix, one with
+    // an empty segment. Written unsigned, straight to moto (our client would refuse the keys).
+    for target in ["/dotdot/ds/a/%2E%2E/%2E%2E/evil.bin", "/dotdot/ds/x//y.bin"] {
+        let (status, _) = super::remote_server::raw_request(m.port, "PUT", target);
+        assert_eq!(status, 200, "{target}");
+    }
+    let before = storage::remote::stats().keys_left_out;
+    let names = |pattern: &str| -> Vec<String> {
+        let ds = list_files(&[pattern], None).unwrap();
+        (0..ds.len().unwrap())
+            .map(|i| {
+                let e = ds.get(i).unwrap();
+                let t = e.tensor("t", "path").unwrap().clone();
+                String::from_utf8(t.string(0).unwrap().to_vec()).unwrap()
+            })
+            .collect()
+    };
+    // Before, the whole listing failed on the first such key.
+    assert_eq!(
+        names("s3://dotdot/ds/**"),
+        ["s3://dotdot/ds/a.bin", "s3://dotdot/ds/sub/b.bin"]
+    );
+    let left_out = storage::remote::stats().keys_left_out - before;
+    assert!(left_out >= 2, "{left_out} keys left out");
+    let named = storage::remote::left_out_keys();
+    assert!(
+        named
+            .iter()
+            .any(|k| k.ends_with("/dotdot: ds/a/../../evil.bin"))
+            && named.iter().any(|k| k.ends_with("/dotdot: ds/x//y.bin")),
+        "{named:?}"
+    );
+}
+
+#[test]
 fn retries_ride_out_server_errors_and_dropped_connections() {
     moto();
     make_bucket("flaky");

@@ -57,6 +57,8 @@ pub struct Stats {
     pub hedge_wins: u64,
     /// Body bytes received (those of dropped requests not counted).
     pub bytes: u64,
+    /// Keys left out of listings: a `..`, `.` or empty segment (`remote/listing.rs`).
+    pub keys_left_out: u64,
 }
 
 /// The counters of [`Stats`].
@@ -66,6 +68,7 @@ pub fn stats() -> Stats {
         hedges: HEDGES.load(Ordering::Relaxed),
         hedge_wins: HEDGE_WINS.load(Ordering::Relaxed),
         bytes: BYTES.load(Ordering::Relaxed),
+        keys_left_out: super::listing::LEFT_OUT.load(Ordering::Relaxed),
     }
 }
 

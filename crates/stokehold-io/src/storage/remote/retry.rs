@@ -248,6 +248,30 @@ impl RetryService {
                         .and_then(|v| parse_retry_after(v, SystemTime::now()));
                     (answer_of(r).await, after)
                 }
+                Ok(r)
+                    if r.status().as_u16() == 200
+                        && super::listing::is_listing(req.method().as_str(), req.uri().query()) =>
+                {
+                    // A listing's answer is read whole (a page of at most 1000 keys) and
+                    // cleared of keys object_store cannot parse (`remote/listing.rs`).
+                    let (mut parts, body) = r.into_parts();
+                    match body.bytes().await {
+                        Ok(b) => {
+                            let place = url_of(&req);
+                            let place = place.split_once("://").map_or(&*place, |(_, p)| p);
+                            let b = match super::listing::filter(&b, place) {
+                                Some(kept) => {
+                                    parts.headers.remove("content-length");
+                                    kept
+                                }
+                                None => b,
+                            };
+                            return Ok(HttpResponse::from_parts(parts, b.into()));
+                        }
+                        Err(e) if is_retried_error(e.kind(), safe) => (e.to_string(), None),
+                        Err(e) => return Err(e),
+                    }
+                }
                 Ok(r) => return Ok(r),
                 Err(e) if is_retried_error(e.kind(), safe) => (e.to_string(), None),
                 Err(e) => return Err(e),
@@ -350,11 +374,12 @@ fn parse_http_date(v: &str) -> Option<SystemTime> {
     let (_, rest) = v.split_once(", ")?;
     let mut parts = rest.split(' ');
     let day: u64 = parts.next()?.parse().ok()?;
+    let mon = parts.next()?;
     let month = [
         "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
     ]
     .iter()
-    .position(|m| Some(*m) == parts.next())? as u64
+    .position(|m| *m == mon)? as u64
         + 1;
     let year: u64 = parts.next()?.parse().ok()?;
     let mut hms = parts.next()?.split(':').map(|x| x.parse::<u64>().ok());
