@@ -102,8 +102,13 @@ fn cvt(r: libc::c_int) -> io::Result<libc::c_int> {
     }
 }
 
+fn zeroed_stat() -> libc::stat {
+    // SAFETY: `stat` is plain integers, for which all zero bytes are a valid value.
+    unsafe { std::mem::zeroed() }
+}
+
 fn fstat(fd: libc::c_int) -> io::Result<libc::stat> {
-    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    let mut st = zeroed_stat();
     // SAFETY: `st` is a valid, writable stat buffer; `fd` is open.
     cvt(unsafe { libc::fstat(fd, &mut st) })?;
     Ok(st)
@@ -308,7 +313,7 @@ impl SafeDir {
     /// `lstat` of `name` (never through a link), `None` if it is missing.
     pub fn lstat(&self, name: &str) -> Option<libc::stat> {
         let c = cname(name).ok()?;
-        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        let mut st = zeroed_stat();
         // SAFETY: valid buffer, NUL-terminated name, open handle.
         let r = unsafe {
             libc::fstatat(

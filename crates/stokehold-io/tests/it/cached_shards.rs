@@ -164,7 +164,12 @@ impl ShardSource for Evicting {
     }
     fn download(&self, file: &str, size: u64, out: &mut File) -> Result<()> {
         self.0.download(file, size, out)?;
-        if self.0.downloads.load(Ordering::SeqCst) % self.2 == 0 {
+        if self
+            .0
+            .downloads
+            .load(Ordering::SeqCst)
+            .is_multiple_of(self.2)
+        {
             for e in std::fs::read_dir(&self.1).unwrap().flatten() {
                 if e.file_name().to_string_lossy().ends_with(".shard") {
                     std::fs::remove_file(e.path()).unwrap();
