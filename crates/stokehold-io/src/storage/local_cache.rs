@@ -136,13 +136,18 @@ fn is_read_only(e: &io::Error) -> bool {
 /// The error for `path`, a symbolic link (or something else not of the cache's making) where the
 /// cache expects its own file or folder.
 fn refused(path: &Path, what: &str) -> Error {
+    refused_fix(path, what, "remove it")
+}
+
+/// As [`refused`], with what to do about it.
+fn refused_fix(path: &Path, what: &str, fix: &str) -> Error {
     Error::io(
         path,
         io::Error::new(
             io::ErrorKind::PermissionDenied,
             format!(
                 "{what}; the cache never follows links or uses files it did not make in its \
-                 folder: refused (remove it)"
+                 folder: refused ({fix})"
             ),
         ),
     )
@@ -154,12 +159,13 @@ fn check_owner(st: &libc::stat, path: &Path) -> Result<()> {
     // SAFETY: geteuid cannot fail.
     let me = unsafe { libc::geteuid() };
     if st.st_uid != me && st.st_uid != 0 {
-        return Err(refused(
+        return Err(refused_fix(
             path,
             &format!(
                 "owned by uid {}, not by this user (uid {me}) or root",
                 st.st_uid
             ),
+            "use a cache folder of your own",
         ));
     }
     Ok(())
@@ -215,12 +221,14 @@ impl SafeDir {
         }
         check_owner(&st, &path)?;
         if st.st_mode & 0o022 != 0 && st.st_mode & libc::S_ISVTX == 0 {
-            return Err(refused(
+            return Err(refused_fix(
                 &path,
                 &format!(
-                    "writable by group or others (mode {:o}) without the sticky bit",
+                    "writable by group or others (mode {:o}) without the sticky bit: anyone who \
+                     can write into it could plant names in it",
                     st.st_mode & 0o7777
                 ),
+                "`chmod go-w` it, or use a folder of your own",
             ));
         }
         Ok(SafeDir { fd, path })
