@@ -380,21 +380,37 @@ impl SafeDir {
             .map_err(|e| Error::io(&self.path, e))
     }
 
-    /// The names in the folder (best effort: an unreadable folder lists nothing).
+    /// The names in the folder (best effort: an unreadable folder lists nothing). Listed through
+    /// the handle, so a folder swapped in under the path is never the one listed.
     pub fn names(&self) -> Vec<String> {
-        // Listed through the handle (`/proc/self/fd` on Linux), so a folder swapped in under
-        // the path is never the one listed.
-        let listed = if cfg!(target_os = "linux") {
-            PathBuf::from(format!("/proc/self/fd/{}", self.fd.as_raw_fd()))
-        } else {
-            self.path.clone()
-        };
-        let Ok(rd) = fs::read_dir(&listed) else {
-            return Vec::new();
-        };
-        rd.flatten()
-            .map(|e| e.file_name().to_string_lossy().into_owned())
-            .collect()
+        let mut out = Vec::new();
+        let dot = c".";
+        let flags = libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC;
+        // SAFETY: a NUL-terminated name and an open handle; the new descriptor is handed to
+        // `fdopendir`, which owns it from then on (closed by `closedir`, or here if it fails).
+        unsafe {
+            let fd = libc::openat(self.fd.as_raw_fd(), dot.as_ptr(), flags);
+            if fd < 0 {
+                return out;
+            }
+            let d = libc::fdopendir(fd);
+            if d.is_null() {
+                libc::close(fd);
+                return out;
+            }
+            loop {
+                let e = libc::readdir(d);
+                if e.is_null() {
+                    break;
+                }
+                let name = std::ffi::CStr::from_ptr((*e).d_name.as_ptr()).to_string_lossy();
+                if name != "." && name != ".." {
+                    out.push(name.into_owned());
+                }
+            }
+            libc::closedir(d);
+        }
+        out
     }
 
     /// Removes the temporary files of dead writers ([`atomic::is_stale_temp`]); returns how many.
