@@ -761,8 +761,8 @@ pub(crate) fn pad_value(op: &str, v: &Bound<'_, PyAny>) -> PyResult<PadValue> {
     if v.is_instance_of::<PyBytes>() {
         return Ok(PadValue::Bytes(v.extract()?));
     }
-    if let Ok(s) = v.cast::<PyString>() {
-        return Ok(PadValue::Bytes(s.to_str()?.as_bytes().to_vec()));
+    if v.is_instance_of::<PyString>() {
+        return Ok(PadValue::Bytes(v.extract::<String>()?.into_bytes()));
     }
     if !v.is_instance_of::<PyFloat>() && v.hasattr("__index__")? {
         if let Ok(i) = v.extract::<i64>() {
@@ -770,9 +770,13 @@ pub(crate) fn pad_value(op: &str, v: &Bound<'_, PyAny>) -> PyResult<PadValue> {
         }
         return match v.extract::<u64>() {
             Ok(u) => Ok(PadValue::UInt(u)),
-            Err(_) => Err(to_pyerr(Error::invalid(format!(
-                "{op}: padding value {v} is outside the int64 and uint64 ranges"
-            )))),
+            Err(_) => Err(to_pyerr(
+                v.py(),
+                Error::invalid(format!(
+                    "{op}: padding value {v} is outside the int64 and uint64 ranges"
+                )),
+                None,
+            )),
         };
     }
     match v.extract::<f64>() {
