@@ -179,6 +179,56 @@ def test_a_missing_bucket_and_a_missing_object_are_clear_errors(moto, bucket):
         sh.open_table(f"s3://{bucket}/none.npy")
 
 
+def test_a_key_with_dot_dot_segments_is_left_out_of_list_files_and_counted(moto, bucket):
+    import urllib.request
+
+    moto.put_object(Bucket=bucket, Key="img/a.bin", Body=b"a")
+    # A legal S3 key leading out of the prefix, written unsigned straight to moto (boto3 may
+    # normalize the path; stokehold refuses to write such a key).
+    url = f"{moto.meta.endpoint_url}/{bucket}/img/x/%2E%2E/%2E%2E/evil.bin"
+    urllib.request.urlopen(urllib.request.Request(url, data=b"evil", method="PUT")).close()
+    assert "img/x/../../evil.bin" in keys(moto, bucket)
+    before = sh.storage_stats()["keys_left_out"]
+    files = sh.Dataset.list_files(f"s3://{bucket}/img/**", shuffle=False)
+    got = [np.asarray(e["path"]).item().decode() for e in files]
+    assert got == [f"s3://{bucket}/img/a.bin"]
+    assert sh.storage_stats()["keys_left_out"] > before
+
+
+def test_malformed_endpoints_and_retry_options_are_refused_by_name():
+    cases = [
+        ({"aws_endpoint": "http://127.0.0.1:99999"}, {}, "aws_endpoint", "99999"),
+        ({"aws_endpoint": "http://999.1.1.1:9000"}, {}, "aws_endpoint", "999.1.1.1"),
+        ({"aws_endpoint": "localhost:9000"}, {}, "aws_endpoint", "localhost:9000"),
+        ({}, {"retry_timeout": -1}, "retry_timeout", "-1"),
+        ({}, {"retry_timeout": float("nan")}, "retry_timeout", "nan"),
+        ({}, {"max_retries": -2}, "max_retries", "-2"),
+        ({"retry_timeout": "soon"}, {}, "retry_timeout", "soon"),
+    ]
+    for options, kwargs, name, value in cases:
+        with pytest.raises(sh.InvalidArgumentError) as e:
+            sh.set_storage_options(options, store="s3://never-opened", **kwargs)
+        assert name in str(e.value) and value in str(e.value), str(e.value)
+    # An http(s) URL is its own endpoint: refused by name when read, never a panic.
+    with pytest.raises(sh.InvalidArgumentError, match="not a valid endpoint URL"):
+        sh.open_table("http://127.0.0.1:99999/t.npy")
+
+
+def test_a_request_gives_up_after_its_retry_budget_naming_url_attempts_and_time(moto):
+    import socket
+
+    with socket.socket() as s:  # a port nobody listens on: every connection is refused
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    sh.set_storage_options({"aws_endpoint": f"http://127.0.0.1:{port}"}, store="s3://nowhere-x",
+                           retry_timeout=0.5, max_retries=100)
+    with pytest.raises(sh.StokeholdError) as e:
+        sh.open_table("s3://nowhere-x/t.npy")
+    msg = str(e.value)
+    assert f"HEAD http://127.0.0.1:{port}/nowhere-x/t.npy: gave up after " in msg, msg
+    assert "attempts in " in msg and "retry_timeout 0.5 s, max_retries 100" in msg, msg
+
+
 def _child_reads(url, n, out):
     try:
         ds = sh.open_shards(url)

@@ -21,7 +21,8 @@ fn set_storage_options(
 }
 
 /// This process's object-store reads so far: `requests` (GETs, hedges and resumed downloads
-/// included), `hedges` sent, `hedge_wins` (hedges that answered first), body `bytes` received.
+/// included), `hedges` sent, `hedge_wins` (hedges that answered first), body `bytes` received,
+/// `keys_left_out` of listings (a `..`, `.` or empty segment).
 #[pyfunction]
 fn storage_stats(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     let s = stokehold_io::storage::remote::stats();
@@ -30,6 +31,7 @@ fn storage_stats(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     d.set_item("hedges", s.hedges)?;
     d.set_item("hedge_wins", s.hedge_wins)?;
     d.set_item("bytes", s.bytes)?;
+    d.set_item("keys_left_out", s.keys_left_out)?;
     Ok(d)
 }
 
