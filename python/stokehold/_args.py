@@ -98,10 +98,11 @@ def count(op: str, arg: str, value: Any, minimum: int = 0) -> int:
 
 
 def count_or_all(op: str, arg: str, value: Any) -> Optional[int]:
-    """A count >= 0, or ``None`` for -1 (or ``None``): tf.data's "all" / "forever"."""
+    """A count >= 0, or ``None`` for any negative count (or ``None``): tf.data's "all" /
+    "forever" (tf.data reads every negative count so, not only -1)."""
     if value is None:
         return None
-    if not isinstance(value, bool) and _is_int(value) and operator.index(value) == -1:
+    if not isinstance(value, bool) and _is_int(value) and operator.index(value) < 0:
         return None
     return count(op, arg, value, 0)
 

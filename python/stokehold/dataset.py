@@ -593,7 +593,7 @@ class Dataset:
         return self._then(self._native.window_shuffle(_args.count(op, "window", window, 1), self._op_seed(op, seed)))
 
     def repeat(self, count: Optional[int] = None) -> Dataset:
-        """Repeats ``count`` times (``None`` or -1, the default: forever). Each repetition is a
+        """Repeats ``count`` times (``None`` or any negative count, the default: forever). Each repetition is a
         new epoch of the input (reshuffled); keeps random access.
 
         ``ds.prefetch(n).repeat(k)`` is run as ``ds.repeat(k).prefetch(n)`` (same elements; the
@@ -603,7 +603,9 @@ class Dataset:
         return self._then(self._native.repeat(_args.count_or_all("repeat", "count", count)))
 
     def take(self, count: int) -> Dataset:
-        """The first ``count`` elements of each epoch (-1: all of them, as in tf.data)."""
+        """The first ``count`` elements of each epoch (a negative count: all of them, as in
+        tf.data). Over an endless input (``repeat()``) each epoch, and each pass of an outer
+        ``repeat``, starts the input over, as tf.data restarts it."""
         c = _args.count_or_all("take", "count", count)
         return self._then(self._native) if c is None else self._then(self._native.take(c))
 

@@ -193,7 +193,7 @@ def test_errors_name_the_op_and_the_argument():
         (lambda: ds.batch("4"), r"batch\(batch_size='4'\)"),
         (lambda: ds.map(lambda e: e, num_parallel_calls=0), r"map\(num_parallel_calls=0\)"),
         (lambda: ds.prefetch(-5), r"prefetch\(buffer_size=-5\)"),
-        (lambda: ds.take(-2), r"take\(count=-2\)"),
+        (lambda: ds.take(1.5), r"take\(count=1.5\)"),
         (lambda: ds.shard(0, 0), r"shard\(num_shards=0\)"),
         (lambda: ds.shard(2, 0, policy="x"), r"shard\(policy='x'\)"),
         (lambda: ds.window(0), r"window\(size=0\)"),

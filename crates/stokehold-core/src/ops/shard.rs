@@ -11,6 +11,11 @@
 //! * `Pad`: every part gets `ceil(n / w)`; the parts past the end wrap to the epoch's first
 //!   positions, so `w - n % w` elements are seen twice (torch's `DistributedSampler`).
 //! * `Even`: an exact partition; parts `r < n % w` get one element more than the others.
+//!
+//! Over a stream, `shard` and `worker_split` keep positions `r, r + w, ...` as they arrive
+//! (tf.data's `shard` of any dataset): every element is still computed, once per part, and the
+//! checkpoint is the count of positions read plus the input's state. Only `Even` applies there
+//! (the others need the epoch's length up front).
 
 use std::sync::Arc;
 
@@ -133,11 +138,78 @@ impl RankShard {
 fn need_map<'a>(ds: &'a Dataset, op: &str) -> Result<&'a Arc<dyn MapDataset>> {
     ds.as_map().ok_or_else(|| {
         Error::invalid(format!(
-            "{op} needs a random-access input; {} is a stream (shard the source before \
-             stream ops, or shard files instead)",
+            "{op} with this policy needs a random-access input; {} is a stream (policy \
+             \"even\" shards a stream by position, or shard the source before stream ops)",
             ds.name()
         ))
     })
+}
+
+/// Part `index` of `parts` of a stream: positions `index, index + parts, ...` as they arrive.
+struct IterShard {
+    parent: Dataset,
+    parts: u64,
+    index: u64,
+    label: &'static str,
+}
+
+impl IterDataset for IterShard {
+    fn iter(&self, epoch: u64) -> Result<Box<dyn DatasetIter>> {
+        Ok(Box::new(IterShardIter {
+            inner: self.parent.iter(epoch)?,
+            parts: self.parts,
+            index: self.index,
+            read: 0,
+        }))
+    }
+
+    fn name(&self) -> String {
+        format!("{}({}, {}, even)", self.label, self.parts, self.index)
+    }
+
+    fn parents(&self) -> Vec<Dataset> {
+        vec![self.parent.clone()]
+    }
+
+    fn len(&self) -> Option<u64> {
+        let n = self.parent.len()?;
+        Some(match n {
+            INFINITE => INFINITE,
+            n => ShardPolicy::Even.count(n, self.parts, self.index),
+        })
+    }
+}
+
+struct IterShardIter {
+    inner: Box<dyn DatasetIter>,
+    parts: u64,
+    index: u64,
+    /// Positions of the input read so far.
+    read: u64,
+}
+
+impl DatasetIter for IterShardIter {
+    fn next(&mut self) -> Result<Option<Example>> {
+        loop {
+            let Some(e) = self.inner.next()? else {
+                return Ok(None);
+            };
+            self.read += 1;
+            if (self.read - 1) % self.parts == self.index {
+                return Ok(Some(e));
+            }
+        }
+    }
+
+    fn state(&self) -> Json {
+        json!({ "read": self.read, "inner": self.inner.state() })
+    }
+
+    fn set_state(&mut self, state: &Json) -> Result<()> {
+        self.read = state_u64(state, "read")?;
+        self.inner
+            .set_state(crate::dataset::state_field(state, "inner")?)
+    }
 }
 
 impl Dataset {
@@ -160,6 +232,14 @@ impl Dataset {
     ) -> Result<Dataset> {
         check_parts(parts, index)?;
         self.try_on_base(|ds| {
+            if ds.as_map().is_none() && policy == ShardPolicy::Even {
+                return Ok(Dataset::from_iter(IterShard {
+                    parent: ds.clone(),
+                    parts,
+                    index,
+                    label,
+                }));
+            }
             let parent = need_map(ds, label)?.clone();
             Ok(Dataset::from_map(Remap(RankShard {
                 parent,

@@ -160,6 +160,11 @@ fn pipelines() -> Vec<(&'static str, Build)> {
             d.shuffle(4).shard(4, 3, ShardPolicy::Drop).unwrap()
         }),
         ("shard_pad", |d| d.shard(5, 2, ShardPolicy::Pad).unwrap()),
+        ("shard_stream", |d| {
+            d.filter("all", filter_fn(|_, _| Ok(true)))
+                .shard(3, 1, ShardPolicy::Even)
+                .unwrap()
+        }),
         ("elastic_shard", |d| {
             d.elastic_shard(3, 2, ShardPolicy::Even).unwrap()
         }),

@@ -397,3 +397,33 @@ fn padded_batch_of_zero_length_rows_with_a_padding_value() {
     assert_eq!(v.shape(), &[1, 0]);
     assert_eq!(v.data().len(), 0);
 }
+
+/// `shard` of a stream keeps positions `r, r + w, ...` as tf.data's does (issue 49, class 8),
+/// the same elements as sharding the random-access input, and resumes exactly.
+#[test]
+fn shard_of_a_stream_is_by_position_and_resumes() {
+    use stokehold_core::ShardPolicy;
+    let stream = Dataset::range(11).filter("all", filter_fn(|_, _| Ok(true)));
+    for (w, r) in [(1, 0), (3, 0), (3, 2), (4, 1)] {
+        let ds = stream.shard(w, r, ShardPolicy::Even).unwrap();
+        let want: Vec<i64> = (0..11).filter(|i| i % w as i64 == r as i64).collect();
+        assert_eq!(run(&ds).unwrap(), want, "shard({w}, {r})");
+        let by_index = Dataset::range(11).shard(w, r, ShardPolicy::Even).unwrap();
+        assert_eq!(
+            run(&by_index).unwrap(),
+            want,
+            "random access shard({w}, {r})"
+        );
+        for k in 0..=want.len() {
+            assert_eq!(save_restore_run(&ds, k).unwrap(), want, "cut {k}");
+        }
+    }
+    let err = match stream.shard(2, 0, ShardPolicy::Drop) {
+        Err(e) => e.to_string(),
+        Ok(_) => panic!("shard of a stream with policy drop"),
+    };
+    assert!(
+        err.contains("policy \"even\" shards a stream by position"),
+        "{err}"
+    );
+}
