@@ -202,9 +202,7 @@ class Dataset:
             return self._then(self._native.map(fn, label, holds_gil))
         par = _args.parallelism("map", "num_parallel_calls", num_parallel_calls)
         det = True if deterministic is None else _args.flag("map", "deterministic", deterministic)
-        if self._native.staged_random_access:
-            return self._then(self._native.map(fn, label, holds_gil)).parallelize(par, det)
-        return self._then(self._native.map_parallel(fn, label, par, det))
+        return self._then(self._native.map_parallel(fn, label, par, det, holds_gil))
 
     @renamed(fn="map_func")
     def remote_map(
@@ -935,9 +933,7 @@ class Dataset:
             return self._then(self._native.map_with_context(call, label, holds_gil))
         par = _args.parallelism(op, "num_parallel_calls", num_parallel_calls)
         det = True if deterministic is None else _args.flag(op, "deterministic", deterministic)
-        if self._native.staged_random_access:
-            return self._then(self._native.map_with_context(call, label, holds_gil)).parallelize(par, det)
-        return self._then(self._native.map_parallel_with_context(call, label, par, det))
+        return self._then(self._native.map_parallel_with_context(call, label, par, det, holds_gil))
 
     # ---- several inputs ----------------------------------------------------------------------
 

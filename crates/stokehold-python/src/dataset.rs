@@ -81,7 +81,10 @@ impl PyDataset {
         })
     }
 
-    /// `map` on worker threads: `par` > 0 threads, or -1 for AUTOTUNE; a stream.
+    /// `map` on worker threads: `par` > 0 threads, or -1 for AUTOTUNE; `holds_gil` as in `map`.
+    /// Core plans it (`Dataset::map_parallel`): over random access (or execution stages over
+    /// it) `map(f).parallelize(par)`, which keeps random access; over a stream, a stream.
+    #[pyo3(signature = (f, label, par, deterministic, holds_gil=true))]
     fn map_parallel(
         &self,
         py: Python<'_>,
@@ -89,15 +92,17 @@ impl PyDataset {
         label: &str,
         par: i64,
         deterministic: bool,
+        holds_gil: bool,
     ) -> PyResult<Self> {
         guard(|| {
             let p = ok(py, Parallelism::from_arg("map", "num_parallel_calls", par))?;
-            Ok(wrap(self.ds.map_parallel(
-                label,
-                py_map_fn(f),
-                p,
-                deterministic,
-            )))
+            let f = py_map_fn(f);
+            Ok(wrap(if holds_gil {
+                self.ds
+                    .map_parallel_scoped(label, f, py_scope(label), p, deterministic)
+            } else {
+                self.ds.map_parallel(label, f, p, deterministic)
+            }))
         })
     }
 
@@ -297,14 +302,6 @@ impl PyDataset {
     #[getter]
     fn is_random_access(&self) -> bool {
         self.ds.is_random_access()
-    }
-
-    /// True when this pipeline is random access under execution stages only (prefetch,
-    /// parallelize, with_options): ops that keep random access build under the stages
-    /// (`Dataset::peel_stages`).
-    #[getter]
-    fn staged_random_access(&self) -> bool {
-        self.ds.peel_stages().is_some()
     }
 
     /// Element `index` (an index past `len` reaches into later epochs).

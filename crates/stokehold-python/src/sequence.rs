@@ -79,7 +79,9 @@ impl PyDataset {
         })
     }
 
-    /// `map_with_context` on worker threads over a stream (`par` > 0, or -1 for AUTOTUNE).
+    /// `map_with_context` on worker threads (`par` > 0, or -1 for AUTOTUNE); `holds_gil` as in
+    /// `map`. Core plans it as `map_parallel` (`Dataset::map_parallel`).
+    #[pyo3(signature = (f, label, par, deterministic, holds_gil=true))]
     fn map_parallel_with_context(
         &self,
         py: Python<'_>,
@@ -87,17 +89,17 @@ impl PyDataset {
         label: &str,
         par: i64,
         deterministic: bool,
+        holds_gil: bool,
     ) -> PyResult<PyDataset> {
         guard(|| {
             let p = ok(py, Parallelism::from_arg("map", "num_parallel_calls", par))?;
             let ds = self.dataset();
             let g = py_map_ctx_fn(f, epoch_len(ds));
-            Ok(PyDataset::from_dataset(ds.map_parallel(
-                label,
-                g,
-                p,
-                deterministic,
-            )))
+            Ok(PyDataset::from_dataset(if holds_gil {
+                ds.map_parallel_scoped(label, g, py_scope(label), p, deterministic)
+            } else {
+                ds.map_parallel(label, g, p, deterministic)
+            }))
         })
     }
 

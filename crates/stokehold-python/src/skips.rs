@@ -27,8 +27,9 @@ pub(crate) fn map_on_error(
 
 /// [`map_on_error`] on worker threads: `par` is Python's `num_parallel_calls` (`None`: no
 /// threads of its own; a count; -1: AUTOTUNE). What a skip leaves out is logged in the
-/// pipeline, where `ds.skipped()` finds it. A raising map over a random-access input stays
-/// random access under a `parallelize` stage, as `map(num_parallel_calls=...)` does.
+/// pipeline, where `ds.skipped()` finds it. Core plans the threads (`Dataset::map_with_policy`
+/// through `Dataset::map_parallel`): over a random-access input a raising map stays random
+/// access under a `parallelize` stage, as `map(num_parallel_calls=...)` does.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn map_on_error_par(
     py: Python<'_>,
@@ -46,16 +47,14 @@ pub(crate) fn map_on_error_par(
         par.map(|p| Parallelism::from_arg(op, "num_parallel_calls", p))
             .transpose(),
     )?;
-    let out = match (policy, par) {
-        (OnError::Raise, Some(p)) if ds.peel_stages().is_some() => {
-            ds.map(label, f).parallelize(p, deterministic)
-        }
-        _ => {
-            let log = Arc::new(ErrorLog::default());
-            ds.map_with_policy(label, f, policy, log, par.map(|p| (p, deterministic)))
-        }
-    };
-    Ok(PyDataset::from_dataset(out))
+    let log = Arc::new(ErrorLog::default());
+    Ok(PyDataset::from_dataset(ds.map_with_policy(
+        label,
+        f,
+        policy,
+        log,
+        par.map(|p| (p, deterministic)),
+    )))
 }
 
 #[pymethods]

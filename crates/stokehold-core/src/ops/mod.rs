@@ -245,7 +245,8 @@ impl Dataset {
 pub(crate) fn stream_shuffle_advice(ds: &Dataset, op: &str, fallback: &str) -> String {
     fn parallel_map_under_cache(ds: &Dataset, under_cache: bool) -> Option<String> {
         let name = ds.name();
-        if under_cache && name.starts_with("map[") && name.contains("(parallel") {
+        let parallel = name.starts_with("map[") || name.starts_with("parallelize[");
+        if under_cache && parallel && name.contains("(parallel") {
             return Some(name);
         }
         let under = under_cache || name.starts_with("cache");

@@ -1,8 +1,11 @@
 //! `map_parallel` and `parallelize`: a stage that runs on worker threads.
 //!
-//! Over a random-access input, workers fetch by index: `files.map(load).padded_batch(64)
-//! .parallelize(Autotune, true)` loads and pads whole batches on the workers. Over a stream,
-//! workers take elements from the input in order and map them in parallel. Output is in input
+//! [`Dataset::map_parallel`] plans itself: over a random-access input (or execution stages over
+//! one) it is `map(f).parallelize(par)`, so it keeps random access; over a stream it is the
+//! streaming parallel map. Over a random-access input, workers fetch by index:
+//! `files.map(load).padded_batch(64).parallelize(Autotune, true)` loads and pads whole batches
+//! on the workers. Over a stream, workers take elements from the input in order and map them in
+//! parallel. Output is in input
 //! order by default (`deterministic = true`), or as completed. In order, the stage is left out
 //! of the checkpoint fingerprint and its state is the sequential pipeline's
 //! ([`IterDataset::data_name`]): a state saved with 1 thread restores with 8, or with none.
@@ -13,7 +16,7 @@ use crate::error::Result;
 use crate::exec::parallel::{ParallelIter, StageSpec};
 use crate::exec::DefaultExecutor;
 use crate::exec::{Executor, Parallelism};
-use crate::ops::map::MapFn;
+use crate::ops::map::{MapFn, ScopeFn};
 
 /// A parallel stage over `parent`, mapping with `f` when given.
 pub struct ParallelMap {
@@ -117,8 +120,14 @@ impl IterDataset for ParallelMap {
 
 impl Dataset {
     /// Applies `f` on `par` worker threads; `deterministic` keeps the input order (the default of
-    /// tf.data), otherwise elements come as they complete. The result is a stream (over a
-    /// random-access input, `map(f).parallelize(par)` keeps random access).
+    /// tf.data), otherwise elements come as they complete.
+    ///
+    /// This is the one plan rule for a parallel map: over a random-access input, or execution
+    /// stages over one ([`Dataset::peel_stages`]), the result is `map(f).parallelize(par,
+    /// deterministic)`: the workers compute whole elements by index, the map keeps random access
+    /// (`len`, `get`, `epochs()`, ops built under the stages) and its state is the sequential
+    /// map's. Over a stream it is a stream: workers take elements from the input in order and
+    /// map them in parallel.
     pub fn map_parallel(
         &self,
         label: &str,
@@ -126,6 +135,40 @@ impl Dataset {
         par: Parallelism,
         deterministic: bool,
     ) -> Dataset {
+        self.plan_map_parallel(label, f, None, par, deterministic)
+    }
+
+    /// [`Dataset::map_parallel`] whose runs of calls are made inside `scope` (as
+    /// [`Dataset::map_scoped`]: a Python function's GIL, held once per run). Over a stream the
+    /// elements come one at a time and `scope` is not used.
+    pub fn map_parallel_scoped(
+        &self,
+        label: &str,
+        f: MapFn,
+        scope: ScopeFn,
+        par: Parallelism,
+        deterministic: bool,
+    ) -> Dataset {
+        self.plan_map_parallel(label, f, Some(scope), par, deterministic)
+    }
+
+    /// The rule of [`Dataset::map_parallel`]. `parallelize` never calls back into it (it builds
+    /// its [`ParallelMap`] directly), so the rule cannot recurse.
+    fn plan_map_parallel(
+        &self,
+        label: &str,
+        f: MapFn,
+        scope: Option<ScopeFn>,
+        par: Parallelism,
+        deterministic: bool,
+    ) -> Dataset {
+        if self.peel_stages().is_some() {
+            let mapped = match scope {
+                Some(scope) => self.map_scoped(label, f, scope),
+                None => self.map(label, f),
+            };
+            return mapped.parallelize(par, deterministic);
+        }
         Dataset::from_iter(ParallelMap::new(
             self.clone(),
             Some(f),

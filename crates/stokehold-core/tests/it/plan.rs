@@ -4,6 +4,7 @@
 
 use serde_json::Value as Json;
 use stokehold_core::exec::executor_of;
+use stokehold_core::ops::map::MapFn;
 use stokehold_core::ops::plan::Epochs;
 use stokehold_core::{
     filter_fn, map_fn, stack, BatchOptions, Dataset, DatasetIter, Error, Example, PadValue,
@@ -310,8 +311,8 @@ fn stages_are_hoisted_over_repeat() {
     );
     assert_eq!(run_epoch(&par, 0), want);
 
-    // Not stages: an as-completed parallelize, a parallel map with a function, a prefetch over
-    // a stream. The repeat stays outside.
+    // Not stages: an as-completed parallelize, a parallel map with a function over a stream, a
+    // prefetch over a stream. The repeat stays outside.
     let unordered = base(6)
         .parallelize(Parallelism::Fixed(2), false)
         .repeat(Some(2));
@@ -319,6 +320,7 @@ fn stages_are_hoisted_over_repeat() {
         .describe()
         .ends_with("deterministic=false) -> repeat(2)"));
     let mapped = base(6)
+        .filter("all", filter_fn(|_, _| Ok(true)))
         .map_parallel("id", map_fn(|e, _| Ok(e)), Parallelism::Fixed(2), true)
         .repeat(Some(2));
     assert!(mapped
@@ -468,14 +470,27 @@ fn executor_found_through_the_dataset() {
 
 #[test]
 fn cache_of_a_parallel_map_points_to_the_sequential_map() {
+    // In order, a parallel map over random access is map().parallelize(): the cache builds
+    // under the stage and the shuffle after it has random access.
+    let load = || map_fn(|e, _| Ok(e));
+    let ordered = Dataset::range(10)
+        .map_parallel("load", load(), Parallelism::Fixed(2), true)
+        .cache()
+        .unwrap();
+    let shuffled = ordered.try_shuffle(0).unwrap();
+    assert!(shuffled
+        .describe()
+        .ends_with("shuffle(seed=0) -> parallelize[input](parallel, deterministic=true)"));
+    assert_eq!(crate::common::run(&shuffled).unwrap().len(), 10);
+    // As completed, the order is the stage's: the cache keeps a stream.
     let ds = Dataset::range(10)
-        .map_parallel("load", map_fn(|e, _| Ok(e)), Parallelism::Fixed(2), true)
+        .map_parallel("load", load(), Parallelism::Fixed(2), false)
         .cache()
         .unwrap();
     let err = ds.try_shuffle(0).err().unwrap().to_string();
     for part in [
         "shuffle(seed=0) needs random access",
-        "cache() keeps what map[load](parallel, deterministic=true) yields",
+        "cache() keeps what parallelize[input](parallel, deterministic=false) yields",
         "Run the map sequentially before cache() (`map(fn)` without num_parallel_calls keeps \
          random access)",
         "parallelize() after the shuffle",
@@ -496,4 +511,98 @@ fn cache_of_a_parallel_map_points_to_the_sequential_map() {
         .unwrap()
         .to_string()
         .contains("shuffle(buffer_size=...)"));
+}
+
+/// Doubles `x` and records the global index the function saw.
+fn double() -> MapFn {
+    map_fn(|mut e, c| {
+        let x = e.tensor("test", "x")?.to_vec::<i64>()?[0];
+        e.insert("x", Tensor::scalar(2 * x));
+        e.insert("seen", Tensor::scalar(c.index as i64));
+        Ok(e)
+    })
+}
+
+/// Core plans a parallel map (the one place of the rule; the bindings call it): over a
+/// random-access input, or execution stages over one, `map_parallel` is
+/// `map(f).parallelize(par)`: the same plan and elements, the length known, the map on a
+/// random-access base under the stage (so `epochs()` and ops after it build under it), and a
+/// state saved at one parallelism restores at another. Over a stream it stays a stream.
+#[test]
+fn map_parallel_over_random_access_is_map_then_parallelize() {
+    for input in [base(9), staged(9)] {
+        for (par, det) in [
+            (Parallelism::Fixed(3), true),
+            (Parallelism::Autotune, true),
+            (Parallelism::Fixed(2), false),
+        ] {
+            let planned = input.map_parallel("double", double(), par, det);
+            let by_hand = input.map("double", double()).parallelize(par, det);
+            assert_eq!(planned.describe(), by_hand.describe());
+            assert_eq!(planned.describe_data(), by_hand.describe_data());
+            assert_eq!(planned.len(), Some(9));
+            let mut got = run_epoch(&planned, 1);
+            let mut want = run_epoch(&by_hand, 1);
+            if !det {
+                let key = |e: &Example| xs(std::slice::from_ref(e))[0];
+                got.sort_by_key(key);
+                want.sort_by_key(key);
+            }
+            assert_eq!(got, want, "{par:?} deterministic={det}");
+            if det {
+                // The map runs on a random-access base: `get` of the base is the element.
+                let (mapped, _) = planned.peel_stages().expect("random access under stages");
+                assert!(mapped.is_random_access());
+                assert_eq!(mapped.get(4).unwrap(), run_epoch(&planned, 0)[4]);
+                assert_eq!(
+                    mapped.describe(),
+                    input.peel_stages().unwrap().0.describe() + " -> map[double]"
+                );
+            }
+        }
+    }
+    // Ops after it build under the stage, and epochs() runs it.
+    let planned = base(6).map_parallel("double", double(), Parallelism::Fixed(2), true);
+    assert!(planned.batch(2, false).unwrap().describe().ends_with(
+        "-> batch(2, drop_remainder=false) -> parallelize[input](parallel, deterministic=true)"
+    ));
+    let mut l = planned.epochs(0, Some(2), None).unwrap();
+    assert_eq!(rest(&mut l).len(), 12);
+
+    // A state saved at one parallelism restores at another (and with none), mid-epoch.
+    let at = |par| base(8).map_parallel("double", double(), par, true);
+    let want = run_epoch(&base(8).map("double", double()), 2);
+    for (save, load) in [
+        (Parallelism::Fixed(1), Parallelism::Fixed(4)),
+        (Parallelism::Fixed(4), Parallelism::Autotune),
+        (Parallelism::Autotune, Parallelism::Fixed(1)),
+    ] {
+        let mut a = at(save).iter(2).unwrap();
+        let head: Vec<Example> = (0..3).map(|_| a.next().unwrap().unwrap()).collect();
+        let state = a.state();
+        let mut b = at(load).iter(2).unwrap();
+        b.set_state(&state).unwrap();
+        let mut got = head;
+        got.extend(b.collect_all().unwrap());
+        assert_eq!(got, want, "{save:?} -> {load:?}");
+        let mut c = base(8).map("double", double()).iter(2).unwrap();
+        c.set_state(&state).unwrap();
+        assert_eq!(
+            c.collect_all().unwrap(),
+            want[3..],
+            "{save:?} -> sequential"
+        );
+    }
+
+    // Over a stream: the streaming parallel map, a stream of the same elements.
+    let stream = Dataset::range(9).filter("all", filter_fn(|_, _| Ok(true)));
+    let par = stream.map_parallel("double", double(), Parallelism::Fixed(2), true);
+    assert!(par.peel_stages().is_none());
+    assert!(par
+        .describe()
+        .ends_with("-> map[double](parallel, deterministic=true)"));
+    assert_eq!(
+        xs(&run_epoch(&par, 0)),
+        xs(&run_epoch(&stream.map("double", double()), 0))
+    );
 }
