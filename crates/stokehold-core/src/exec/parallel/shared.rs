@@ -57,7 +57,8 @@ pub(super) struct St {
     /// Whether this iterator has claimed a run yet (its first is one element, see `claim_run`).
     pub(super) claimed: bool,
     /// The iterator's first element, from its claim until it is in the buffer: in a scoped stage
-    /// the other workers wait for it before they start (see [`FIRST_ALONE`]).
+    /// the other workers wait for it before they start (see
+    /// [`FIRST_ALONE`](super::worker::FIRST_ALONE)).
     pub(super) first: Option<u64>,
     /// The consumer is waiting for an element (in `next`).
     pub(super) waiting: bool,
@@ -101,7 +102,8 @@ pub(super) struct Shared {
     /// The reorder buffer's bytes in the executor's budget.
     pub(super) held: Reservation,
     pub(super) ordered: bool,
-    /// The stage's functions share a scope (Python's GIL, [`StageSpec::scoped`]).
+    /// The stage's functions share a scope (Python's GIL,
+    /// [`StageSpec::scoped`](super::StageSpec::scoped)).
     pub(super) scoped: bool,
 }
 
