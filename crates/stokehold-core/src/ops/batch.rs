@@ -67,10 +67,10 @@ impl BatchOptions {
     ) -> Self {
         let mut specs: HashMap<String, PadSpec> = HashMap::new();
         for (name, shape) in shapes {
-            specs.entry(name).or_insert_with(PadSpec::default).shape = Some(shape);
+            specs.entry(name).or_default().shape = Some(shape);
         }
         for (name, value) in values {
-            specs.entry(name).or_insert_with(PadSpec::default).value = Some(value);
+            specs.entry(name).or_default().value = Some(value);
         }
         BatchOptions {
             size,
