@@ -8,6 +8,7 @@ pub mod atomic;
 #[cfg(feature = "audio")]
 pub mod audio;
 pub mod files;
+pub mod options;
 #[cfg(feature = "image")]
 pub mod image;
 pub mod shard;

@@ -14,6 +14,8 @@ use realfft::{RealFftPlanner, RealToComplex};
 use stokehold_core::alloc::{checked_bytes, try_filled};
 use stokehold_core::{Error, Result};
 
+use crate::options::Choice;
+
 /// How `center` pads the signal's ends.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PadMode {
@@ -21,6 +23,14 @@ pub enum PadMode {
     Reflect,
     /// Zeros (librosa's default since 0.10).
     Constant,
+}
+
+impl Choice for PadMode {
+    const ARG: &'static str = "pad_mode";
+    const CHOICES: &'static [(&'static str, Self)] = &[
+        ("reflect", PadMode::Reflect),
+        ("constant", PadMode::Constant),
+    ];
 }
 
 /// Options of the short-time Fourier transform.
@@ -52,6 +62,52 @@ impl StftOptions {
             pad_mode: PadMode::Reflect,
             power: 2.0,
         }
+    }
+
+    /// The Python API's STFT arguments with its defaults (`win_length`: `n_fft`; `hop_length`:
+    /// `win_length / 2`), checked: a bad value is an error naming `op` and the argument.
+    pub fn from_args(
+        op: &str,
+        n_fft: usize,
+        win_length: Option<usize>,
+        hop_length: Option<usize>,
+        power: f32,
+        center: bool,
+        pad_mode: PadMode,
+    ) -> Result<Self> {
+        let bad = |arg: &str, v: &dyn std::fmt::Display, why: &str| {
+            Err(Error::invalid(format!("{op}({arg}={v}): {why}")))
+        };
+        if n_fft < 2 {
+            return bad("n_fft", &n_fft, "must be >= 2");
+        }
+        let win = win_length.unwrap_or(n_fft);
+        if win == 0 || win > n_fft {
+            return bad(
+                "win_length",
+                &win,
+                &format!("must be in 1..=n_fft ({n_fft})"),
+            );
+        }
+        let hop = hop_length.unwrap_or((win / 2).max(1));
+        if hop == 0 {
+            return bad("hop_length", &hop, "must be >= 1");
+        }
+        if !(power > 0.0 && power.is_finite()) {
+            return bad(
+                "power",
+                &power,
+                "must be a number > 0 (1: magnitude, 2: power)",
+            );
+        }
+        Ok(StftOptions {
+            n_fft,
+            win_length: win,
+            hop_length: hop,
+            center,
+            pad_mode,
+            power,
+        })
     }
 }
 
@@ -231,6 +287,24 @@ pub enum MelScale {
     Slaney,
 }
 
+impl Choice for MelScale {
+    const ARG: &'static str = "mel_scale";
+    const CHOICES: &'static [(&'static str, Self)] =
+        &[("htk", MelScale::Htk), ("slaney", MelScale::Slaney)];
+}
+
+/// A normalisation of the mel filters (Python's `norm`; `None` there is none).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MelNorm {
+    /// Slaney's constant area: each filter divided by its width in Hz / 2.
+    Slaney,
+}
+
+impl Choice for MelNorm {
+    const ARG: &'static str = "norm";
+    const CHOICES: &'static [(&'static str, Self)] = &[("slaney", MelNorm::Slaney)];
+}
+
 impl MelScale {
     fn to_mel(self, hz: f64) -> f64 {
         match self {
@@ -279,6 +353,48 @@ pub struct MelOptions {
     pub scale: MelScale,
     /// Divide each filter by its width in Hz / 2 (Slaney's constant-area normalisation).
     pub slaney_norm: bool,
+}
+
+impl MelOptions {
+    /// The Python API's mel arguments, checked: a bad value is an error naming `op` and the
+    /// argument (`f_min` must lie in `[0, f_max)`, `f_max` defaulting to `sample_rate / 2`).
+    pub fn from_args(
+        op: &str,
+        sample_rate: u32,
+        n_mels: usize,
+        f_min: f64,
+        f_max: Option<f64>,
+        scale: MelScale,
+        norm: Option<MelNorm>,
+    ) -> Result<Self> {
+        if sample_rate == 0 || n_mels == 0 {
+            let (arg, v) = if n_mels == 0 {
+                ("n_mels", 0)
+            } else {
+                ("sample_rate", 0)
+            };
+            return Err(Error::invalid(format!("{op}({arg}={v}): must be >= 1")));
+        }
+        let top = f_max.unwrap_or(sample_rate as f64 / 2.0);
+        if let Some(v) = f_max.filter(|v| !v.is_finite()) {
+            return Err(Error::invalid(format!(
+                "{op}(f_max={v}): must be a finite number"
+            )));
+        }
+        if !(f_min.is_finite() && 0.0 <= f_min && f_min < top) {
+            return Err(Error::invalid(format!(
+                "{op}(f_min={f_min}): must be >= 0 and below f_max ({top}; default: rate / 2)"
+            )));
+        }
+        Ok(MelOptions {
+            sample_rate,
+            n_mels,
+            f_min,
+            f_max,
+            scale,
+            slaney_norm: norm == Some(MelNorm::Slaney),
+        })
+    }
 }
 
 /// Triangular mel filters over `n_freqs` STFT bins; each keeps only its non-zero span.
@@ -396,6 +512,60 @@ fn log10(x: f32) -> f32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_python_arguments_take_torchaudios_defaults_and_name_a_bad_one() {
+        let o = StftOptions::from_args("spectrogram", 400, None, None, 2.0, true, PadMode::Reflect);
+        assert_eq!(o.unwrap(), StftOptions::new(400));
+        let o = StftOptions::from_args("s", 512, Some(300), None, 1.0, false, PadMode::Constant);
+        assert_eq!(
+            (o.as_ref().unwrap().win_length, o.unwrap().hop_length),
+            (300, 150)
+        );
+        let e = StftOptions::from_args(
+            "spectrogram",
+            512,
+            Some(600),
+            None,
+            2.0,
+            true,
+            PadMode::Reflect,
+        );
+        assert!(e
+            .unwrap_err()
+            .to_string()
+            .contains("spectrogram(win_length=600): must be in 1..=n_fft (512)"));
+        let e = StftOptions::from_args("s", 512, None, None, f32::NAN, true, PadMode::Reflect);
+        assert!(e.unwrap_err().to_string().contains("s(power=NaN)"));
+        let m = MelOptions::from_args(
+            "m",
+            16000,
+            64,
+            0.0,
+            None,
+            MelScale::Slaney,
+            Some(MelNorm::Slaney),
+        );
+        assert!(m.unwrap().slaney_norm);
+        let e = MelOptions::from_args(
+            "mel_spectrogram",
+            16000,
+            64,
+            9000.0,
+            None,
+            MelScale::Htk,
+            None,
+        );
+        assert!(e
+            .unwrap_err()
+            .to_string()
+            .contains("mel_spectrogram(f_min=9000): must be >= 0 and below f_max (8000"));
+        assert_eq!(MelScale::parse("m", "slaney").unwrap(), MelScale::Slaney);
+        assert!(PadMode::parse("spectrogram", "zeros")
+            .unwrap_err()
+            .to_string()
+            .contains("spectrogram(pad_mode='zeros'): must be one of 'reflect', 'constant'"));
+    }
 
     #[test]
     fn a_sine_peaks_in_its_bin() {

@@ -40,8 +40,10 @@ pub mod ops;
 pub mod resample;
 
 pub use decode::{decode_bytes, probe_bytes, probe_file, Audio, AudioInfo};
-pub use features::{power_to_db, MelBank, MelOptions, MelScale, PadMode, Stft, StftOptions};
+pub use features::{
+    power_to_db, MelBank, MelNorm, MelOptions, MelScale, PadMode, Stft, StftOptions,
+};
 pub use ops::{
     decode_audio_fn, load_audio_fn, mel_spectrogram_fn, spectrogram_fn, DecodeOptions, SampleType,
-    Window,
+    Window, MAX_SAMPLE_RATE,
 };

@@ -15,6 +15,7 @@ use stokehold_core::{Ctx, DType, Error, Example, MapFn, Result, Tensor};
 use super::decode::{open_bytes, open_file, Audio, Opened};
 use super::features::{power_to_db, release_if_large, MelBank, Stft};
 use super::resample::{mix_to_mono, resample};
+use crate::options::Choice;
 
 /// The sample type of decoded audio.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -24,6 +25,12 @@ pub enum SampleType {
     F32,
     /// `int16` (`round(x * 32768)`, saturated; 16-bit sources come back unchanged).
     I16,
+}
+
+impl Choice for SampleType {
+    const ARG: &'static str = "dtype";
+    const CHOICES: &'static [(&'static str, Self)] =
+        &[("float32", SampleType::F32), ("int16", SampleType::I16)];
 }
 
 /// Which part of each clip to decode.
@@ -50,6 +57,48 @@ pub enum Window {
         seed: u64,
     },
 }
+
+impl Window {
+    /// The Python API's window rule: `random_window` seconds drawn with `seed` (and then no
+    /// `offset` or `duration`), else `offset` / `duration` seconds (`0.0` / `None`: all of it).
+    /// A bad value is an error naming `op` and the argument.
+    pub fn from_args(
+        op: &str,
+        offset: f64,
+        duration: Option<f64>,
+        random_window: Option<f64>,
+        seed: u64,
+    ) -> Result<Window> {
+        let seconds = |arg: &str, v: f64, positive: bool| {
+            if !v.is_finite() || v < 0.0 || (positive && v == 0.0) {
+                let why = if positive { "> 0" } else { ">= 0" };
+                return Err(Error::invalid(format!(
+                    "{op}({arg}={v}): must be a finite number of seconds {why}"
+                )));
+            }
+            Ok(v)
+        };
+        let offset = seconds("offset", offset, false)?;
+        let duration = duration.map(|d| seconds("duration", d, true)).transpose()?;
+        Ok(match random_window {
+            Some(d) if offset != 0.0 || duration.is_some() => {
+                return Err(Error::invalid(format!(
+                    "{op}(random_window={d}): draws its own offset: leave offset and duration out"
+                )))
+            }
+            Some(d) => Window::Random {
+                duration: seconds("random_window", d, true)?,
+                seed,
+            },
+            None if offset == 0.0 && duration.is_none() => Window::All,
+            None => Window::Span { offset, duration },
+        })
+    }
+}
+
+/// The highest `sample_rate` a decode resamples to (1 MHz: beyond any audio format's rates, and
+/// low enough that the resampler's buffers stay small).
+pub const MAX_SAMPLE_RATE: u32 = 1_000_000;
 
 /// Options of `decode_audio` / `load_audio`.
 #[derive(Clone, Debug, PartialEq)]
@@ -79,6 +128,27 @@ impl Default for DecodeOptions {
             window: Window::All,
             rate_feature: Some("sample_rate".into()),
         }
+    }
+}
+
+impl DecodeOptions {
+    /// These options if `op` can run with them: a `sample_rate` in `1..=MAX_SAMPLE_RATE`, a
+    /// non-empty `rate_feature` (the Python names are `resample_to`, `sample_rate_key`).
+    pub fn checked(self, op: &str) -> Result<Self> {
+        if let Some(r) = self
+            .sample_rate
+            .filter(|r| !(1..=MAX_SAMPLE_RATE).contains(r))
+        {
+            return Err(Error::invalid(format!(
+                "{op}(resample_to={r}): must be in 1..={MAX_SAMPLE_RATE} Hz"
+            )));
+        }
+        if self.rate_feature.as_deref() == Some("") {
+            return Err(Error::invalid(format!(
+                "{op}(sample_rate_key=''): must be a non-empty str or None"
+            )));
+        }
+        Ok(self)
     }
 }
 
@@ -431,4 +501,37 @@ pub fn mel_spectrogram_fn(
         }
         Ok(())
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_python_window_arguments_make_one_window_or_name_the_bad_one() {
+        let w = |o, d, r| Window::from_args("load_audio", o, d, r, 7);
+        assert_eq!(w(0.0, None, None).unwrap(), Window::All);
+        let span = Window::Span {
+            offset: 0.5,
+            duration: Some(0.25),
+        };
+        assert_eq!(w(0.5, Some(0.25), None).unwrap(), span);
+        let random = Window::Random {
+            duration: 3.0,
+            seed: 7,
+        };
+        assert_eq!(w(0.0, None, Some(3.0)).unwrap(), random);
+        let msg = |r: Result<Window>| r.unwrap_err().to_string();
+        assert!(msg(w(2.0, None, Some(1.0))).contains("load_audio(random_window=1): draws its own"));
+        assert!(msg(w(-1.0, None, None)).contains("load_audio(offset=-1): must be"));
+        assert!(msg(w(0.0, Some(0.0), None)).contains("load_audio(duration=0): must be"));
+        assert!(msg(w(0.0, None, Some(f64::INFINITY))).contains("(random_window=inf)"));
+        let big = DecodeOptions {
+            sample_rate: Some(MAX_SAMPLE_RATE + 1),
+            ..Default::default()
+        };
+        let e = big.checked("decode_audio").unwrap_err().to_string();
+        assert!(e.contains("decode_audio(resample_to=1000001): must be in 1..=1000000 Hz"));
+        assert_eq!(SampleType::parse("x", "int16").unwrap(), SampleType::I16);
+    }
 }

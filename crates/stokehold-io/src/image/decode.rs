@@ -7,7 +7,7 @@
 
 use std::io::Cursor;
 
-use stokehold_core::{DType, Tensor};
+use stokehold_core::{DType, Error, Tensor};
 use zune_jpeg::zune_core::bytestream::ZCursor;
 use zune_jpeg::zune_core::colorspace::ColorSpace;
 use zune_jpeg::zune_core::options::DecoderOptions;
@@ -16,6 +16,7 @@ use zune_jpeg::JpegDecoder;
 use super::error::ImageError;
 pub use super::format::Format;
 use super::pixels::Layout;
+use crate::options::Choice;
 
 /// Pillow's decompression-bomb ceiling (`2 * Image.MAX_IMAGE_PIXELS`): a user coming from a PIL
 /// `map` keeps the same limit by default.
@@ -90,6 +91,59 @@ impl Default for DecodeOptions {
             max_pixels: DEFAULT_MAX_PIXELS,
         }
     }
+}
+
+impl DecodeOptions {
+    /// The Python API's decode arguments, checked: a bad value is an error naming `op` and the
+    /// argument.
+    pub fn from_args(
+        op: &str,
+        channels: u64,
+        dtype: SampleType,
+        layout: Layout,
+        max_pixels: u64,
+    ) -> stokehold_core::Result<Self> {
+        let Some(channels @ (0 | 1 | 3 | 4)) = u8::try_from(channels).ok() else {
+            return Err(Error::invalid(format!(
+                "{op}(channels={channels}): must be 0 (as in the file), 1, 3 or 4"
+            )));
+        };
+        if max_pixels == 0 {
+            return Err(Error::invalid(format!("{op}(max_pixels=0): must be >= 1")));
+        }
+        Ok(DecodeOptions {
+            channels,
+            dtype: dtype.dtype(),
+            layout,
+            max_pixels,
+        })
+    }
+}
+
+/// The sample type a decode produces (Python's `dtype`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum SampleType {
+    /// `uint8` (16-bit PNGs keep their high byte).
+    #[default]
+    U8,
+    /// `uint16` (8-bit sources scaled by 257).
+    U16,
+}
+
+impl SampleType {
+    /// The tensor dtype.
+    pub fn dtype(self) -> DType {
+        match self {
+            SampleType::U8 => DType::U8,
+            SampleType::U16 => DType::U16,
+        }
+    }
+}
+
+impl Choice for SampleType {
+    const ARG: &'static str = "dtype";
+    const CHOICES: &'static [(&'static str, Self)] =
+        &[("uint8", SampleType::U8), ("uint16", SampleType::U16)];
 }
 
 /// Samples as the decoders produce them.
@@ -366,4 +420,28 @@ fn has_eoi_after_scan(data: &[u8]) -> bool {
         pos += 2 + len;
     }
     false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_python_decode_arguments_are_checked_naming_the_op() {
+        let o =
+            DecodeOptions::from_args("decode_image", 0, SampleType::U16, Layout::Chw, 9).unwrap();
+        assert_eq!(
+            (o.channels, o.dtype, o.layout, o.max_pixels),
+            (0, DType::U16, Layout::Chw, 9)
+        );
+        for c in [2, 5, 256 + 3] {
+            let e = DecodeOptions::from_args("load_image", c, SampleType::U8, Layout::Hwc, 9);
+            let want = format!("load_image(channels={c}): must be 0 (as in the file), 1, 3 or 4");
+            assert!(e.unwrap_err().to_string().contains(&want));
+        }
+        let e = Layout::parse("decode_image", "hwc")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("decode_image(layout='hwc'): must be one of 'HWC', 'CHW'"));
+    }
 }

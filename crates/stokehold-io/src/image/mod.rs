@@ -35,7 +35,7 @@ mod format;
 mod pixels;
 pub mod resize;
 
-pub use decode::{decode, probe, sniff, DecodeOptions, ImageInfo, DEFAULT_MAX_PIXELS};
+pub use decode::{decode, probe, sniff, DecodeOptions, ImageInfo, SampleType, DEFAULT_MAX_PIXELS};
 pub use error::ImageError;
 pub use format::Format;
 pub use pixels::Layout;

@@ -1,7 +1,7 @@
 //! Pixel-level helpers shared by decode and the augmentation ops: the memory layout
 //! ([`Layout`]) and channel conversion.
 
-use stokehold_core::{Error, Result};
+use crate::options::Choice;
 
 /// Memory order of a decoded or normalised image.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -13,17 +13,9 @@ pub enum Layout {
     Chw,
 }
 
-impl Layout {
-    /// `"HWC"` or `"CHW"`.
-    pub fn parse(s: &str) -> Result<Self> {
-        match s {
-            "HWC" => Ok(Layout::Hwc),
-            "CHW" => Ok(Layout::Chw),
-            _ => Err(Error::invalid(format!(
-                "layout={s:?}: must be \"HWC\" or \"CHW\""
-            ))),
-        }
-    }
+impl Choice for Layout {
+    const ARG: &'static str = "layout";
+    const CHOICES: &'static [(&'static str, Self)] = &[("HWC", Layout::Hwc), ("CHW", Layout::Chw)];
 }
 
 /// A sample type of decoded images (`u8`, `u16`).

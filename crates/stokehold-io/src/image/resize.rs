@@ -8,6 +8,7 @@ use fast_image_resize::images::{Image, ImageRef};
 use fast_image_resize::{FilterType, PixelType, ResizeAlg, ResizeOptions, Resizer};
 
 use super::error::ImageError;
+use crate::options::Choice;
 
 /// How pixels are interpolated.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -24,24 +25,18 @@ pub enum Interpolation {
     Lanczos3,
 }
 
-impl Interpolation {
-    /// `"nearest"`, `"bilinear"`, `"bicubic"`, `"area"` or `"lanczos3"`.
-    pub fn parse(s: &str) -> Result<Self, ImageError> {
-        Ok(match s {
-            "nearest" => Interpolation::Nearest,
-            "bilinear" => Interpolation::Bilinear,
-            "bicubic" => Interpolation::Bicubic,
-            "area" => Interpolation::Area,
-            "lanczos3" => Interpolation::Lanczos3,
-            _ => {
-                return Err(ImageError::Argument(format!(
-                    "interpolation={s:?}: must be \"nearest\", \"bilinear\", \"bicubic\", \
-                     \"area\" or \"lanczos3\""
-                )))
-            }
-        })
-    }
+impl Choice for Interpolation {
+    const ARG: &'static str = "interpolation";
+    const CHOICES: &'static [(&'static str, Self)] = &[
+        ("nearest", Interpolation::Nearest),
+        ("bilinear", Interpolation::Bilinear),
+        ("bicubic", Interpolation::Bicubic),
+        ("area", Interpolation::Area),
+        ("lanczos3", Interpolation::Lanczos3),
+    ];
+}
 
+impl Interpolation {
     fn alg(self) -> ResizeAlg {
         match self {
             Interpolation::Nearest => ResizeAlg::Nearest,
@@ -158,8 +153,7 @@ mod tests {
             height: 8,
             width: 6,
         };
-        for interp in ["nearest", "bilinear", "bicubic", "area", "lanczos3"] {
-            let i = Interpolation::parse(interp).unwrap();
+        for &(interp, i) in Interpolation::CHOICES {
             let out = resize(&src, (8, 6, 3), full, (3, 5), i).unwrap();
             assert_eq!(out, vec![100u8; 3 * 5 * 3], "{interp}");
         }
