@@ -167,10 +167,12 @@ class Dataset:
     # images (crates/stokehold-python/src/image.rs)
     # args: (channels, dtype, layout, max_pixels, on_error, num_parallel_calls, deterministic)
     def decode_image(
-        self, feature: str, out: str, args: Tuple[int, str, str, int, str, Optional[int], bool]
+        self, feature: str, out: str, *, channels: int, dtype: str, layout: str, max_pixels: int,
+        on_error: str, num_parallel_calls: Optional[int], deterministic: Optional[bool],
     ) -> Dataset: ...
     def load_image(
-        self, path: str, out: str, args: Tuple[int, str, str, int, str, Optional[int], bool]
+        self, feature: str, out: str, *, channels: int, dtype: str, layout: str, max_pixels: int,
+        on_error: str, num_parallel_calls: Optional[int], deterministic: Optional[bool],
     ) -> Dataset: ...
     def image_resize(
         self, feature: str, height: int, width: int, shorter: bool, interpolation: str
@@ -186,29 +188,30 @@ class Dataset:
     ) -> Dataset: ...
     def image_normalize(self, feature: str, mean: List[float], std: List[float], layout: str) -> Dataset: ...
     def gather(self, table: Table, index_feature: str, output: str, keys: Optional[Any] = None) -> Dataset: ...
-    # audio (crates/stokehold-python/src/audio.rs)
-    # args: (dtype, channels_first, mono, sample_rate, offset, duration, random_window, seed,
-    #        rate_feature, on_error, num_parallel_calls)
+    # audio (crates/stokehold-python/src/audio.rs): keyword options, parsed and checked in Rust
     def decode_audio(
-        self, feature: str, out: str,
-        args: Tuple[str, bool, bool, Optional[int], float, Optional[float], Optional[float], int,
-                    Optional[str], str, Optional[int]],
+        self, feature: str, out: str, *, dtype: str, channels_first: bool, mono: bool,
+        resample_to: Optional[int], offset: float, duration: Optional[float],
+        random_window: Optional[float], seed: int, sample_rate_key: Optional[str],
+        on_error: str, num_parallel_calls: Optional[int], deterministic: Optional[bool],
     ) -> Dataset: ...
     def load_audio(
-        self, path_feature: str, out: str,
-        args: Tuple[str, bool, bool, Optional[int], float, Optional[float], Optional[float], int,
-                    Optional[str], str, Optional[int]],
+        self, feature: str, out: str, *, dtype: str, channels_first: bool, mono: bool,
+        resample_to: Optional[int], offset: float, duration: Optional[float],
+        random_window: Optional[float], seed: int, sample_rate_key: Optional[str],
+        on_error: str, num_parallel_calls: Optional[int], deterministic: Optional[bool],
     ) -> Dataset: ...
     def spectrogram(
-        self, feature: str, out: str, n_fft: int, win_length: Optional[int],
+        self, feature: str, out: str, *, n_fft: int, win_length: Optional[int],
         hop_length: Optional[int], power: float, center: bool, pad_mode: str,
-        num_parallel_calls: Optional[int],
+        num_parallel_calls: Optional[int], deterministic: Optional[bool],
     ) -> Dataset: ...
     def mel_spectrogram(
-        self, feature: str, out: str, sample_rate: int, n_fft: int, win_length: Optional[int],
-        hop_length: Optional[int], f_min: float, f_max: Optional[float], n_mels: int,
-        power: float, center: bool, pad_mode: str, mel_scale: str, norm: Optional[str],
-        log: bool, top_db: Optional[float], num_parallel_calls: Optional[int],
+        self, feature: str, out: str, *, sample_rate: int, n_fft: int,
+        win_length: Optional[int], hop_length: Optional[int], f_min: float,
+        f_max: Optional[float], n_mels: int, power: float, center: bool, pad_mode: str,
+        mel_scale: str, norm: Optional[str], log: bool, top_db: Optional[float],
+        num_parallel_calls: Optional[int], deterministic: Optional[bool],
     ) -> Dataset: ...
     def parse_examples(
         self, features: List[Tuple[str, str, List[int], str, Any]], batched: bool, record: str

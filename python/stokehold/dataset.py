@@ -336,10 +336,14 @@ class Dataset:
         not decode raises :class:`DataCorruptionError` naming the element, the op and the byte
         offset, or with ``on_error="skip"`` is left out and counted in ``ds.skipped()``
         (``.count``, ``.first``). ``num_parallel_calls`` (threads, or AUTOTUNE) decodes on
-        worker threads."""
-        return audio.decode(self, "decode_audio", feature, out or feature, dtype, channels_first, mono,
-                            resample_to, offset, duration, random_window, seed, sample_rate_key,
-                            on_error, num_parallel_calls)
+        worker threads; ``deterministic`` as in :meth:`map` (``None`` or True: in input order,
+        False: as they complete)."""
+        return audio.decode(self, "decode_audio", feature, feature if out is None else out,
+                            dtype=dtype, channels_first=channels_first, mono=mono,
+                            resample_to=resample_to, offset=offset, duration=duration,
+                            random_window=random_window, seed=seed,
+                            sample_rate_key=sample_rate_key, on_error=on_error,
+                            num_parallel_calls=num_parallel_calls, deterministic=deterministic)
 
     @renamed(path="feature", sample_rate="resample_to")
     def load_audio(
@@ -348,28 +352,34 @@ class Dataset:
         offset: float = 0.0, duration: Optional[float] = None,
         random_window: Optional[float] = None, seed: Optional[int] = None,
         sample_rate_key: Optional[str] = "sample_rate", on_error: str = "raise",
-        num_parallel_calls: Optional[int] = None,
+        num_parallel_calls: Optional[int] = None, deterministic: Optional[bool] = None,
     ) -> Dataset:
         """Decodes the audio file named by feature ``feature`` (default ``"path"``; ``path=`` is
         a deprecated alias) into ``out``: :meth:`decode_audio`'s options, reading the file as the
         decoder asks (a window touches only its part of the file). Errors name the file, the
         element and the op."""
-        return audio.decode(self, "load_audio", feature, out, dtype, channels_first, mono, resample_to,
-                            offset, duration, random_window, seed, sample_rate_key, on_error,
-                            num_parallel_calls)
+        return audio.decode(self, "load_audio", feature, out, dtype=dtype,
+                            channels_first=channels_first, mono=mono, resample_to=resample_to,
+                            offset=offset, duration=duration, random_window=random_window,
+                            seed=seed, sample_rate_key=sample_rate_key, on_error=on_error,
+                            num_parallel_calls=num_parallel_calls, deterministic=deterministic)
 
     def spectrogram(
         self, feature: str = "audio", out: str = "spectrogram", *, n_fft: int = 400,
         win_length: Optional[int] = None, hop_length: Optional[int] = None, power: float = 2.0,
         center: bool = True, pad_mode: str = "reflect", num_parallel_calls: Optional[int] = None,
+        deterministic: Optional[bool] = None,
     ) -> Dataset:
         """``|STFT|**power`` of ``feature`` (samples on the last axis; float32, float64 or int16
         scaled by 1/32768) as float32 ``[..., n_fft // 2 + 1, frames]``, with
         torchaudio.transforms.Spectrogram's defaults: periodic Hann window of ``win_length``
         (default ``n_fft``), ``hop_length`` default ``win_length // 2``, ``center`` padding of
-        ``n_fft // 2`` (``pad_mode`` ``"reflect"``, or ``"constant"`` zeros as librosa)."""
-        return audio.spectrogram(self, feature, out, n_fft, win_length, hop_length, power, center,
-                                 pad_mode, num_parallel_calls)
+        ``n_fft // 2`` (``pad_mode`` ``"reflect"``, or ``"constant"`` zeros as librosa).
+        ``num_parallel_calls`` and ``deterministic`` as in :meth:`decode_audio`."""
+        return audio.spectrogram(self, feature, out, n_fft=n_fft, win_length=win_length,
+                                 hop_length=hop_length, power=power, center=center,
+                                 pad_mode=pad_mode, num_parallel_calls=num_parallel_calls,
+                                 deterministic=deterministic)
 
     def mel_spectrogram(
         self, feature: str = "audio", out: str = "mel", *, sample_rate: int, n_fft: int = 400,
@@ -377,7 +387,7 @@ class Dataset:
         f_max: Optional[float] = None, n_mels: int = 128, power: float = 2.0, center: bool = True,
         pad_mode: str = "reflect", mel_scale: str = "htk", norm: Optional[str] = None,
         log: bool = False, top_db: Optional[float] = None,
-        num_parallel_calls: Optional[int] = None,
+        num_parallel_calls: Optional[int] = None, deterministic: Optional[bool] = None,
     ) -> Dataset:
         """The mel spectrogram of ``feature`` as float32 ``[..., n_mels, frames]``:
         :meth:`spectrogram`'s STFT through triangular mel filters, with
@@ -385,10 +395,14 @@ class Dataset:
         ``mel_scale="slaney", norm="slaney", pad_mode="constant"`` gives librosa's. ``log=True``
         gives decibels, ``10 * log10(max(x, 1e-10))``, floored at ``max - top_db`` per channel
         when ``top_db`` is given (librosa.power_to_db, torchaudio's AmplitudeToDB).
-        ``sample_rate`` is the audio's rate (the filters depend on it)."""
-        return audio.mel_spectrogram(self, feature, out, sample_rate, n_fft, win_length, hop_length,
-                                     f_min, f_max, n_mels, power, center, pad_mode, mel_scale, norm,
-                                     log, top_db, num_parallel_calls)
+        ``sample_rate`` is the audio's rate (the filters depend on it). ``num_parallel_calls``
+        and ``deterministic`` as in :meth:`decode_audio`."""
+        return audio.mel_spectrogram(self, feature, out, sample_rate=sample_rate, n_fft=n_fft,
+                                     win_length=win_length, hop_length=hop_length, f_min=f_min,
+                                     f_max=f_max, n_mels=n_mels, power=power, center=center,
+                                     pad_mode=pad_mode, mel_scale=mel_scale, norm=norm, log=log,
+                                     top_db=top_db, num_parallel_calls=num_parallel_calls,
+                                     deterministic=deterministic)
 
     @renamed(output="out")
     def gather(
@@ -443,8 +457,9 @@ class Dataset:
         op = "decode_image"
         feature = _args.name(op, "feature", feature)
         out = feature if out is None else _args.name(op, "out", out)
-        args = image.decode_args(op, channels, dtype, layout, max_pixels, on_error, num_parallel_calls, deterministic)
-        return self._then(self._native.decode_image(feature, out, args))
+        return self._then(self._native.decode_image(feature, out, **image.decode_args(
+            op, channels=channels, dtype=dtype, layout=layout, max_pixels=max_pixels,
+            on_error=on_error, num_parallel_calls=num_parallel_calls, deterministic=deterministic)))
 
     @renamed(path="feature")
     def load_image(
@@ -465,9 +480,11 @@ class Dataset:
         and decodes it into ``out``; the arguments are :meth:`decode_image`'s, and errors name
         the file."""
         op = "load_image"
-        args = image.decode_args(op, channels, dtype, layout, max_pixels, on_error, num_parallel_calls, deterministic)
         return self._then(self._native.load_image(
-            _args.name(op, "feature", feature), _args.name(op, "out", out), args))
+            _args.name(op, "feature", feature), _args.name(op, "out", out), **image.decode_args(
+                op, channels=channels, dtype=dtype, layout=layout, max_pixels=max_pixels,
+                on_error=on_error, num_parallel_calls=num_parallel_calls,
+                deterministic=deterministic)))
 
     def resize(self, size: Size, feature: str = "image", interpolation: str = "bilinear") -> Dataset:
         """Resizes the uint8 HWC image ``feature``: ``size`` (height, width) exactly, or an int
@@ -477,7 +494,7 @@ class Dataset:
         op = "resize"
         h, w, shorter = image.size_arg(op, size)
         return self._then(self._native.image_resize(_args.name(op, "feature", feature), h, w, shorter,
-                                                 image.interpolation_arg(op, interpolation)))
+                                                 interpolation))
 
     def center_crop(self, size: Size, feature: str = "image") -> Dataset:
         """The centre ``size`` (an int: square) of the HWC image ``feature``, zero-padded where the
@@ -503,7 +520,7 @@ class Dataset:
         h, w, _ = image.size_arg(op, size)
         return self._then(self._native.image_random_resized_crop(
             _args.name(op, "feature", feature), h, w, image.unit_range(op, "scale", scale, 1.0),
-            image.unit_range(op, "ratio", ratio, None), image.interpolation_arg(op, interpolation),
+            image.unit_range(op, "ratio", ratio, None), interpolation,
             self._op_seed(op, seed)))
 
     def random_flip_left_right(self, feature: str = "image", p: float = 0.5, seed: Optional[int] = None) -> Dataset:
@@ -540,7 +557,7 @@ class Dataset:
         op = "normalize"
         return self._then(self._native.image_normalize(
             _args.name(op, "feature", feature), image.per_channel(op, "mean", mean, False),
-            image.per_channel(op, "std", std, True), image.layout_arg(op, layout)))
+            image.per_channel(op, "std", std, True), layout))
 
     # ---- order: shuffles, repetition, slices -----------------------------------------------
 

@@ -1,5 +1,6 @@
-"""Images: argument checks for the native decode and augmentation ops of :class:`Dataset`
-(declared in ``dataset.py``) and :func:`probe_image`. What a decode's ``on_error="skip"``
+"""Images: argument conversions for the native decode and augmentation ops of :class:`Dataset`
+(declared in ``dataset.py``; option strings such as ``dtype``, ``layout`` and ``interpolation``
+are parsed and checked in Rust) and :func:`probe_image`. What a decode's ``on_error="skip"``
 leaves out is counted in ``ds.skipped()``, as for every other op. Decoding and augmenting run
 in Rust on the pipeline's threads, holding no GIL; see ``docs/GUIDE.md``, "Images".
 """
@@ -8,9 +9,9 @@ from __future__ import annotations
 
 import math
 import os
-from typing import Any, List, NamedTuple, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
 
-from . import _args, _native, errors
+from . import _args, _native
 
 __all__ = ["DEFAULT_MAX_PIXELS", "ImageInfo", "probe_image"]
 
@@ -21,8 +22,6 @@ DEFAULT_MAX_PIXELS = 178_956_970
 
 #: A size argument: an int, or (height, width).
 Size = Union[int, Sequence[int]]
-
-INTERPOLATIONS = ("nearest", "bilinear", "bicubic", "area", "lanczos3")
 
 
 class ImageInfo(NamedTuple):
@@ -46,37 +45,14 @@ def probe_image(source: Union[bytes, str, os.PathLike[str]]) -> ImageInfo:
     return ImageInfo(*_native.probe_image(data))
 
 
-def decode_args(
-    op: str,
-    channels: Any,
-    dtype: Any,
-    layout: Any,
-    max_pixels: Any,
-    on_error: Any,
-    num_parallel_calls: Any,
-    deterministic: Any,
-) -> Tuple[int, str, str, int, str, Optional[int], bool]:
-    """The checked arguments of decode_image / load_image, in the native order."""
-    if channels not in (0, 1, 3, 4) or isinstance(channels, bool):
-        raise _args.fail(op, "channels", channels, "must be 0 (as in the file), 1, 3 or 4")
-    if dtype not in ("uint8", "uint16"):
-        raise _args.fail(op, "dtype", dtype, 'must be "uint8" or "uint16"')
-    par = None if num_parallel_calls is None else _args.parallelism(op, "num_parallel_calls", num_parallel_calls)
-    det = True if deterministic is None else _args.flag(op, "deterministic", deterministic)
-    return (int(channels), dtype, layout_arg(op, layout), _args.count(op, "max_pixels", max_pixels, 1),
-            errors.on_error(op, on_error), par, det)
-
-
-def layout_arg(op: str, value: Any) -> str:
-    if value not in ("HWC", "CHW"):
-        raise _args.fail(op, "layout", value, 'must be "HWC" or "CHW"')
-    return str(value)
-
-
-def interpolation_arg(op: str, value: Any) -> str:
-    if value not in INTERPOLATIONS:
-        raise _args.fail(op, "interpolation", value, "must be one of " + ", ".join(map(repr, INTERPOLATIONS)))
-    return str(value)
+def decode_args(op: str, **options: Any) -> Dict[str, Any]:
+    """decode_image / load_image's keyword options for the native op: ``channels`` and
+    ``max_pixels`` as ints (numpy ints accepted, bool and float refused); their ranges and the
+    option strings (``dtype``, ``layout``, ``on_error``) are checked in Rust
+    (``stokehold_io::image::DecodeOptions::from_args``), the one place."""
+    for arg in ("channels", "max_pixels"):
+        options[arg] = _args.count(op, arg, options[arg])
+    return options
 
 
 def size_arg(op: str, value: Any) -> Tuple[int, int, bool]:

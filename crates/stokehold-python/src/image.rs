@@ -1,102 +1,127 @@
 //! Images from Python: decode and augmentation ops of the native `Dataset` (their own
 //! `#[pymethods]` block) and `probe_image`, a module function. `python/stokehold/dataset.py`
-//! holds the API, the defaults and the argument checks; these stay thin. Everything runs in
+//! holds the API and the defaults; option strings arrive as `Wrap<T>` (`options.rs`), parsed
+//! and checked by `stokehold_io::image`; these stay thin. Everything runs in
 //! Rust on the pipeline's threads: no GIL per image.
 
 use pyo3::prelude::*;
-use stokehold_core::{DType, Dataset, Error, MapFn};
-use stokehold_io::image::{self as im, DecodeOptions, ImageError, Interpolation, Layout, Size};
+use stokehold_core::{Dataset, Error};
+use stokehold_io::image::{self as im, DecodeOptions, Interpolation, Layout, SampleType, Size};
+use stokehold_io::options::Choice;
 
 use crate::dataset::PyDataset;
 use crate::errors::{guard, ok};
+use crate::options::Wrap;
 use crate::skips::map_on_error_par;
 
-fn image_arg(e: ImageError) -> Error {
-    Error::invalid(e.to_string())
-}
-
-fn interp(s: &str) -> stokehold_core::Result<Interpolation> {
-    Interpolation::parse(s).map_err(image_arg)
-}
-
-/// The arguments `decode_image` and `load_image` share, one tuple in this order (checked by
-/// `python/stokehold/image.py`'s `decode_args`): channels, dtype, layout, max_pixels, on_error,
-/// num_parallel_calls, deterministic.
-#[derive(FromPyObject)]
-struct DecodeArgs(u8, String, String, u64, String, Option<i64>, bool);
-
-impl DecodeArgs {
-    /// The decode options (a bad value is an error naming it).
-    fn options(&self) -> stokehold_core::Result<DecodeOptions> {
-        let DecodeArgs(channels, dtype, layout, max_pixels, ..) = self;
-        let dtype = match dtype.as_str() {
-            "uint8" => DType::U8,
-            "uint16" => DType::U16,
-            _ => {
-                return Err(Error::invalid(format!(
-                    "dtype={dtype:?}: must be \"uint8\" or \"uint16\""
-                )))
-            }
-        };
-        if !matches!(channels, 0 | 1 | 3 | 4) {
-            return Err(Error::invalid(format!(
-                "channels={channels}: must be 0 (as in the file), 1, 3 or 4"
-            )));
-        }
-        Ok(DecodeOptions {
-            channels: *channels,
-            dtype,
-            layout: Layout::parse(layout)?,
-            max_pixels: *max_pixels,
-        })
-    }
-}
-
-/// A decoder's `MapFn` factory: (source feature, output feature, options).
-type MakeFn = fn(&str, &str, DecodeOptions) -> MapFn;
-
 /// `decode_image` (`from_path` false: `source` is a bytes feature) or `load_image` (a path
-/// feature) under the shared skip path: what `on_error="skip"` leaves out is counted where
-/// `ds.skipped()` finds it.
+/// feature) from their keyword arguments (options parsed and checked by io:
+/// `DecodeOptions::from_args`), under the shared skip path: what `on_error="skip"` leaves out
+/// is counted where `ds.skipped()` finds it.
+#[allow(clippy::too_many_arguments)]
 fn decode_op(
     py: Python<'_>,
     ds: &Dataset,
     from_path: bool,
     source: &str,
     out: &str,
-    args: DecodeArgs,
+    channels: u64,
+    dtype: Wrap<SampleType>,
+    layout: Wrap<Layout>,
+    max_pixels: u64,
+    on_error: &str,
+    num_parallel_calls: Option<i64>,
+    deterministic: Option<bool>,
 ) -> PyResult<PyDataset> {
-    let (op, make): (&str, MakeFn) = if from_path {
-        ("load_image", im::load_image_fn)
+    let op = if from_path {
+        "load_image"
     } else {
-        ("decode_image", im::decode_image_fn)
+        "decode_image"
     };
-    let f = make(source, out, ok(py, args.options())?);
-    map_on_error_par(py, ds, op, op, f, &args.4, args.5, args.6)
+    let opts = (|| {
+        let (dtype, layout) = (dtype.get(op)?, layout.get(op)?);
+        DecodeOptions::from_args(op, channels, dtype, layout, max_pixels)
+    })();
+    let opts = ok(py, opts)?;
+    let f = if from_path {
+        im::load_image_fn(source, out, opts)
+    } else {
+        im::decode_image_fn(source, out, opts)
+    };
+    let det = deterministic.unwrap_or(true);
+    map_on_error_par(py, ds, op, op, f, on_error, num_parallel_calls, det)
 }
 
 #[pymethods]
 impl PyDataset {
     /// Decodes bytes feature `feature` into `out` (see `Dataset.decode_image`).
+    #[pyo3(signature = (feature, out, *, channels, dtype, layout, max_pixels, on_error,
+        num_parallel_calls, deterministic))]
+    #[allow(clippy::too_many_arguments)]
     fn decode_image(
         &self,
         py: Python<'_>,
         feature: &str,
         out: &str,
-        args: DecodeArgs,
+        channels: u64,
+        dtype: Wrap<SampleType>,
+        layout: Wrap<Layout>,
+        max_pixels: u64,
+        on_error: &str,
+        num_parallel_calls: Option<i64>,
+        deterministic: Option<bool>,
     ) -> PyResult<PyDataset> {
-        guard(|| decode_op(py, self.dataset(), false, feature, out, args))
+        guard(|| {
+            decode_op(
+                py,
+                self.dataset(),
+                false,
+                feature,
+                out,
+                channels,
+                dtype,
+                layout,
+                max_pixels,
+                on_error,
+                num_parallel_calls,
+                deterministic,
+            )
+        })
     }
 
-    /// Reads and decodes the file named by feature `path` into `out`.
+    /// Reads and decodes the file named by feature `feature` into `out`.
+    #[pyo3(signature = (feature, out, *, channels, dtype, layout, max_pixels, on_error,
+        num_parallel_calls, deterministic))]
+    #[allow(clippy::too_many_arguments)]
     fn load_image(
         &self,
         py: Python<'_>,
-        path: &str,
+        feature: &str,
         out: &str,
-        args: DecodeArgs,
+        channels: u64,
+        dtype: Wrap<SampleType>,
+        layout: Wrap<Layout>,
+        max_pixels: u64,
+        on_error: &str,
+        num_parallel_calls: Option<i64>,
+        deterministic: Option<bool>,
     ) -> PyResult<PyDataset> {
-        guard(|| decode_op(py, self.dataset(), true, path, out, args))
+        guard(|| {
+            decode_op(
+                py,
+                self.dataset(),
+                true,
+                feature,
+                out,
+                channels,
+                dtype,
+                layout,
+                max_pixels,
+                on_error,
+                num_parallel_calls,
+                deterministic,
+            )
+        })
     }
 
     /// Resizes `feature` to (height, width), or with `shorter` its shorter side to `height`.
@@ -107,16 +132,16 @@ impl PyDataset {
         height: usize,
         width: usize,
         shorter: bool,
-        interpolation: &str,
+        interpolation: Wrap<Interpolation>,
     ) -> PyResult<PyDataset> {
         guard(|| {
-            let i = ok(py, interp(interpolation))?;
+            let i = ok(py, interpolation.get("resize"))?;
             let size = if shorter {
                 Size::Shorter(height)
             } else {
                 Size::Exact(height, width)
             };
-            let label = format!("resize:{feature}:{height}x{width}:{interpolation}");
+            let label = format!("resize:{feature}:{height}x{width}:{}", i.name());
             Ok(PyDataset::from_dataset(
                 self.dataset().map(&label, im::resize_fn(feature, size, i)),
             ))
@@ -143,11 +168,11 @@ impl PyDataset {
         width: usize,
         scale: (f64, f64),
         ratio: (f64, f64),
-        interpolation: &str,
+        interpolation: Wrap<Interpolation>,
         seed: u64,
     ) -> PyResult<PyDataset> {
         guard(|| {
-            let i = ok(py, interp(interpolation))?;
+            let i = ok(py, interpolation.get("random_resized_crop"))?;
             let label = format!("random_resized_crop:{feature}:{height}x{width}:seed={seed}");
             let f = im::random_resized_crop_fn(feature, (height, width), scale, ratio, i, seed);
             Ok(PyDataset::from_dataset(self.dataset().map(&label, f)))
@@ -189,11 +214,12 @@ impl PyDataset {
         feature: &str,
         mean: Vec<f32>,
         std: Vec<f32>,
-        layout: &str,
+        layout: Wrap<Layout>,
     ) -> PyResult<PyDataset> {
         guard(|| {
-            let chw = ok(py, Layout::parse(layout))? == Layout::Chw;
-            let label = format!("normalize:{feature}:{mean:?}:{std:?}:{layout}");
+            let layout = ok(py, layout.get("normalize"))?;
+            let chw = layout == Layout::Chw;
+            let label = format!("normalize:{feature}:{mean:?}:{std:?}:{}", layout.name());
             Ok(PyDataset::from_dataset(self.dataset().map_batched(
                 &label,
                 im::normalize_fn(feature, &mean, &std, chw),

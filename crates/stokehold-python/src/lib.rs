@@ -26,6 +26,7 @@ mod epochs;
 pub mod errors;
 mod image;
 mod malloc;
+mod options;
 mod parallel;
 mod ray_io;
 mod remote_cache;
