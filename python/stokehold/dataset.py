@@ -321,7 +321,7 @@ class Dataset:
         offset: float = 0.0, duration: Optional[float] = None,
         random_window: Optional[float] = None, seed: Optional[int] = None,
         sample_rate_key: Optional[str] = "sample_rate", on_error: str = "raise",
-        num_parallel_calls: Optional[int] = None,
+        num_parallel_calls: Optional[int] = None, deterministic: Optional[bool] = None,
     ) -> Dataset:
         """Decodes the audio bytes in ``feature`` (WAV: PCM 8/16/24/32-bit, float 32/64; FLAC;
         MP3; Ogg Vorbis; the format is recognised from the bytes) into ``out`` (default: replace
