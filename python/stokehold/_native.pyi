@@ -41,7 +41,6 @@ __all__ = [
     "_demo",
     "Table",
     "write_table",
-    "CorruptLog",
     "TFRECORD_RECORD",
     "tfrecord_build_index",
     "encode_example",
@@ -90,13 +89,6 @@ class Iterator:
     def describe(self) -> str: ...
 
 @final
-class CorruptLog:
-    @property
-    def count(self) -> int: ...
-    @property
-    def first(self) -> List[Tuple[str, int, str]]: ...
-
-@final
 class Table:
     @staticmethod
     def open(path: str) -> Table: ...
@@ -134,7 +126,7 @@ class Dataset:
     @staticmethod
     def tfrecord_dataset(
         files: List[str], compression: str, verify: bool, on_corrupt: str
-    ) -> Tuple[Dataset, CorruptLog]: ...
+    ) -> Dataset: ...
     @staticmethod
     def tfrecord_parse_batches(
         files: List[str],
@@ -144,7 +136,7 @@ class Dataset:
         features: List[Tuple[str, str, List[int], str, Any]],
         batch_size: int,
         drop_remainder: bool,
-    ) -> Tuple[Dataset, CorruptLog]: ...
+    ) -> Dataset: ...
     # element-wise ops
     def map(self, f: Callable[[_Element], Mapping[str, Any]], label: str, holds_gil: bool = True) -> Dataset: ...
     def map_parallel(
@@ -163,7 +155,7 @@ class Dataset:
     def read_file(self, path_feature: str, out: str, on_error: str = "raise") -> Dataset: ...
     def load_npy(self, path_feature: str, out: str, on_error: str = "raise") -> Dataset: ...
     def ignore_errors(self, log_warning: bool = False) -> Dataset: ...
-    def skipped(self) -> Tuple[int, List[Tuple[int, str]]]: ...
+    def skipped(self) -> Tuple[int, List[Tuple[int, str, Optional[Tuple[str, int, str]]]]]: ...
     # images (crates/stokehold-python/src/image.rs)
     # option strings (dtype, layout, on_error, ...) are parsed in Rust (stokehold_io::options)
     def decode_image(

@@ -3,8 +3,9 @@
 :class:`SkipLog` of what a pipeline left out.
 
 Every op that can leave a failing element out (``ignore_errors()``, ``load_npy(on_error="skip")``,
-``read_file(on_error="skip")``, decoders with ``on_error``) counts it in a log; ``ds.skipped()``
-gathers the logs of the whole pipeline into one :class:`SkipLog`. Without such a policy the
+``read_file(on_error="skip")``, decoders with ``on_error``, TFRecord readers skipping corrupt
+records) counts it in a log; ``ds.skipped()`` gathers the logs of the whole pipeline, under any
+later op, into one :class:`SkipLog`. Without such a policy the
 iterator is done after an error: the error is raised once, then ``next()`` raises
 ``StopIteration``.
 """
@@ -12,7 +13,7 @@ iterator is done after an error: the error is raised once, then ``next()`` raise
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import List, Sequence, Tuple
+from typing import List, Optional, Sequence, Tuple
 
 from ._args import fail
 from ._native import (
@@ -56,13 +57,22 @@ def on_error(op: str, value: object) -> str:
     return str(value)
 
 
+#: One skipped element as the native ``Dataset.skipped()`` gives it: ``(index, message, at)``,
+#: ``at`` being ``(file, offset, reason)`` for a corrupt record a reader skipped, else None.
+NativeSkipped = Tuple[int, str, Optional[Tuple[str, int, str]]]
+
+
 @dataclass(frozen=True)
 class Skipped:
     """One element left out: its index in the op's input and the error, as its message (naming
-    the op, and the file where there is one)."""
+    the op, and the file where there is one). For a corrupt record a reader skipped, ``file`` and
+    ``offset`` (bytes) say where it is (the message names them too) and ``index`` is its ordinal
+    in the file; both are None for other elements."""
 
     index: int
     error: str
+    file: Optional[str] = None
+    offset: Optional[int] = None
 
 
 @dataclass(frozen=True)
@@ -77,7 +87,11 @@ class SkipLog:
         return self.count > 0
 
     @staticmethod
-    def from_native(raw: Tuple[int, Sequence[Tuple[int, str]]]) -> SkipLog:
-        """From the native ``Dataset.skipped()`` tuple ``(count, [(index, message), ...])``."""
+    def from_native(raw: Tuple[int, Sequence[NativeSkipped]]) -> SkipLog:
+        """From the native ``Dataset.skipped()`` tuple ``(count, [(index, message, at), ...])``."""
         count, first = raw
-        return SkipLog(int(count), [Skipped(int(i), str(m)) for i, m in first])
+        out = []
+        for i, m, at in first:
+            file, offset = (str(at[0]), int(at[1])) if at is not None else (None, None)
+            out.append(Skipped(int(i), str(m), file, offset))
+        return SkipLog(int(count), out)

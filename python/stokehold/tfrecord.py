@@ -21,10 +21,12 @@
 * :func:`parse_examples` parses the ``record`` feature of any dataset, per batch or per element.
 * Corrupt records (bad CRC, bad length, truncated file) raise :class:`DataCorruptionError` naming
   the file and offset, or with ``on_error="skip"`` (as every op spells it; ``on_corrupt=`` is a
-  deprecated alias) are skipped, counted and listed in ``ds.corrupt_records`` (``.count``,
-  ``.first``) of the dataset these functions return.
+  deprecated alias) are skipped and counted in the pipeline's one skip log: ``ds.skipped()``, on
+  the dataset these functions return or on any pipeline built over it (``.count``; ``.first``:
+  each with its ``file`` and ``offset``). ``ds.corrupt_records`` is its deprecated alias.
 """
 
+import warnings
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
@@ -104,13 +106,28 @@ def _files(op: str, filenames: Any) -> List[str]:
     return _args.paths(op, "filenames", filenames)
 
 
-class TFRecordSource(Dataset):
-    """A dataset read from TFRecord files; :attr:`corrupt_records` counts what ``on_error=
-    "skip"`` skipped (``.count``, and ``.first``: (file, offset, reason) of the first few)."""
+@dataclass(frozen=True)
+class CorruptRecords:
+    """What the deprecated ``corrupt_records`` gives: ``count`` and ``first``, (file, offset,
+    reason) of the first few skipped records."""
 
-    def __init__(self, native: Any, log: Any) -> None:
-        super().__init__(native)
-        self.corrupt_records = log
+    count: int
+    first: List[Tuple[str, int, str]]
+
+
+class TFRecordSource(Dataset):
+    """A dataset read from TFRecord files; ``ds.skipped()`` (here or on any pipeline built over
+    it) counts the records ``on_error="skip"`` skipped."""
+
+    @property
+    def corrupt_records(self) -> CorruptRecords:
+        """Deprecated: ``ds.skipped()`` counts the same records, and keeps counting them after
+        later ops."""
+        warnings.warn("ds.corrupt_records is deprecated: use ds.skipped() (the same count, and "
+                      "each record's .file and .offset)", DeprecationWarning, stacklevel=2)
+        count, first = self._native.skipped()
+        return CorruptRecords(int(count), [(str(at[0]), int(at[1]), str(at[2]))
+                                           for _, _, at in first if at is not None])
 
 
 @renamed(on_corrupt="on_error")
@@ -124,9 +141,9 @@ def TFRecordDataset(
     CRC. ``on_error``: ``"raise"`` (default) or ``"skip"`` (``on_corrupt=`` is a deprecated
     alias). Random-access when every file is
     uncompressed and has an index. Its iterator state is the file index and byte offset."""
-    native, log = _native.Dataset.tfrecord_dataset(
+    native = _native.Dataset.tfrecord_dataset(
         _files("TFRecordDataset", filenames), compression, _args.flag("TFRecordDataset", "verify", verify), on_error)
-    return TFRecordSource(native, log)
+    return TFRecordSource(native)
 
 
 @renamed(on_corrupt="on_error")
@@ -145,11 +162,11 @@ def read_tfrecord(
     ``parse_examples(TFRecordDataset(f).batch(n), features)``, faster). Other arguments as in
     :func:`TFRecordDataset`."""
     op = "read_tfrecord"
-    native, log = _native.Dataset.tfrecord_parse_batches(
+    native = _native.Dataset.tfrecord_parse_batches(
         _files(op, filenames), compression, _args.flag(op, "verify", verify), on_error, _spec(features),
         _args.count(op, "batch_size", batch_size, 1), _args.flag(op, "drop_remainder", drop_remainder),
     )
-    return TFRecordSource(native, log)
+    return TFRecordSource(native)
 
 
 def parse_examples(ds: Dataset, features: Spec, batched: bool = True, record: str = "record") -> Dataset:

@@ -124,9 +124,42 @@ def test_corrupt_records_raise_or_skip(tmp_path):
     ds = tfr.read_tfrecord(str(bad), SPEC, batch_size=10, on_error="skip")
     want, _ = expected()
     check_batches(list(ds), want[1:])
-    assert ds.corrupt_records.count == 1
-    (path, offset, reason), = ds.corrupt_records.first
-    assert (os.path.basename(path), offset) == ("bad.tfrecord", 0) and "CRC" in reason
+    log = ds.skipped()
+    assert log.count == 1
+    (s,) = log.first
+    assert (os.path.basename(s.file), s.offset, s.index) == ("bad.tfrecord", 0, 0), s
+    assert "bad.tfrecord" in s.error and "offset 0" in s.error and "CRC" in s.error
+    # The deprecated alias warns, naming ds.skipped(), and gives the same numbers.
+    with pytest.warns(DeprecationWarning, match=r"ds\.skipped\(\)"):
+        old = ds.corrupt_records
+    assert old.count == 1
+    (path, offset, reason), = old.first
+    assert (path, offset) == (s.file, s.offset) and "CRC" in reason and "offset" not in reason
+
+
+@pytest.mark.parametrize("indexed", [False, True])
+def test_skipped_records_are_counted_at_any_depth(tmp_path, indexed):
+    """The one skip log: after map, batch and prefetch (and a global shuffle where the files are
+    indexed) ``ds.skipped()`` still counts the record the reader skipped, naming file and offset."""
+    data = bytearray((FIXTURES / "plain.tfrecord").read_bytes())
+    data[100] ^= 0x40  # inside record 0's data
+    bad = tmp_path / "bad.tfrecord"
+    bad.write_bytes(bytes(data))
+    if indexed:
+        assert tfr.build_index(str(bad), on_error="skip")[0][2] == 1
+    src = tfr.TFRecordDataset(str(bad), on_error="skip")
+    if indexed:
+        assert len(src) == 23  # 24 records, one left out of the index
+    base = src.shuffle(seed=3) if indexed else src
+    ds = base.map(lambda e: {"n": len(e["record"].item())}).batch(2).prefetch(2)
+    assert sum(len(b["n"]) for b in ds) == 23
+    log = ds.skipped()
+    assert log.count == 1, log
+    (s,) = log.first
+    assert (os.path.basename(s.file), s.offset) == ("bad.tfrecord", 0)
+    assert "bad.tfrecord" in s.error and "offset 0" in s.error
+    with pytest.warns(DeprecationWarning):
+        assert src.corrupt_records.count == log.count
 
 
 def test_encode_example_round_trip():

@@ -2,6 +2,7 @@
 //! out (`ignore_errors`, a loader's `on_error="skip"`), which `python/stokehold/errors.py` turns
 //! into a `SkipLog`. One `#[pymethods]` block of the native `Dataset`.
 
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use pyo3::prelude::*;
@@ -57,6 +58,9 @@ pub(crate) fn map_on_error_par(
     )))
 }
 
+/// One skipped element as Python gets it: (index, message, (file, offset, reason) of a record).
+type Skipped = (u64, String, Option<(PathBuf, u64, String)>);
+
 #[pymethods]
 impl PyDataset {
     /// tf.data's `ignore_errors`: leaves out elements whose computation failed, logged.
@@ -69,16 +73,20 @@ impl PyDataset {
         })
     }
 
-    /// Elements this pipeline's skipping ops left out so far: `(count, [(index, message), ...])`,
-    /// the first few of each op, outermost op first.
-    fn skipped(&self) -> PyResult<(u64, Vec<(u64, String)>)> {
+    /// Elements this pipeline's skipping ops left out so far (corrupt records a reader skipped
+    /// too): `(count, [(index, message, at), ...])`, the first few of each op, outermost op
+    /// first; `at` is `(file, offset, reason)` for a skipped record, else None.
+    fn skipped(&self) -> PyResult<(u64, Vec<Skipped>)> {
         guard(|| {
             let logs = error_logs(self.dataset());
             let count = logs.iter().map(|l| l.count()).sum();
             let first = logs
                 .iter()
                 .flat_map(|l| l.first())
-                .map(|s| (s.index, s.error))
+                .map(|s| {
+                    let at = s.at.clone().map(|(p, o)| (p, o, s.reason().to_string()));
+                    (s.index, s.error, at)
+                })
                 .collect();
             Ok((count, first))
         })

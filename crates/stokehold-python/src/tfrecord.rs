@@ -3,7 +3,6 @@
 //! and writing.
 
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use pyo3::prelude::*;
@@ -13,7 +12,7 @@ use stokehold_io::tfrecord::example::convert::{
     decode_example as decode, encode_example as encode,
 };
 use stokehold_io::tfrecord::{
-    index::build_index_in, tfrecord_dataset as open_ds, Compression, CorruptLog, OnCorrupt,
+    index::build_index_in, tfrecord_dataset as open_ds, Compression, OnCorrupt,
     ParseFeature as FeatureSpec, ParseSpec, Parser, ReadOptions, ShardOptions, TFRecordDataset,
     RECORD,
 };
@@ -21,31 +20,6 @@ use stokehold_io::tfrecord::{
 use crate::convert::{dict_to_example, example_to_dict};
 use crate::dataset::PyDataset;
 use crate::errors::{guard, ok, to_pyerr};
-
-/// Skipped corrupt records of a TFRecord dataset: the count and the first few.
-#[pyclass(frozen, name = "CorruptLog", module = "stokehold._native")]
-pub struct PyCorruptLog {
-    log: Arc<CorruptLog>,
-}
-
-#[pymethods]
-impl PyCorruptLog {
-    /// Corrupt records skipped so far.
-    #[getter]
-    fn count(&self) -> u64 {
-        self.log.count()
-    }
-
-    /// The first few as (file, offset, reason).
-    #[getter]
-    fn first(&self) -> Vec<(PathBuf, u64, String)> {
-        self.log
-            .first()
-            .into_iter()
-            .map(|c| (c.path, c.offset, c.reason))
-            .collect()
-    }
-}
 
 fn read_options(
     py: Python<'_>,
@@ -167,17 +141,18 @@ fn tfrecord_build_index(
 impl PyDataset {
     #[staticmethod]
     /// The records of `files` (`{"record": bytes}`): random access when every file has an index.
+    /// Skipped corrupt records are in the dataset's skip log (`skipped()`).
     fn tfrecord_dataset(
         py: Python<'_>,
         files: Vec<PathBuf>,
         compression: &str,
         verify: bool,
         on_corrupt: &str,
-    ) -> PyResult<(PyDataset, PyCorruptLog)> {
+    ) -> PyResult<PyDataset> {
         guard(|| {
             let opts = read_options(py, &files, compression, verify, on_corrupt)?;
-            let (ds, log) = ok(py, py.detach(|| open_ds(&files, opts)))?;
-            Ok((PyDataset::from_dataset(ds), PyCorruptLog { log }))
+            let (ds, _log) = ok(py, py.detach(|| open_ds(&files, opts)))?;
+            Ok(PyDataset::from_dataset(ds))
         })
     }
 
@@ -193,14 +168,13 @@ impl PyDataset {
         features: Vec<SpecItem<'_>>,
         batch_size: usize,
         drop_remainder: bool,
-    ) -> PyResult<(PyDataset, PyCorruptLog)> {
+    ) -> PyResult<PyDataset> {
         guard(|| {
             let opts = read_options(py, &files, compression, verify, on_corrupt)?;
             let parser = Parser::new(parse_spec(py, features)?);
             let src = TFRecordDataset::new(&files, opts);
-            let log = src.corrupt_log().clone();
             let ds = ok(py, src.parse_batches(parser, batch_size, drop_remainder))?;
-            Ok((PyDataset::from_dataset(ds), PyCorruptLog { log }))
+            Ok(PyDataset::from_dataset(ds))
         })
     }
 
@@ -315,7 +289,6 @@ fn decode_example<'py>(py: Python<'py>, record: &[u8]) -> PyResult<Bound<'py, Py
 
 /// Adds the TFRecord functions to the extension module.
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_class::<PyCorruptLog>()?;
     m.add("TFRECORD_RECORD", RECORD)?;
     m.add_function(wrap_pyfunction!(tfrecord_build_index, m)?)?;
     m.add_function(wrap_pyfunction!(encode_example, m)?)?;

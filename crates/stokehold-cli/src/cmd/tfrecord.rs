@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context};
 use stokehold_io::shard;
 use stokehold_io::tfrecord::index::build_index_in;
-use stokehold_io::tfrecord::inspect::{inspect_file_with, verify_file};
+use stokehold_io::tfrecord::inspect::{inspect_file_with, offset_of, verify_file};
 use stokehold_io::tfrecord::{Compression, OnCorrupt, ReadOptions};
 use stokehold_io::units::{bytes, count, count_with};
 
@@ -183,7 +183,7 @@ pub fn verify(args: VerifyArgs) -> anyhow::Result<()> {
         records += rep.records;
         if rep.corrupt == 0 {
             pb.suspend(|| println!("{}: ok, {}", f.display(), count(rep.records, "record")));
-        } else if rep.records == 0 && rep.first_corrupt.first().is_some_and(|c| c.offset == 0) {
+        } else if rep.records == 0 && rep.first_corrupt.first().is_some_and(|c| offset_of(c) == 0) {
             // Nothing framed anywhere, from the first byte on: another kind of file.
             failed += 1;
             pb.suspend(|| {
@@ -203,7 +203,7 @@ pub fn verify(args: VerifyArgs) -> anyhow::Result<()> {
                     rep.records
                 );
                 for c in &rep.first_corrupt {
-                    println!("  offset {}: {}", c.offset, c.reason);
+                    println!("  offset {}: {}", offset_of(c), c.reason());
                 }
             });
         }

@@ -64,6 +64,8 @@ fn verify_reports_corrupt_records_and_fails() {
     assert!(!out.status.success());
     let s = text(&out);
     assert!(s.contains("1 corrupt") && s.contains("offset 0"), "{s}");
+    // The detail line, read from the one skip log: the offset, then the reason alone.
+    assert!(s.contains("\n  offset 0: bad data CRC (record of "), "{s}");
 }
 
 #[test]

@@ -3,8 +3,10 @@
 //!
 //! `Raise` (the default) opens the folder as the random-access [`ShardDataset`]: a corrupt record
 //! is an error wherever it is read. `Skip` wraps it in a stream that iterates the records in order
-//! and skips each one that fails its checksum or does not decode, counting it in a
-//! [`CorruptLog`] (the count and the first few in detail, as TFRecord's reader keeps them). The
+//! and skips each one that fails its checksum or does not decode, counting it in the pipeline's
+//! one skip log, core's [`ErrorLog`] (the count and the first few in detail, as TFRecord's reader
+//! keeps them), which the stream reports through `error_log()`: `error_logs(ds)` (Python:
+//! `ds.skipped()`) finds it under any later op. The
 //! stream has no random access: its length is not known until it has been read, since skipped
 //! records shorten it. `ShardDataset::get(i)` on a corrupt record still raises: random access
 //! names one record, and answering with another would be wrong.
@@ -15,7 +17,8 @@ use serde_json::json;
 use stokehold_core::{Dataset, DatasetIter, Error, Example, IterDataset, MapDataset, Result};
 
 use super::reader::ShardDataset;
-use crate::tfrecord::{CorruptLog, CorruptRecord, OnCorrupt};
+use crate::tfrecord::OnCorrupt;
+use stokehold_core::skip::{ErrorLog, SkippedElement};
 
 /// How a shard folder is read; every field documents its default.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -36,13 +39,13 @@ impl Default for ShardReadOptions {
 }
 
 /// Opens a shard folder with `opts`; the log counts what `Skip` skipped (always empty for
-/// `Raise`).
+/// `Raise`): under `Skip` it is the dataset's `error_log()`.
 pub fn open_shards_with(
     dir: impl AsRef<std::path::Path>,
     opts: ShardReadOptions,
-) -> Result<(Dataset, Arc<CorruptLog>)> {
+) -> Result<(Dataset, Arc<ErrorLog>)> {
     let ds = ShardDataset::open_with(dir, opts.verify_records)?;
-    let log = Arc::new(CorruptLog::default());
+    let log = Arc::new(ErrorLog::default());
     Ok(match opts.on_corrupt {
         OnCorrupt::Raise => (Dataset::from_map(ds), log),
         OnCorrupt::Skip => (
@@ -58,7 +61,7 @@ pub fn open_shards_with(
 /// A shard folder read in order, corrupt records skipped and counted.
 pub struct SkipCorrupt {
     ds: Arc<ShardDataset>,
-    log: Arc<CorruptLog>,
+    log: Arc<ErrorLog>,
 }
 
 impl IterDataset for SkipCorrupt {
@@ -73,11 +76,15 @@ impl IterDataset for SkipCorrupt {
     fn name(&self) -> String {
         format!("skip_corrupt({})", self.ds.name())
     }
+
+    fn error_log(&self) -> Option<Arc<ErrorLog>> {
+        Some(self.log.clone())
+    }
 }
 
 struct SkipIter {
     ds: Arc<ShardDataset>,
-    log: Arc<CorruptLog>,
+    log: Arc<ErrorLog>,
     /// The next record to read.
     pos: u64,
 }
@@ -93,11 +100,9 @@ impl DatasetIter for SkipIter {
                     path,
                     offset,
                     reason,
-                }) => self.log.push(CorruptRecord {
-                    path,
-                    offset,
-                    reason,
-                }),
+                }) => self
+                    .log
+                    .push(SkippedElement::record(i, &path, offset, &reason)),
                 Err(e) => return Err(e),
             }
         }

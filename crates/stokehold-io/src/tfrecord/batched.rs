@@ -63,6 +63,11 @@ impl IterDataset for ParsedBatches {
             self.parser.spec().describe()
         )
     }
+
+    /// The reader's log: the records skipped under it are this op's.
+    fn error_log(&self) -> Option<std::sync::Arc<stokehold_core::skip::ErrorLog>> {
+        Some(self.src.log().clone())
+    }
 }
 
 struct ParsedIter {

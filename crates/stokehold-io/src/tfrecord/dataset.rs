@@ -15,11 +15,12 @@ use std::sync::Arc;
 
 use serde_json::{json, Value as Json};
 use stokehold_core::dataset::{state_u64, DatasetIter, IterDataset};
+use stokehold_core::skip::ErrorLog;
 use stokehold_core::{interleave_fn, Dataset, Error, Example, InterleaveFn, Result};
 
 pub use super::element::{describe_files, record_element};
 use super::indexed::IndexedTFRecord;
-use super::reader::{CorruptLog, ReadOptions, RecordReader};
+use super::reader::{ReadOptions, RecordReader};
 use super::Compression;
 
 /// A stream of the records of `files`, in order.
@@ -27,7 +28,7 @@ use super::Compression;
 pub struct TFRecordDataset {
     files: Arc<[PathBuf]>,
     opts: ReadOptions,
-    log: Arc<CorruptLog>,
+    log: Arc<ErrorLog>,
 }
 
 impl TFRecordDataset {
@@ -40,12 +41,13 @@ impl TFRecordDataset {
         TFRecordDataset {
             files,
             opts,
-            log: Arc::new(CorruptLog::default()),
+            log: Arc::new(ErrorLog::default()),
         }
     }
 
-    /// Skipped corrupt records (count and first few), shared by every iterator of this dataset.
-    pub fn corrupt_log(&self) -> &Arc<CorruptLog> {
+    /// The corrupt records skipped (count and first few), shared by every iterator of this
+    /// dataset: the log its [`IterDataset::error_log`] reports.
+    pub fn log(&self) -> &Arc<ErrorLog> {
         &self.log
     }
 
@@ -66,12 +68,13 @@ impl TFRecordDataset {
 }
 
 /// The records of `files`: random-access when the files are uncompressed and every one has an
-/// up-to-date index (see [`super::index`]), a stream otherwise. Returns the dataset and the log of
-/// skipped corrupt records.
+/// up-to-date index (see [`super::index`]), a stream otherwise. Returns the dataset and its log of
+/// skipped corrupt records: the one its `error_log()` reports, which
+/// [`error_logs`](stokehold_core::ops::ignore_errors::error_logs) finds under any later op.
 pub fn tfrecord_dataset<P: AsRef<Path>>(
     files: impl IntoIterator<Item = P>,
     opts: ReadOptions,
-) -> Result<(Dataset, Arc<CorruptLog>)> {
+) -> Result<(Dataset, Arc<ErrorLog>)> {
     let files: Vec<PathBuf> = files
         .into_iter()
         .map(|p| p.as_ref().to_path_buf())
@@ -83,20 +86,21 @@ pub fn tfrecord_dataset<P: AsRef<Path>>(
             crate::storage::head(&i).is_ok_and(|m| m.is_some())
         });
     if indexed {
-        let log = Arc::new(CorruptLog::default());
-        let ds = IndexedTFRecord::open_with(&files, opts, &log)?;
+        let ds = IndexedTFRecord::open_with(&files, opts)?;
+        let log = ds.log().clone();
         return Ok((Dataset::from_map(ds), log));
     }
     let ds = TFRecordDataset::new(files, opts);
-    let log = ds.corrupt_log().clone();
+    let log = ds.log().clone();
     Ok((ds.into_dataset(), log))
 }
 
 /// An interleave function that opens the TFRecord file named by the bytes feature `path_feature`
 /// of each element (as `list_files` yields): `files.interleave("tfrecord", tfrecord_fn("path",
 /// opts), cycle_length, block_length, num_parallel_calls, true)` is tf.data's
-/// `files.interleave(TFRecordDataset, ...)`. Skipped corrupt records are logged to `log`.
-pub fn tfrecord_fn(path_feature: &str, opts: ReadOptions, log: Arc<CorruptLog>) -> InterleaveFn {
+/// `files.interleave(TFRecordDataset, ...)`. Skipped corrupt records are logged to `log` (the
+/// datasets it opens are not in the plan, so `error_logs` of the interleave does not see them).
+pub fn tfrecord_fn(path_feature: &str, opts: ReadOptions, log: Arc<ErrorLog>) -> InterleaveFn {
     let feature = path_feature.to_string();
     interleave_fn(move |e, ctx| {
         let t = e.tensor(ctx.op, &feature)?;
@@ -133,6 +137,10 @@ impl IterDataset for TFRecordDataset {
             self.opts.verify,
             self.opts.on_corrupt
         )
+    }
+
+    fn error_log(&self) -> Option<Arc<ErrorLog>> {
+        Some(self.log.clone())
     }
 }
 

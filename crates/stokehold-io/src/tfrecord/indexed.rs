@@ -6,13 +6,16 @@
 
 use std::path::{Path, PathBuf};
 
+use std::sync::Arc;
+
 use bytes::Bytes;
+use stokehold_core::skip::{ErrorLog, SkippedElement};
 use stokehold_core::{Error, Example, MapDataset, Result};
 
 use super::crc::masked_crc;
 use super::element::{describe_files, record_element};
 use super::index::{read_index_with_skips, IndexEntry};
-use super::reader::{CorruptLog, CorruptRecord, OnCorrupt, ReadOptions};
+use super::reader::{OnCorrupt, ReadOptions};
 use super::reader::{FOOTER, HEADER};
 use crate::storage::stream_ahead::StreamAhead;
 
@@ -27,6 +30,8 @@ pub struct IndexedTFRecord {
     verify: bool,
     /// Remote files fetched whole when the reads go in order (`None` for local files).
     stream: Option<StreamAhead>,
+    /// The corrupt records an index built in skip mode left out (opened with skip).
+    log: Arc<ErrorLog>,
 }
 
 impl IndexedTFRecord {
@@ -36,17 +41,13 @@ impl IndexedTFRecord {
             verify,
             ..ReadOptions::default()
         };
-        Self::open_with(files, opts, &CorruptLog::default())
+        Self::open_with(files, opts)
     }
 
     /// Opens `files` with `opts`: an index built in skip mode lists the corrupt records it left
     /// out; `on_corrupt = raise` refuses such a file naming the first one, skip counts them all
-    /// in `log`.
-    pub fn open_with<P: AsRef<Path>>(
-        files: &[P],
-        opts: ReadOptions,
-        log: &CorruptLog,
-    ) -> Result<Self> {
+    /// in the dataset's [`log`](Self::log) (its `error_log()`).
+    pub fn open_with<P: AsRef<Path>>(files: &[P], opts: ReadOptions) -> Result<Self> {
         let verify = opts.verify;
         let mut ds = IndexedTFRecord {
             files: Vec::new(),
@@ -55,6 +56,7 @@ impl IndexedTFRecord {
             cum: vec![0],
             verify,
             stream: None,
+            log: Arc::new(ErrorLog::default()),
         };
         for f in files {
             let f = f.as_ref();
@@ -68,7 +70,7 @@ impl IndexedTFRecord {
                 }
                 other => other,
             })?;
-            for &offset in &skipped {
+            for (j, &offset) in skipped.iter().enumerate() {
                 let reason = "corrupt record left out of the index (built in skip mode)";
                 if opts.on_corrupt == OnCorrupt::Raise {
                     return Err(Error::corrupt(
@@ -77,11 +79,10 @@ impl IndexedTFRecord {
                         format!("{reason}; {} in all", skipped.len()),
                     ));
                 }
-                log.push(CorruptRecord {
-                    path: f.to_path_buf(),
-                    offset,
-                    reason: reason.into(),
-                });
+                // Its ordinal in the file: the good records before it, and the skipped ones.
+                let ordinal = entries.partition_point(|e| e.offset < offset) + j;
+                ds.log
+                    .push(SkippedElement::record(ordinal as u64, f, offset, reason));
             }
             ds.maps.push(crate::storage::open_object(f)?);
             ds.cum.push(ds.cum.last().unwrap() + entries.len() as u64);
@@ -92,6 +93,11 @@ impl IndexedTFRecord {
             ds.stream = Some(StreamAhead::new(ds.maps.clone()));
         }
         Ok(ds)
+    }
+
+    /// The corrupt records the indexes left out (skip mode): the log `error_log()` reports.
+    pub fn log(&self) -> &Arc<ErrorLog> {
+        &self.log
     }
 
     /// The record `i` (in `0..len`) as bytes, checked.
@@ -163,5 +169,9 @@ impl MapDataset for IndexedTFRecord {
             describe_files(&self.files),
             self.verify
         )
+    }
+
+    fn error_log(&self) -> Option<Arc<ErrorLog>> {
+        Some(self.log.clone())
     }
 }

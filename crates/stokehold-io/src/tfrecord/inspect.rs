@@ -8,9 +8,10 @@ use std::path::Path;
 use stokehold_core::{DType, Result};
 
 use super::example::convert::{decode_proto, feature_summary};
-use super::reader::{CorruptLog, CorruptRecord, OnCorrupt, ReadOptions, RecordReader};
+use super::reader::{OnCorrupt, ReadOptions, RecordReader};
 use crate::units::{bytes, count};
 use std::sync::Arc;
+use stokehold_core::skip::{ErrorLog, SkippedElement};
 
 /// One feature as seen across the records of a file.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -61,7 +62,22 @@ pub struct FileReport {
     /// Corrupt records skipped.
     pub corrupt: u64,
     /// The first few corrupt records.
-    pub first_corrupt: Vec<CorruptRecord>,
+    pub first_corrupt: Vec<SkippedElement>,
+}
+
+/// How many corrupt records a report lists in detail (the log keeps more).
+pub const SHOW_FIRST: usize = 8;
+
+/// The first [`SHOW_FIRST`] records of `log`.
+fn first_few(log: &ErrorLog) -> Vec<SkippedElement> {
+    let mut first = log.first();
+    first.truncate(SHOW_FIRST);
+    first
+}
+
+/// The byte offset of a record a reader skipped (every entry of a report's `first_corrupt`).
+pub fn offset_of(c: &SkippedElement) -> u64 {
+    c.at.as_ref().map_or(0, |(_, o)| *o)
 }
 
 /// Reads `path` (skipping and counting corrupt records) and summarises it; `max_records` limits
@@ -81,7 +97,7 @@ pub fn inspect_file_with(
     max_records: Option<u64>,
     progress: &mut dyn FnMut(u64),
 ) -> Result<FileReport> {
-    let log = Arc::new(CorruptLog::default());
+    let log = Arc::new(ErrorLog::default());
     let opts = ReadOptions {
         on_corrupt: OnCorrupt::Skip,
         ..opts
@@ -132,7 +148,7 @@ pub fn inspect_file_with(
         rep.min_record = 0;
     }
     rep.corrupt = log.count();
-    rep.first_corrupt = log.first();
+    rep.first_corrupt = first_few(&log);
     Ok(rep)
 }
 
@@ -174,7 +190,7 @@ impl fmt::Display for FileReport {
         if self.corrupt > 0 {
             writeln!(f, "  {}", count(self.corrupt, "corrupt record"))?;
             for c in &self.first_corrupt {
-                writeln!(f, "    offset {}: {}", c.offset, c.reason)?;
+                writeln!(f, "    offset {}: {}", offset_of(c), c.reason())?;
             }
         }
         Ok(())
@@ -189,7 +205,7 @@ pub struct VerifyReport {
     /// Corrupt records (bad CRC, bad length, truncated).
     pub corrupt: u64,
     /// The first few of them.
-    pub first_corrupt: Vec<CorruptRecord>,
+    pub first_corrupt: Vec<SkippedElement>,
 }
 
 /// Checks every record of `path`; `progress` gets the stream offset reached, now and then.
@@ -198,7 +214,7 @@ pub fn verify_file(
     compression: super::Compression,
     progress: &mut dyn FnMut(u64),
 ) -> Result<VerifyReport> {
-    let log = Arc::new(CorruptLog::default());
+    let log = Arc::new(ErrorLog::default());
     let opts = ReadOptions {
         compression,
         verify: true,
@@ -217,7 +233,7 @@ pub fn verify_file(
     Ok(VerifyReport {
         records: r.records(),
         corrupt: log.count(),
-        first_corrupt: log.first(),
+        first_corrupt: first_few(&log),
     })
 }
 
@@ -266,7 +282,10 @@ mod tests {
         std::fs::write(&path, &bytes).unwrap();
         let mut seen = Vec::new();
         let v = verify_file(&path, Compression::None, &mut |o| seen.push(o)).unwrap();
-        assert_eq!((v.records, v.corrupt, v.first_corrupt[0].offset), (5, 1, 0));
+        assert_eq!(
+            (v.records, v.corrupt, offset_of(&v.first_corrupt[0])),
+            (5, 1, 0)
+        );
         assert_eq!(seen.last().copied(), Some(bytes.len() as u64));
     }
 }

@@ -51,6 +51,6 @@ pub use example::parse::{Parser, RECORD};
 pub use example::spec::{ParseFeature, ParseSpec};
 pub use index::{build_index, index_path, read_index, IndexEntry};
 pub use indexed::IndexedTFRecord;
-pub use reader::{CorruptLog, CorruptRecord, OnCorrupt, ReadOptions, RecordReader};
+pub use reader::{OnCorrupt, ReadOptions, RecordReader};
 pub use shards::{write_tfrecord_shards, ShardOptions, WriteProgress};
 pub use writer::RecordWriter;

@@ -12,12 +12,18 @@
 //!   verifying) and continues there: every step consumes at least one byte, so it never spins;
 //! * truncated tail (a header or a record cut short by the end of the file): counted, then the
 //!   file ends.
+//!
+//! Skipped records go to the pipeline's one skip log, core's [`ErrorLog`] (a
+//! [`SkippedElement::record`] each, naming the file and the offset), which the dataset that
+//! reads reports through `error_log()`, so that `error_logs(ds)` (Python: `ds.skipped()`)
+//! finds them at any depth.
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use bytes::Bytes;
+use stokehold_core::skip::{ErrorLog, SkippedElement};
 use stokehold_core::{Error, Result};
 
 use super::compression::Compression;
@@ -31,8 +37,6 @@ pub const FOOTER: usize = 4;
 const FIRST_BUF: usize = 64 << 10;
 /// The buffer doubles on compaction up to this size, so long files are read in large chunks.
 const PREFERRED_BUF: usize = 1 << 20;
-/// How many corrupt records a [`CorruptLog`] keeps in detail.
-pub const KEEP_FIRST: usize = 8;
 
 /// What to do with a corrupt record.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -79,48 +83,6 @@ impl Default for ReadOptions {
     }
 }
 
-/// One corrupt record that was skipped.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct CorruptRecord {
-    /// The file.
-    pub path: PathBuf,
-    /// Offset of the bad record (in the decompressed stream for compressed files).
-    pub offset: u64,
-    /// What was wrong.
-    pub reason: String,
-}
-
-/// A shared tally of skipped corrupt records: the count and the first [`KEEP_FIRST`] in detail.
-#[derive(Debug, Default)]
-pub struct CorruptLog {
-    inner: Mutex<(u64, Vec<CorruptRecord>)>,
-}
-
-impl CorruptLog {
-    /// Records one skipped record.
-    pub fn push(&self, rec: CorruptRecord) {
-        let mut g = self.inner.lock().unwrap_or_else(|p| p.into_inner());
-        g.0 += 1;
-        if g.1.len() < KEEP_FIRST {
-            g.1.push(rec);
-        }
-    }
-
-    /// Number of corrupt records skipped so far.
-    pub fn count(&self) -> u64 {
-        self.inner.lock().unwrap_or_else(|p| p.into_inner()).0
-    }
-
-    /// The first few skipped records.
-    pub fn first(&self) -> Vec<CorruptRecord> {
-        self.inner
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .1
-            .clone()
-    }
-}
-
 /// Reads the records of one TFRecord file (or any byte stream in TFRecord framing).
 pub struct RecordReader {
     path: PathBuf,
@@ -140,7 +102,7 @@ pub struct RecordReader {
     skipped: u64,
     /// Offsets of the records skipped (8 bytes each: an index built in skip mode lists them).
     skipped_at: Vec<u64>,
-    log: Option<Arc<CorruptLog>>,
+    log: Option<Arc<ErrorLog>>,
 }
 
 impl RecordReader {
@@ -189,7 +151,7 @@ impl RecordReader {
     }
 
     /// Also reports skipped records to `log`.
-    pub fn with_log(mut self, log: Arc<CorruptLog>) -> Self {
+    pub fn with_log(mut self, log: Arc<ErrorLog>) -> Self {
         self.log = Some(log);
         self
     }
@@ -308,15 +270,12 @@ impl RecordReader {
         if self.opts.on_corrupt == OnCorrupt::Raise {
             return Err(Error::corrupt(&self.path, offset, reason));
         }
+        if let Some(log) = &self.log {
+            let ordinal = self.records + self.skipped;
+            log.push(SkippedElement::record(ordinal, &self.path, offset, &reason));
+        }
         self.skipped += 1;
         self.skipped_at.push(offset);
-        if let Some(log) = &self.log {
-            log.push(CorruptRecord {
-                path: self.path.clone(),
-                offset,
-                reason,
-            });
-        }
         Ok(())
     }
 

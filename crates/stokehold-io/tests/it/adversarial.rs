@@ -8,7 +8,7 @@
 //! | C3 shard record declaring 4 GiB from a few bytes | buffer of the declared size allocated, then a codec error | refused before allocating (1024x ratio limit), naming file and record | `shard_record_declaring_a_huge_expansion_is_refused_before_allocating` |
 //! | C4 `.idx` built in skip mode | the corrupt record left out silently: 9 of 10 records, corrupt count 0, even with `raise` | the index (version 2) lists skipped offsets: `raise` refuses naming file and offset, `skip` counts them | `index_built_in_skip_mode_is_not_silent` |
 //! | C5 shard listed twice, reordered, or swapped in from another dataset (same size and count) | opened and read without complaint | refused at open naming the file (manifest fingerprint: first record + index CRC; old manifests without it still open) | `shard_listed_twice_reordered_or_swapped_in_is_refused_at_open` |
-//! | C11 shard folder with a record whose CRC fails, `on_corrupt=skip` | no skip policy: every read of it raises | `open_shards_with(.., ShardReadOptions { on_corrupt: Skip })` iterates past it and counts it (`CorruptLog`); `get(i)` on it still raises | `shard_skip_mode_skips_and_counts_corrupt_records_get_still_raises` |
+//! | C11 shard folder with a record whose CRC fails, `on_corrupt=skip` | no skip policy: every read of it raises | `open_shards_with(.., ShardReadOptions { on_corrupt: Skip })` iterates past it and counts it in its `error_log()` (core's one `ErrorLog`); `get(i)` on it still raises | `shard_skip_mode_skips_and_counts_corrupt_records_get_still_raises` |
 //! | C6 truncated GZIP / ZLIB TFRecord | `Io` error, skip mode does not apply | `Corrupt` naming the file and offset; skip counts it and keeps the records before | `truncated_gzip_and_zlib_are_corruption_and_skip_applies` |
 //! | C7 shard truncated in place while mapped | the next read of a lost page kills the process (SIGBUS) | `fstat` once per shard per `get_batch`, and before a `get` when the shard's last check is over 1 ms old: an error naming the file | `shard_truncated_while_mapped_is_an_error_not_sigbus` |
 //! | C8 FIFO named as a shard | `open_shards` blocks forever | refused: not a regular file | `fifo_named_as_a_shard_is_refused_not_waited_on` |
@@ -555,10 +555,40 @@ fn shard_skip_mode_skips_and_counts_corrupt_records_get_still_raises() {
         .collect();
     assert_eq!(ids, [0, 1, 2, 4, 5, 6, 7, 8, 9]);
     assert_eq!(log.count(), 1);
-    assert_eq!(log.first()[0].path, path);
-    assert!(log.first()[0].reason.contains("checksum"));
+    let first = &log.first()[0];
+    assert_eq!((first.index, &first.at.as_ref().unwrap().0), (3, &path));
+    assert!(first.reason().contains("checksum"), "{}", first.error);
     let e = ShardDataset::open(dir.path()).unwrap().get(3).unwrap_err();
     assert!(matches!(e, Error::Corrupt { .. }), "{e}");
+    // The one skip log: under map, batch and prefetch, `error_logs` (Python's `ds.skipped()`)
+    // finds the skipped record, its message naming the shard and the offset.
+    let (ds, _) = open_shards_with(
+        dir.path(),
+        ShardReadOptions {
+            on_corrupt: OnCorrupt::Skip,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let deep = ds
+        .map("touch", stokehold_core::map_fn(|e, _| Ok(e)))
+        .batch(2, false)
+        .unwrap()
+        .prefetch(2)
+        .unwrap();
+    assert_eq!(deep.iter(0).unwrap().collect_all().unwrap().len(), 5);
+    let logs = stokehold_core::ops::ignore_errors::error_logs(&deep);
+    assert_eq!(logs.iter().map(|l| l.count()).sum::<u64>(), 1);
+    let s = &logs[0].first()[0];
+    assert_eq!(
+        (s.index, s.at.clone()),
+        (3, Some((path.clone(), rec3 as u64)))
+    );
+    assert!(
+        s.error.contains("shard-00000.stk") && s.error.contains(&rec3.to_string()),
+        "{}",
+        s.error
+    );
 }
 
 #[test]
@@ -592,7 +622,7 @@ fn index_built_in_skip_mode_is_not_silent() {
     }
     let (ds, log) = tfrecord::tfrecord_dataset([&path], skip).unwrap();
     assert_eq!((ds.len(), log.count()), (Some(9), 1));
-    assert_eq!(log.first()[0].offset, offsets[6]);
+    assert_eq!(log.first()[0].at.as_ref().unwrap().1, offsets[6]);
 }
 
 #[test]

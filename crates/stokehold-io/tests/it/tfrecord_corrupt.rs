@@ -177,15 +177,11 @@ fn several_corrupt_records_are_counted_and_logged() {
     file[offs[8] + 13] ^= 1; // data
     let path = write(dir.path(), "many.tfrecord", &file);
     let ds = TFRecordDataset::new([&path], SKIP);
-    let log = ds.corrupt_log().clone();
+    let log = ds.log().clone();
     let got = ds.into_dataset().iter(0).unwrap().collect_all().unwrap();
     assert_eq!(got.len(), recs.len() - 3);
     assert_eq!(log.count(), 3);
-    let first: Vec<(PathBuf, u64)> = log
-        .first()
-        .into_iter()
-        .map(|c| (c.path, c.offset))
-        .collect();
+    let first: Vec<(PathBuf, u64)> = log.first().into_iter().filter_map(|c| c.at).collect();
     let want: Vec<(PathBuf, u64)> = [1, 4, 8]
         .iter()
         .map(|&k| (path.clone(), offs[k] as u64))
@@ -200,9 +196,11 @@ fn several_corrupt_records_are_counted_and_logged() {
         matches!(e, Error::Corrupt { offset, .. } if offset == offs[1] as u64),
         "{e}"
     );
-    let log = CorruptLog::default();
-    let ix = IndexedTFRecord::open_with(&[&path], SKIP, &log).unwrap();
-    assert_eq!(log.count(), 3);
+    let ix = IndexedTFRecord::open_with(&[&path], SKIP).unwrap();
+    assert_eq!(ix.log().count(), 3);
+    // Each names its ordinal in the file, as the stream reader's log does.
+    let ordinals: Vec<u64> = ix.log().first().iter().map(|c| c.index).collect();
+    assert_eq!(ordinals, [1, 4, 8]);
     let mut want = recs.clone();
     for k in [8, 4, 1] {
         want.remove(k);
@@ -289,4 +287,96 @@ fn stale_or_damaged_index_is_refused() {
         .unwrap()
         .to_string();
     assert!(e.contains("bad CRC") && e.contains(".idx"), "{e}");
+}
+
+/// The one skip log: a record the reader skips is counted by `error_logs` of the whole pipeline
+/// (Python's `ds.skipped()`), under map, batch, prefetch and a parallel stage, streamed or read
+/// at random through an index built in skip mode; the message names the file and the offset.
+#[test]
+fn skipped_records_are_found_at_any_depth_of_the_pipeline() {
+    use stokehold_core::ops::ignore_errors::error_logs;
+    use stokehold_core::{map_fn, Dataset, Parallelism};
+    let dir = tempfile::tempdir().unwrap();
+    let (recs, offs, mut file) = records();
+    file[offs[3] + 12] ^= 1; // record 3's data: bad data CRC
+    let path = write(dir.path(), "deep.tfrecord", &file);
+    // `counts`: what the log holds after each pipeline's pass (a stream counts each pass; an
+    // index counted what it left out once, when it was opened).
+    let deep = |ds: &Dataset, counts: [u64; 2], reason: &str| {
+        let mapped = ds.map("touch", map_fn(|e, _| Ok(e)));
+        let batched = mapped.batch(2, false).unwrap();
+        let pipelines = [
+            batched.prefetch(2).unwrap(),
+            mapped.parallelize(Parallelism::Fixed(2), true),
+        ];
+        for (p, want) in pipelines.into_iter().zip(counts) {
+            let got = p.iter(0).unwrap().collect_all().unwrap();
+            assert!(!got.is_empty());
+            let logs = error_logs(&p);
+            let count: u64 = logs.iter().map(|l| l.count()).sum();
+            assert_eq!(count, want, "{}", p.describe());
+            let s = &logs[0].first()[0];
+            assert_eq!(s.at, Some((path.clone(), offs[3] as u64)));
+            assert_eq!(s.index, 3);
+            let (name, at) = (path.display().to_string(), offs[3].to_string());
+            assert!(
+                s.error.contains(&name) && s.error.contains(&at),
+                "{}",
+                s.error
+            );
+            assert!(s.reason().starts_with(reason), "{}", s.error);
+        }
+    };
+    // Streamed: the reader's log, reported by the TFRecord dataset (and by the fused parser).
+    let (ds, log) = tfrecord_dataset([&path], SKIP).unwrap();
+    assert_eq!(ds.len(), None);
+    deep(&ds, [1, 2], "bad data CRC");
+    assert_eq!(
+        log.count(),
+        2,
+        "the log returned beside the dataset is the same one"
+    );
+    // At random, after a global shuffle: the index lists the record it left out.
+    assert_eq!(build_index(&path, SKIP).unwrap().skipped, 1);
+    let (ds, _) = tfrecord_dataset([&path], SKIP).unwrap();
+    assert_eq!(ds.len(), Some(recs.len() as u64 - 1));
+    deep(
+        &ds.shuffle(7),
+        [1, 1],
+        "corrupt record left out of the index",
+    );
+}
+
+#[test]
+fn the_fused_parser_reports_the_readers_skips() {
+    use stokehold_core::ops::ignore_errors::error_logs;
+    use stokehold_core::{DType, Example, Tensor};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("parsed.tfrecord");
+    let mut w = RecordWriter::create(&path, Compression::None).unwrap();
+    let mut offs = Vec::new();
+    for i in 0..10i64 {
+        offs.push(w.bytes());
+        let e = Example::new().with("label", Tensor::from_vec(vec![1], vec![i]).unwrap());
+        w.write(&encode_example(&e).unwrap()).unwrap();
+    }
+    w.finish().unwrap();
+    let mut b = std::fs::read(&path).unwrap();
+    b[offs[5] as usize + 12 + 2] ^= 1; // record 5's data: bad data CRC
+    std::fs::write(&path, &b).unwrap();
+    let spec = ParseSpec::new()
+        .with("label", ParseFeature::fixed(vec![], DType::I64))
+        .unwrap();
+    let src = TFRecordDataset::new([&path], SKIP);
+    let ds = src.parse_batches(Parser::new(spec), 4, false).unwrap();
+    let ds = ds.prefetch(2).unwrap();
+    let got = ds.iter(0).unwrap().collect_all().unwrap();
+    let rows: usize = got
+        .iter()
+        .map(|b| b.tensor("t", "label").unwrap().len())
+        .sum();
+    assert_eq!(rows, 9);
+    let logs = error_logs(&ds);
+    assert_eq!(logs.iter().map(|l| l.count()).sum::<u64>(), 1);
+    assert_eq!(logs[0].first()[0].at, Some((path, offs[5])));
 }

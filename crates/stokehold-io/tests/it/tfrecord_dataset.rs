@@ -357,7 +357,7 @@ fn list_files_interleave_tfrecord() {
         rec(2, 4),
     ]);
     for par in [None, Some(Parallelism::Fixed(2))] {
-        let log = std::sync::Arc::new(CorruptLog::default());
+        let log = std::sync::Arc::new(stokehold_core::skip::ErrorLog::default());
         let ds = list_files(&[&pattern], None)
             .unwrap()
             .interleave(
@@ -379,7 +379,7 @@ fn list_files_interleave_tfrecord() {
             .collect();
         assert_eq!(got, want, "parallelism {par:?}");
         assert_eq!(log.count(), 1);
-        assert_eq!(log.first()[0].path, paths[1]);
+        assert_eq!(log.first()[0].at.as_ref().unwrap().0, paths[1]);
     }
 }
 
