@@ -4,7 +4,7 @@
 //! | case | before | after | test |
 //! |---|---|---|---|
 //! | C1 `FixedLen([2**32, 2**32])` | accepted (the product wraps to 0) | refused naming the feature | `fixed_len_shape_product_that_overflows_is_refused` |
-//! | C2 `FixedLen` present but empty | silently filled with the default | `Schema` error naming feature and record; a missing feature still takes the default | `present_but_empty_fixed_len_is_an_error_missing_takes_default` |
+//! | C2 `FixedLen` present but empty | silently filled with the default | `Schema` error naming feature and record; a missing feature, or an empty `Feature()` with no list set (TensorFlow reads it as missing), still takes the default | `present_but_empty_fixed_len_is_an_error_missing_takes_default` |
 //! | C3 shard record declaring 4 GiB from a few bytes | buffer of the declared size allocated, then a codec error | refused before allocating (1024x ratio limit), naming file and record | `shard_record_declaring_a_huge_expansion_is_refused_before_allocating` |
 //! | C4 `.idx` built in skip mode | the corrupt record left out silently: 9 of 10 records, corrupt count 0, even with `raise` | the index (version 2) lists skipped offsets: `raise` refuses naming file and offset, `skip` counts them | `index_built_in_skip_mode_is_not_silent` |
 //! | C5 shard listed twice, reordered, or swapped in from another dataset (same size and count) | opened and read without complaint | refused at open naming the file (manifest fingerprint: first record + index CRC; old manifests without it still open) | `shard_listed_twice_reordered_or_swapped_in_is_refused_at_open` |
@@ -71,6 +71,14 @@ fn present_but_empty_fixed_len_is_an_error_missing_takes_default() {
     let got = p
         .parse_one(&tfrecord::encode_example(&missing).unwrap())
         .unwrap();
+    assert_eq!(
+        got.tensor("t", "x").unwrap().to_vec::<i64>().unwrap(),
+        [7, 7]
+    );
+    // An empty `Feature()` (no list set) is missing to TensorFlow too, so the default fills it
+    // (issue 49, class 12): Example { features { feature { key: "x" value {} } } }.
+    let unset = [0x0a, 0x07, 0x0a, 0x05, 0x0a, 0x01, b'x', 0x12, 0x00];
+    let got = p.parse_one(&unset).unwrap();
     assert_eq!(
         got.tensor("t", "x").unwrap().to_vec::<i64>().unwrap(),
         [7, 7]

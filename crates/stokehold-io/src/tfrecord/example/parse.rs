@@ -287,9 +287,11 @@ impl Sink {
                 if n == per {
                     return Ok(());
                 }
-                // A default fills in only for a missing feature: a present but empty one is an
-                // error, as in TensorFlow.
-                let Some(d) = default.as_ref().filter(|_| n == 0 && !slot.present) else {
+                // A default fills in for a missing feature, and for an empty `Feature()` (no
+                // list set), which TensorFlow reads as missing; an empty list that is set (an
+                // empty `float_list`) is an error, as in TensorFlow.
+                let unset = !slot.present || slot.kind == 0;
+                let Some(d) = default.as_ref().filter(|_| n == 0 && unset) else {
                     let what = if slot.present && n == 0 {
                         "is present but empty (a default fills in only a missing feature)".into()
                     } else if slot.present {
