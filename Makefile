@@ -18,7 +18,7 @@ DEMO_ARGS ?=
 PY_TEST_DEPS := "maturin>=1.16,<2" "pytest>=8" "pytest-timeout>=2.3" "numpy>=1.26" \
 	"mypy>=1.18" "ruff>=0.14" "jax>=0.4.30" "keras>=3.5" "ray[data]==2.60.0" "moto[server]>=5.1"
 
-.PHONY: demo test test-rust test-python check check-cycles check-rust check-python wheel check-wheel bench bench-quick
+.PHONY: demo test test-rust test-python check check-cycles check-rust check-python wheel check-wheel bench bench-quick oracle
 
 demo:
 	$(CARGO) build --release -p stokehold-cli
@@ -106,3 +106,20 @@ bench:
 	python3 bench/run.py
 bench-quick:
 	python3 bench/run.py --quick
+
+# The tf.data oracle (issue 49, docs/GUIDE.md "tf.data habits"): records ORACLE_COUNT random
+# pipelines with TensorFlow (in its own venv, never a test dependency; ORACLE_PY overrides it) and
+# runs them in stokehold, which must match each or fall under a documented difference. `make test`
+# runs the committed recording (testdata/oracle/tf_oracle.json, made the same way with
+# ORACLE_COUNT=600 ORACLE_OUT=testdata/oracle/tf_oracle.json).
+ORACLE_VENV := $(TARGET_DIR)/oracle-venv
+ORACLE_PY ?= $(ORACLE_VENV)/bin/python
+ORACLE_SEED ?= 1
+ORACLE_COUNT ?= 5000
+ORACLE_OUT ?= $(TARGET_DIR)/oracle.json
+oracle: $(VENV)/.deps
+	[ -x $(ORACLE_PY) ] || { $(PYTHON) -m venv $(ORACLE_VENV) && \
+		$(ORACLE_VENV)/bin/python -m pip install --quiet tensorflow-cpu==2.21.0 numpy; }
+	$(ORACLE_PY) testdata/oracle/record.py --seed $(ORACLE_SEED) --count $(ORACLE_COUNT) --out $(ORACLE_OUT)
+	VIRTUAL_ENV=$(abspath $(VENV)) PATH="$(abspath $(VENV))/bin:$$PATH" maturin develop --release
+	ORACLE_CASES=$(abspath $(ORACLE_OUT)) $(VENV)/bin/python -m pytest python/tests/test_oracle.py -q -s
