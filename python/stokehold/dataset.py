@@ -303,7 +303,8 @@ class Dataset:
         """tf.data's ``ignore_errors``: leaves out the elements whose computation failed (your
         function raised, a file is missing or corrupt), counted in :meth:`skipped`; with
         ``log_warning`` each is also written to stderr. Without it (or ``on_error="skip"``) an
-        iterator is done after an error: the error is raised once, then ``StopIteration``."""
+        element's error is raised once and the next ``next()`` goes on after it (tf.data's
+        rule); ``ignore_errors()`` leaves the same elements out without raising."""
         op = "ignore_errors"
         return self._then(self._native.ignore_errors(_args.flag(op, "log_warning", log_warning)))
 

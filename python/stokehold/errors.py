@@ -5,9 +5,9 @@
 Every op that can leave a failing element out (``ignore_errors()``, ``load_npy(on_error="skip")``,
 ``read_file(on_error="skip")``, decoders with ``on_error``, TFRecord readers skipping corrupt
 records) counts it in a log; ``ds.skipped()`` gathers the logs of the whole pipeline, under any
-later op, into one :class:`SkipLog`. Without such a policy the
-iterator is done after an error: the error is raised once, then ``next()`` raises
-``StopIteration``.
+later op, into one :class:`SkipLog`. Without such a policy an element's error is raised once
+and the next ``next()`` goes on after it (tf.data's rule); an error that is not an element's (a
+bad argument, a worker panic) ends the iterator.
 """
 
 from __future__ import annotations

@@ -36,7 +36,7 @@ def _values(rng: random.Random, dtype: str, n: int) -> List[Any]:
     if dtype == "bool":
         return [rng.random() < 0.5 for _ in range(n)]
     if dtype == "bytes":
-        return ["s%d" % rng.randrange(100) for _ in range(n)]
+        return [f"s{rng.randrange(100)}" for _ in range(n)]
     if dtype.startswith("float"):
         return [rng.randrange(-40, 40) / 2 for _ in range(n)]  # exact in float16
     if dtype.startswith("uint"):

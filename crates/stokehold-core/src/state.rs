@@ -9,14 +9,19 @@
 //! budget; `iter` is the op tree's own state (`{"pos": n}` for a random-access pipeline: a
 //! checkpoint of a few integers), in which execution stages show their input's state.
 //!
-//! **After an error the iterator is done** (tf.data's rule, one rule for every op): the error is
-//! returned once and every later `next()` returns `Ok(None)`, whatever op failed and however the
-//! pipeline runs (a random-access map, a parallel map, a prefetch thread). Elements whose
-//! computation may fail and should be left out need an explicit policy: `ignore_errors()` after
-//! the op, or the loader's `on_error="skip"`. The one exception is [`Error::Interrupted`] (Ctrl-C
+//! **After an element's error the iterator goes on** (tf.data's rule, one rule for every op): an
+//! error of one element ([`crate::skip::skippable`]: a schema, I/O or corrupt-data error, or the
+//! user function's exception) is returned once and the next `next()` goes on with the elements
+//! after it, the failed one left out, whatever op failed and however the pipeline runs (a
+//! random-access map, a parallel map, a prefetch thread); the state stays exact. An iterator that
+//! fails again without moving (its state unchanged since the last error: a stream that cannot get
+//! past its failure) is done, as it is after any other error (a bad argument, a worker panic):
+//! every later `next()` returns `Ok(None)`. The one exception is [`Error::Interrupted`] (Ctrl-C
 //! while waiting): the awaited element still comes on the next call, and so do the elements a
-//! batch, a zip or a `next_many` had taken before it. `set_state` makes the iterator live again at the
-//! restored position.
+//! batch, a zip or a `next_many` had taken before it. To leave failing elements out without
+//! seeing their errors, a pipeline says so: `ignore_errors()` after the op, or the loader's
+//! `on_error="skip"`, which count what they leave out. `set_state` makes the iterator live
+//! again at the restored position.
 
 use serde_json::{json, Value as Json};
 
@@ -34,8 +39,11 @@ pub struct PipelineIter {
     ds: Dataset,
     epoch: u64,
     inner: Box<dyn DatasetIter>,
-    /// An error was returned: the iterator is done (see the module docs).
+    /// An error that ends the iterator was returned (see the module docs).
     failed: bool,
+    /// The op tree's state after the last element error, while no element came since: failing
+    /// again there means the iterator cannot move past the failure.
+    stuck_at: Option<Json>,
     /// An error met by [`PipelineIter::next_many`] after it had elements to return: raised by
     /// the next call, so that the elements before it are not lost.
     deferred: Option<Error>,
@@ -50,11 +58,13 @@ impl PipelineIter {
             epoch,
             inner,
             failed: false,
+            stuck_at: None,
             deferred: None,
         })
     }
 
-    /// The next element; `Ok(None)` at the end and after an error (see the module docs).
+    /// The next element; `Ok(None)` at the end and after an error that ends the iterator (see the
+    /// module docs).
     #[allow(clippy::should_implement_trait)] // fallible; mirrors DatasetIter::next
     pub fn next(&mut self) -> Result<Option<Example>> {
         if let Some(e) = self.deferred.take() {
@@ -64,8 +74,15 @@ impl PipelineIter {
             return Ok(None);
         }
         let r = self.inner.next();
-        if matches!(&r, Err(e) if !matches!(e, Error::Interrupted(_))) {
-            self.failed = true;
+        match &r {
+            Ok(_) => self.stuck_at = None,
+            Err(Error::Interrupted(_)) => {}
+            Err(e) if crate::skip::skippable(e) => {
+                let now = self.inner.state();
+                self.failed = self.stuck_at.as_ref() == Some(&now);
+                self.stuck_at = Some(now);
+            }
+            Err(_) => self.failed = true,
         }
         r
     }
@@ -155,6 +172,7 @@ impl PipelineIter {
         self.inner = inner;
         self.epoch = epoch;
         self.failed = false;
+        self.stuck_at = None;
         self.deferred = None;
         Ok(())
     }

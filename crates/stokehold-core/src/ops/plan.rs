@@ -352,7 +352,17 @@ impl Epochs {
     }
 
     /// Ends the current epoch after `e`, dropping the iterator it ended (see the type's docs).
+    /// An error from the iterator: an element's error the iterator went past (see
+    /// [`crate::state`]) takes that element's place in the epoch, which goes on; any other error
+    /// ends the epoch (the next one starts whole, on a new iterator).
     fn fail(&mut self, e: Error) -> Error {
+        let went_on = self.it.as_ref().is_some_and(|it| !it.failed());
+        if went_on && crate::skip::skippable(&e) {
+            if let Some(cur) = &mut self.current {
+                cur.left = cur.left.saturating_sub(1);
+            }
+            return e;
+        }
         if !matches!(e, Error::Interrupted(_)) {
             if let Some(cur) = &mut self.current {
                 cur.left = 0;

@@ -431,7 +431,7 @@ fn every_op_gives_the_same_output_on_1_and_4_threads() {
 }
 
 #[test]
-fn every_op_raises_an_error_once_then_ends_and_ignore_errors_skips_it() {
+fn every_op_goes_on_after_an_elements_error_as_ignore_errors_does() {
     for (name, build) in pipelines() {
         let faulty = testing::fail_at(&ragged_input(23), 7);
         testing::check_error_rule(name, &build(&faulty));
