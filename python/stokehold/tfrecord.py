@@ -30,9 +30,12 @@ import warnings
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
+import numpy as np
+
 from . import _args, _native, errors
 from ._args import renamed
 from .dataset import Dataset
+from .sources import from_arrays
 
 __all__ = [
     "FixedLen",
@@ -132,17 +135,50 @@ class TFRecordSource(Dataset):
 
 @renamed(on_corrupt="on_error")
 def TFRecordDataset(
-    filenames: Any, compression: str = "auto", *, verify: bool = True, on_error: str = "raise"
+    filenames: Any,
+    compression: Optional[str] = "auto",
+    buffer_size: Optional[int] = None,
+    num_parallel_reads: Optional[int] = None,
+    name: Optional[str] = None,
+    *,
+    compression_type: Optional[str] = None,
+    verify: bool = True,
+    on_error: str = "raise",
 ) -> Dataset:
     """The records of ``filenames`` in order, each ``{"record": bytes}``.
 
     ``compression``: ``"auto"`` (default: ``.gz`` is GZIP, ``.zz``/``.zlib`` ZLIB, else none),
-    ``""``/``"NONE"``, ``"GZIP"`` or ``"ZLIB"``. ``verify`` (default True) checks each record's
+    ``""``/``"NONE"``/``None``, ``"GZIP"`` or ``"ZLIB"``; ``compression_type`` is tf.data's name
+    for it. ``buffer_size`` (tf.data's read buffer, bytes) is accepted and checked; stokehold's
+    reader sizes its own reads. ``num_parallel_reads``: ``None`` or 1 reads the files one after
+    another; ``N`` > 1 (or ``AUTOTUNE``) reads ``N`` files at once and interleaves their records
+    one by one, in the order tf.data gives (``interleave(cycle_length=N, block_length=1)``).
+    ``name`` is accepted for tf.data's signature. ``verify`` (default True) checks each record's
     CRC. ``on_error``: ``"raise"`` (default) or ``"skip"`` (``on_corrupt=`` is a deprecated
-    alias). Random-access when every file is
-    uncompressed and has an index. Its iterator state is the file index and byte offset."""
-    native = _native.Dataset.tfrecord_dataset(
-        _files("TFRecordDataset", filenames), compression, _args.flag("TFRecordDataset", "verify", verify), on_error)
+    alias). Random-access when every file is uncompressed and has an index. Its iterator state
+    is the file index and byte offset."""
+    op = "TFRecordDataset"
+    if compression_type is not None:
+        if compression not in ("auto", compression_type):
+            raise _args.fail(op, "compression_type", compression_type,
+                             f"conflicts with compression={compression!r}: give one of them")
+        compression = compression_type
+    if compression is None:
+        compression = ""
+    if buffer_size is not None and _args.count(op, "buffer_size", buffer_size, -1) < 0:
+        buffer_size = None
+    if name is not None:
+        _args.name(op, "name", name)
+    files = _files(op, filenames)
+    verify = _args.flag(op, "verify", verify)
+    if num_parallel_reads not in (None, 1) and len(files) > 1:
+        cycle = _args.parallelism(op, "num_parallel_reads", num_parallel_reads)
+        paths = from_arrays({"path": np.array(files, dtype=object)})
+        return paths.interleave(
+            lambda e: TFRecordDataset([e["path"]], compression, verify=verify,
+                                      on_error=on_error),
+            cycle_length=cycle, block_length=1, num_parallel_calls=cycle, deterministic=True)
+    native = _native.Dataset.tfrecord_dataset(files, compression, verify, on_error)
     return TFRecordSource(native)
 
 

@@ -192,3 +192,31 @@ def test_indexes_in_a_side_folder(tmp_path):
     assert path.endswith(".stokehold-idx/" + os.path.basename(paths[0]) + ".idx") and records == 4
     with pytest.raises(stokehold.InvalidArgumentError, match=r"write_tfrecord\(index='beside'\)"):
         tfr.write_tfrecord(src, tmp_path / "b", index="beside")
+
+
+def test_tf_data_keywords_of_tfrecord_dataset(tmp_path):
+    """tf.data's spellings (issue 49, class 10): compression_type, buffer_size, name, and
+    num_parallel_reads, which interleaves the files one record at a time as tf.data does."""
+    n = 9
+    src = stokehold.from_arrays({"label": np.arange(n)})
+    paths = tfr.write_tfrecord(src, tmp_path, num_shards=3, compression="GZIP")
+    spec = {"label": tfr.FixedLen([], "int64")}
+
+    def labels(ds):
+        return [int(e["label"]) for e in tfr.parse_examples(ds, spec, batched=False)]
+
+    per_file = [labels(stokehold.TFRecordDataset([p], compression_type="GZIP")) for p in paths]
+    assert sorted(sum(per_file, [])) == list(range(n))
+    one_by_one = stokehold.TFRecordDataset(paths, compression_type="GZIP", buffer_size=1 << 20,
+                                           num_parallel_reads=1, name="train")
+    assert labels(one_by_one) == sum(per_file, [])
+    # Two files at a time, a record from each in turn; the third file takes the first's place.
+    a, b, c = per_file
+    want = [x for pair in zip(a, b) for x in pair] + c
+    assert len(a) == len(b) == len(c)
+    two = stokehold.TFRecordDataset(paths, compression_type="GZIP", num_parallel_reads=2)
+    assert labels(two) == want
+    with pytest.raises(stokehold.InvalidArgumentError, match=r"compression_type='ZLIB'"):
+        stokehold.TFRecordDataset(paths, compression="GZIP", compression_type="ZLIB")
+    with pytest.raises(stokehold.InvalidArgumentError, match=r"num_parallel_reads=0"):
+        stokehold.TFRecordDataset(paths, num_parallel_reads=0)
