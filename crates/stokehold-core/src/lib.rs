@@ -29,12 +29,12 @@ pub mod state;
 pub mod tensor;
 pub mod testing;
 
+pub use cast::PadValue;
 pub use dataset::{Dataset, DatasetIter, Hint, IterDataset, MapDataset, MapIter, INFINITE};
 pub use dtype::{DType, Scalar};
 pub use error::{BoxError, Error, Result};
 pub use example::{stack, stack_examples, Example, Ragged, Value};
 pub use exec::{ExecOptions, Executor, Parallelism, AUTOTUNE};
-pub use cast::PadValue;
 pub use ops::batch::{BatchOptions, PadSpec};
 pub use ops::filter::FilterFn;
 pub use ops::generator::{generator_fn, ExampleIter, GeneratorFactory};

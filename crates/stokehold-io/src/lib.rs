@@ -8,9 +8,9 @@ pub mod atomic;
 #[cfg(feature = "audio")]
 pub mod audio;
 pub mod files;
-pub mod options;
 #[cfg(feature = "image")]
 pub mod image;
+pub mod options;
 pub mod shard;
 pub mod storage;
 pub mod table;
