@@ -19,15 +19,17 @@
 
 mod audio;
 mod callbacks;
+mod combine;
 pub mod convert;
 pub mod dataset;
 mod demo;
 mod epochs;
 pub mod errors;
+mod execution;
+mod files;
 mod image;
 mod malloc;
 mod options;
-mod parallel;
 mod ray_io;
 mod remote_cache;
 mod sequence;

@@ -1,14 +1,12 @@
-//! Bindings of the parallel engine: interleave, flat_map, zip, concatenate,
-//! sample_from_datasets, files (list_files, read_file, .npy), execution options, stats and trace.
-//!
-//! One `#[pymethods]` block of the native `Dataset` (pyo3's `multiple-pymethods`: each topic
-//! file adds its own). Python callables run on worker threads holding the GIL only while
-//! Python runs (the callers release it around all Rust work).
+//! Bindings of the ops that combine datasets: interleave, flat_map, concatenate, zip and
+//! sample_from_datasets (one `#[pymethods]` block of the native `Dataset`; pyo3's
+//! `multiple-pymethods`: each topic file adds its own). Python callables that open a dataset
+//! run on worker threads holding the GIL only while Python runs (the callers release it around
+//! all Rust work).
 
 use pyo3::prelude::*;
-use stokehold_core::exec::{executor_of, ExecOptions, Executor, Parallelism};
+use stokehold_core::exec::Parallelism;
 use stokehold_core::{interleave_fn, Ctx, Dataset, Error, Example};
-use stokehold_io::files;
 
 use crate::convert::map_input;
 use crate::dataset::PyDataset;
@@ -131,85 +129,4 @@ impl PyDataset {
             .map(wrap)
         })
     }
-
-    /// Files matching `patterns`, sorted, then permuted per epoch by `seed` when given.
-    #[staticmethod]
-    #[pyo3(signature = (patterns, seed=None))]
-    fn list_files(py: Python<'_>, patterns: Vec<String>, seed: Option<u64>) -> PyResult<PyDataset> {
-        guard(|| ok(py, py.detach(|| files::list_files(&patterns, seed))).map(wrap))
-    }
-
-    /// Reads the file named by feature `path_feature` into bytes feature `out`; `on_error`
-    /// "raise" or "skip" (a file that fails is left out and logged).
-    #[pyo3(signature = (path_feature, out, on_error="raise"))]
-    fn read_file(
-        &self,
-        py: Python<'_>,
-        path_feature: &str,
-        out: &str,
-        on_error: &str,
-    ) -> PyResult<PyDataset> {
-        guard(|| {
-            let f = files::read_file_fn(path_feature, out);
-            let label = format!("read_file:{out}");
-            crate::skips::map_on_error(py, self, "read_file", &label, f, on_error)
-        })
-    }
-
-    /// Loads the `.npy` file named by feature `path_feature` into feature `out`; `on_error` as
-    /// for `read_file`.
-    #[pyo3(signature = (path_feature, out, on_error="raise"))]
-    fn load_npy(
-        &self,
-        py: Python<'_>,
-        path_feature: &str,
-        out: &str,
-        on_error: &str,
-    ) -> PyResult<PyDataset> {
-        guard(|| {
-            let f = files::load_npy_fn(path_feature, out);
-            let label = format!("load_npy:{out}");
-            crate::skips::map_on_error(py, self, "load_npy", &label, f, on_error)
-        })
-    }
-
-    /// Runs the pipeline on its own executor (memory budget, cores, trace window).
-    #[pyo3(signature = (memory_budget=None, cores=None, trace_events=0))]
-    fn with_options(
-        &self,
-        memory_budget: Option<usize>,
-        cores: Option<usize>,
-        trace_events: usize,
-    ) -> PyResult<PyDataset> {
-        guard(|| {
-            let d = ExecOptions::default();
-            let opts = ExecOptions {
-                memory_budget: memory_budget.unwrap_or(d.memory_budget),
-                cores: cores.unwrap_or(d.cores).max(1),
-                trace_events,
-            };
-            Ok(wrap(self.dataset().with_options(opts)))
-        })
-    }
-
-    /// Stats as a JSON string (`None` when no parallel stage has run).
-    fn stats_json(&self) -> Option<String> {
-        executor(self).map(|e| serde_json::to_string(&e.stats()).expect("serialisable"))
-    }
-
-    /// Stats as a printable table.
-    fn stats_table(&self) -> Option<String> {
-        executor(self).map(|e| e.stats().table())
-    }
-
-    /// The recorded activity as Chrome trace JSON (`with_options(trace_events=N)` turns it on).
-    fn trace_json(&self) -> Option<String> {
-        executor(self).map(|e| e.trace_json())
-    }
-}
-
-/// The executor found through the dataset's plan: its `with_options`, or the default executor
-/// its outermost parallel op last ran on (see `stokehold_core::exec::executor_of`).
-fn executor(ds: &PyDataset) -> Option<Executor> {
-    executor_of(ds.dataset())
 }
