@@ -186,8 +186,9 @@ def path(op: str, arg: str, value: Any) -> str:
     return os.fsdecode(p)
 
 
-def paths(op: str, arg: str, value: Any) -> List[str]:
-    """One path or a sequence of paths (see :func:`path`), as a non-empty list of str."""
+def paths(op: str, arg: str, value: Any, allow_empty: bool = False) -> List[str]:
+    """One path or a sequence of paths (see :func:`path`), as a list of str (non-empty unless
+    ``allow_empty``)."""
     if isinstance(value, (str, bytes, os.PathLike, np.generic)) or (
         isinstance(value, np.ndarray) and value.ndim == 0
     ):
@@ -198,7 +199,7 @@ def paths(op: str, arg: str, value: Any) -> List[str]:
         items = list(value)
     except TypeError:
         raise fail(op, arg, value, "must be a path or a list of paths") from None
-    if not items:
+    if not items and not allow_empty:
         raise fail(op, arg, items, "no paths given")
     return [path(op, arg, v) for v in items]
 

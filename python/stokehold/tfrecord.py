@@ -105,8 +105,8 @@ def _spec(features: Spec) -> List[Tuple[str, str, List[int], str, Any]]:
     return out
 
 
-def _files(op: str, filenames: Any) -> List[str]:
-    return _args.paths(op, "filenames", filenames)
+def _files(op: str, filenames: Any, allow_empty: bool = False) -> List[str]:
+    return _args.paths(op, "filenames", filenames, allow_empty)
 
 
 @dataclass(frozen=True)
@@ -169,8 +169,10 @@ def TFRecordDataset(
         buffer_size = None
     if name is not None:
         _args.name(op, "name", name)
-    files = _files(op, filenames)
+    files = _files(op, filenames, allow_empty=True)
     verify = _args.flag(op, "verify", verify)
+    if not files:  # tf.data: no files, no records
+        return from_arrays({"record": np.array([], dtype=object)})
     if num_parallel_reads not in (None, 1) and len(files) > 1:
         cycle = _args.parallelism(op, "num_parallel_reads", num_parallel_reads)
         paths = from_arrays({"path": np.array(files, dtype=object)})

@@ -220,3 +220,25 @@ def test_tf_data_keywords_of_tfrecord_dataset(tmp_path):
         stokehold.TFRecordDataset(paths, compression="GZIP", compression_type="ZLIB")
     with pytest.raises(stokehold.InvalidArgumentError, match=r"num_parallel_reads=0"):
         stokehold.TFRecordDataset(paths, num_parallel_reads=0)
+
+
+def test_tfrecord_edges_as_tf_data(tmp_path):
+    """Issue 49, class 7: a bad record in the last batch that drop_remainder drops raises nothing
+    (tf.data never parses it); an empty dataset writes one empty file; no files, no records."""
+    src = stokehold.from_arrays({"label": np.arange(5)})
+    (path,) = tfr.write_tfrecord(src, tmp_path / "good")
+    records = [e["record"].item() for e in stokehold.TFRecordDataset([path])]
+    bad = records + [b"\xff not an Example"]
+    raw = stokehold.from_arrays({"record": np.array(bad, dtype=object)})
+    (mixed,) = tfr.write_tfrecord(raw, tmp_path / "mixed")
+    spec = {"label": tfr.FixedLen([], "int64")}
+    dropped = tfr.read_tfrecord([mixed], spec, batch_size=4, drop_remainder=True)
+    assert [b["label"].tolist() for b in dropped] == [[0, 1, 2, 3]]
+    kept = iter(tfr.read_tfrecord([mixed], spec, batch_size=4))
+    assert next(kept)["label"].tolist() == [0, 1, 2, 3]
+    with pytest.raises(stokehold.SchemaError, match="record at offset"):
+        next(kept)
+    empty = tfr.write_tfrecord(stokehold.from_arrays({"label": np.arange(0)}), tmp_path / "empty")
+    assert len(empty) == 1 and os.path.getsize(empty[0]) == 0
+    assert list(stokehold.TFRecordDataset(empty)) == []
+    assert list(stokehold.TFRecordDataset([])) == []

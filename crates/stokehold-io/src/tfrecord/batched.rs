@@ -80,9 +80,13 @@ struct ParsedIter {
 }
 
 impl DatasetIter for ParsedIter {
+    /// The next batch. A record that does not parse fails its batch, but only once the batch
+    /// is complete: a last, partial batch that `drop_remainder` drops is never parsed to the end,
+    /// so a bad record in it raises nothing (tf.data parses only the batches it yields).
     fn next(&mut self) -> Result<Option<Example>> {
         let mut b = self.parser.builder(self.size);
-        while b.len() < self.size {
+        let (mut count, mut failed) = (0, None);
+        while count < self.size {
             if self.reader.is_none() {
                 if self.file >= self.src.files().len() {
                     break;
@@ -91,23 +95,31 @@ impl DatasetIter for ParsedIter {
             }
             let r = self.reader.as_mut().expect("opened above");
             match r.next_ref()? {
-                Some((offset, rec)) => b.push(rec).map_err(|e| {
-                    let path = self.src.files()[self.file].display();
-                    Error::schema(
-                        "parse_batches",
-                        format!("{path}: record at offset {offset}: {e}"),
-                    )
-                })?,
+                Some((offset, rec)) => {
+                    count += 1;
+                    if failed.is_none() {
+                        if let Err(e) = b.push(rec) {
+                            let path = self.src.files()[self.file].display();
+                            failed = Some(Error::schema(
+                                "parse_batches",
+                                format!("{path}: record at offset {offset}: {e}"),
+                            ));
+                        }
+                    }
+                }
                 None => {
                     self.reader = None;
                     self.file += 1;
                 }
             }
         }
-        if b.is_empty() || (self.drop_remainder && b.len() < self.size) {
+        if count == 0 || (self.drop_remainder && count < self.size) {
             return Ok(None);
         }
-        b.finish().map(Some)
+        match failed {
+            Some(e) => Err(e),
+            None => b.finish().map(Some),
+        }
     }
 
     fn state(&self) -> Json {

@@ -177,6 +177,17 @@ fn write_all(
         ..Default::default()
     };
     let mut w: Option<RecordWriter> = None;
+    // Complete shards wait under temporary names of the one convention (the final names need the
+    // shard count), so a killed run's are cleaned like any other.
+    let open = |k: usize| -> Result<RecordWriter> {
+        let path =
+            crate::atomic::temp_path(&dir.join(format!("{}-{k:05}{}", opts.prefix, opts.suffix)));
+        let nw = RecordWriter::create(&path, opts.compression)?;
+        match opts.write_index {
+            true => nw.with_index(opts.compression),
+            false => Ok(nw),
+        }
+    };
     while let Some(e) = it.next()? {
         let rec = element_record(&e)?;
         let full = w.as_ref().is_some_and(|w| match per_shard {
@@ -188,25 +199,18 @@ fn write_all(
             p.shards += 1;
         }
         if w.is_none() {
-            // Complete shards wait under temporary names of the one convention (the final names
-            // need the shard count), so a killed run's are cleaned like any other.
-            let path = crate::atomic::temp_path(&dir.join(format!(
-                "{}-{:05}{}",
-                opts.prefix,
-                done.len(),
-                opts.suffix
-            )));
-            let mut nw = RecordWriter::create(&path, opts.compression)?;
-            if opts.write_index {
-                nw = nw.with_index(opts.compression)?;
-            }
-            w = Some(nw);
+            w = Some(open(done.len())?);
         }
         let wr = w.as_mut().expect("set above");
         wr.write(&rec)?;
         p.records += 1;
         p.bytes += rec.len() as u64 + 16;
         progress(&p);
+    }
+    // An empty dataset is one empty shard, as tf.data's writer leaves an empty file: a reader
+    // of the folder then finds an empty dataset, not nothing.
+    if w.is_none() && done.is_empty() {
+        w = Some(open(0)?);
     }
     if let Some(wr) = w {
         done.push(wr.finish()?);
