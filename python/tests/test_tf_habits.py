@@ -211,3 +211,29 @@ def test_adapters_are_attributes_without_importing_their_frameworks():
             "print(sorted(m for m in ('torch', 'jax', 'keras', 'tensorflow') if m in sys.modules))\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_the_documented_differences_from_tf_data_hold():
+    """docs/GUIDE.md's table of what stokehold does differently from tf.data, on purpose: each
+    row that the oracle (test_oracle.py) does not cover is checked here."""
+    # Python scalars from map / from_generator keep numpy's dtypes (tf.data: int32 / float32).
+    e = next(iter(sh.Dataset.range(3).map(lambda e: {"y": int(e["x"]) + 1, "f": 0.5})))
+    assert (e["y"].dtype, e["f"].dtype) == (np.int64, np.float64)
+    g = next(iter(sh.from_generator(lambda: iter([{"y": 1, "f": 0.5}]))))
+    assert (g["y"].dtype, g["f"].dtype) == (np.int64, np.float64)
+
+    # Elements that skip or shard leave out are never computed (tf.data computes them).
+    def fails_on_0(e):
+        if int(e["x"]) == 0:
+            raise ValueError("element 0")
+        return e
+
+    assert [int(e["x"]) for e in sh.Dataset.range(3).map(fails_on_0).skip(1)] == [1, 2]
+    assert [int(e["x"]) for e in sh.Dataset.range(4).map(fails_on_0).shard(2, 1)] == [1, 3]
+
+    # pad_to_bucket_boundary pads the length feature's axis to the boundary, other features to
+    # the longest in the batch (tf.data: every statically unknown axis to the boundary).
+    rows = [{"seq": np.arange(n), "other": np.arange(n + 1)} for n in (1, 2)]
+    b = next(iter(sh.from_list(rows).bucket_by_sequence_length(
+        "seq", bucket_boundaries=[5], bucket_batch_sizes=[2, 2], pad_to_bucket_boundary=True)))
+    assert b["seq"].shape == (2, 4) and b["other"].shape == (2, 3)
