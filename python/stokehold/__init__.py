@@ -41,10 +41,12 @@ from .processes import ProcessOptions, WorkerProcessError
 from .ragged import Ragged
 from .shards import open_shards, verify_shards, write_shards
 from .sources import (
+    choose_from_datasets,
     from_arrays,
     from_generator,
     from_list,
     from_tensor_slices,
+    from_tensors,
     list_files,
     sample_from_datasets,
     zip,
@@ -84,11 +86,13 @@ __all__ = [
     "WorkerPanicError",
     "WorkerProcessError",
     "__version__",
+    "choose_from_datasets",
     "demo",
     "from_arrays",
     "from_generator",
     "from_list",
     "from_tensor_slices",
+    "from_tensors",
     "jax",
     "keras",
     "list_files",

@@ -25,6 +25,7 @@ from typing import (
     Union,
     overload,
 )
+from typing import Iterator as PyIterator
 
 import numpy as np
 
@@ -106,9 +107,78 @@ class Dataset:
     # ---- sources (also module functions in stokehold.sources) ------------------------------
 
     @staticmethod
-    def range(n: int) -> Dataset:
-        """The integers ``0..n`` as int64 scalar feature ``"x"``."""
-        return Dataset(_native.Dataset.range(_args.count("range", "n", n)))
+    def range(start: int, stop: Optional[int] = None, step: int = 1) -> Dataset:
+        """The integers of Python's ``range(start, stop, step)`` as int64 scalar feature ``"x"``
+        (tf.data's signature: ``range(5)``, ``range(2, 5)``, ``range(2, 10, 3)``,
+        ``range(5, 0, -2)``; an empty range is an empty dataset). Random access: element ``i``
+        is ``start + i * step``.
+
+            >>> import stokehold as sh
+            >>> [int(e["x"]) for e in sh.Dataset.range(2, 10, 3)]
+            [2, 5, 8]
+        """
+        op = "range"
+        lo = -(2**63)
+        if stop is None:  # range(n): tf.data's and Python's one-argument form
+            first, last = 0, _args.count(op, "start", start, lo)
+        else:
+            first, last = _args.count(op, "start", start, lo), _args.count(op, "stop", stop, lo)
+        by = _args.count(op, "step", step, lo)
+        if by == 0:
+            raise _args.fail(op, "step", by, "must not be 0")
+        if first == 0 and by == 1:
+            return Dataset(_native.Dataset.range(max(last, 0)))
+        r = builtins.range(first, last, by)
+
+        def at(e: Element) -> Mapping[str, Any]:
+            return {"x": np.int64(r[int(e["x"])])}
+
+        return Dataset(_native.Dataset.range(len(r))).map(at, name=f"range({first}, {last}, {by})")
+
+    @staticmethod
+    def counter(start: int = 0, step: int = 1) -> Dataset:
+        """tf.data's ``counter``: the endless int64 feature ``"x"`` = ``start, start + step,
+        ...`` (cardinality ``INFINITE``). Random access: element ``i`` is ``start + i * step``."""
+        op = "counter"
+        first = _args.count(op, "start", start, -(2**63))
+        by = _args.count(op, "step", step, -(2**63))
+
+        def at(i: int, e: Element) -> Mapping[str, Any]:
+            return {"x": np.int64(first + i * by)}
+
+        return Dataset.range(1).repeat().map_with_index(at, name=f"counter({first}, {by})")
+
+    @staticmethod
+    def from_tensors(element: Mapping[str, Any]) -> Dataset:
+        """tf.data's ``from_tensors``: a dataset of the one element ``element`` (a dict of
+        feature -> array or value), random access. ``from_tensor_slices`` slices instead."""
+        if not isinstance(element, Mapping):
+            raise _args.fail("from_tensors", "element", element,
+                             "must be a dict of feature -> array (elements are dicts of named features)")
+        cols = {k: [v] for k, v in element.items()}
+        return Dataset(_native.Dataset.from_columns(_args.columns("from_tensors", cols)))
+
+    @staticmethod
+    def load(path: PathLike, element_spec: Optional[ElementSpec] = None) -> Dataset:
+        """tf.data's ``Dataset.load``: the dataset :meth:`save` wrote to ``path``, read back
+        as :func:`stokehold.open_shards` reads a shard folder (random access, checksums
+        verified). With ``element_spec`` (e.g. the saved dataset's) the folder must hold
+        exactly those features and dtypes.
+
+        Raises:
+            SchemaError: the features or dtypes differ from ``element_spec``.
+        """
+        from .shards import open_shards
+
+        ds = open_shards(path)
+        if element_spec is not None:
+            if not isinstance(element_spec, Mapping):
+                raise _args.fail("load", "element_spec", element_spec, "must be a dict of feature -> TensorSpec")
+            got = {k: s.dtype for k, s in ds.element_spec.items()}
+            want = {k: getattr(s, "dtype", None) for k, s in element_spec.items()}
+            if got != want:
+                raise errors.SchemaError(f"load: {path!s} holds features {got}, element_spec says {want}")
+        return ds
 
     @staticmethod
     def list_files(
@@ -150,6 +220,43 @@ class Dataset:
         s = _args.seed("sample_from_datasets", seed)
         stop = _args.flag("sample_from_datasets", "stop_on_empty_dataset", stop_on_empty_dataset)
         return Dataset(_native.Dataset.sample_from_datasets(items, w, s, stop))
+
+    @staticmethod
+    def choose_from_datasets(
+        datasets: Sequence[Dataset], choice_dataset: Dataset, stop_on_empty_dataset: bool = True
+    ) -> Dataset:
+        """tf.data's ``choose_from_datasets``: for each element of ``choice_dataset`` (one
+        scalar integer feature, any name) the next element of ``datasets[choice]``. A choice of
+        an exhausted input ends the result when ``stop_on_empty_dataset`` (the default, as in
+        tf.data), otherwise that choice is passed over; the result ends with ``choice_dataset``
+        or when every input is exhausted. A stream (see :meth:`take_while` for its checkpoint).
+
+        Raises:
+            InvalidArgumentError: no datasets, a choice element that is not one scalar integer
+                feature, or a choice out of ``0..len(datasets)``.
+        """
+        op = "choose_from_datasets"
+        items = [_dataset(op, d) for d in datasets]
+        if not items:
+            raise _args.fail(op, "datasets", datasets, "needs at least one dataset")
+        choices = _dataset(op, choice_dataset)
+        stop = _args.flag(op, "stop_on_empty_dataset", stop_on_empty_dataset)
+
+        def run(picks: Iterable[Element]) -> Iterable[Mapping[str, Any]]:
+            inputs = [d.iter(epoch=0) for d in items]
+            done = [False] * len(items)
+            for i, pick in enumerate(picks):
+                k = _choice(op, i, pick, len(items))
+                if not done[k]:
+                    e = next(inputs[k], None)
+                    if e is not None:
+                        yield e
+                        continue
+                    done[k] = True
+                if stop or all(done):
+                    return
+
+        return choices._stream(op, op, run)
 
     # ---- element-wise ops ------------------------------------------------------------------
 
@@ -248,11 +355,119 @@ class Dataset:
         predicate = _args.function("filter", "predicate", predicate)
         return self._then(self._native.filter(predicate, name or _args.label(predicate)))
 
+    def take_while(self, predicate: Callable[[Element], Any], *, name: Optional[str] = None) -> Dataset:
+        """tf.data's ``take_while``: the elements up to (not including) the first for which
+        ``predicate(element)`` is false. A stream, run in Python over an iterator of the
+        input; its checkpoint counts the elements yielded, and a restore runs the input again
+        and skips them (as :func:`stokehold.from_generator` does). Each of its epochs reads the
+        input's epoch 0, so resuming is exact; a reshuffling input is not reshuffled (shuffle
+        after this op instead)."""
+        op = "take_while"
+        predicate = _args.function(op, "predicate", predicate)
+
+        def run(elements: Iterable[Element]) -> Iterable[Mapping[str, Any]]:
+            for e in elements:
+                if not predicate(e):
+                    return
+                yield e
+
+        return self._stream(op, name or _args.label(predicate), run)
+
+    def unique(self) -> Dataset:
+        """tf.data's ``unique``: the elements whose value has not appeared before, in order of
+        first appearance. The elements must have one scalar feature (tf.data's rule: int or
+        string). A stream, checkpointed as :meth:`take_while` is.
+
+        Raises:
+            InvalidArgumentError: an element with several features or a non-scalar one (naming
+                them), at the first such element.
+        """
+        op = "unique"
+
+        def run(elements: Iterable[Element]) -> Iterable[Mapping[str, Any]]:
+            seen: set[Any] = set()
+            for i, e in enumerate(elements):
+                if len(e) != 1:
+                    raise _native.InvalidArgumentError(
+                        f"{op}: element {i} has features {sorted(e)}; unique needs one scalar feature")
+                ((k, v),) = e.items()
+                a = np.asarray(v)
+                if a.ndim != 0:
+                    raise _native.InvalidArgumentError(
+                        f"{op}: feature {k!r} of element {i} has shape {a.shape}; unique needs a scalar")
+                key = a.item()
+                if key not in seen:
+                    seen.add(key)
+                    yield e
+
+        return self._stream(op, op, run)
+
+    def scan(
+        self,
+        initial_state: Any,
+        scan_func: Callable[[Any, Element], Tuple[Any, Mapping[str, Any]]],
+        *,
+        name: Optional[str] = None,
+    ) -> Dataset:
+        """tf.data's ``scan``: ``scan_func(state, element)`` returns ``(new_state,
+        output_element)``; the outputs are the elements, the state starts as ``initial_state``
+        (any Python value: a number, a dict of arrays...) at each epoch. A stream, checkpointed as
+        :meth:`take_while` is: a restore runs the fold again from ``initial_state`` over the
+        elements already yielded, so the state is exact when ``scan_func`` is deterministic.
+
+        Raises:
+            InvalidArgumentError: ``scan_func`` returned something other than a pair.
+        """
+        op = "scan"
+        fn = _args.function(op, "scan_func", scan_func)
+
+        def run(elements: Iterable[Element]) -> Iterable[Mapping[str, Any]]:
+            state = initial_state
+            for i, e in enumerate(elements):
+                got = fn(state, e)
+                if not isinstance(got, tuple) or len(got) != 2:
+                    raise _native.InvalidArgumentError(
+                        f"{op}: scan_func returned {type(got).__name__} for element {i}; "
+                        f"it must return (new_state, output_element)")
+                state, out = got
+                yield out
+
+        return self._stream(op, name or _args.label(fn), run)
+
+    def _stream(
+        self, op: str, label: str, run: Callable[[Iterable[Element]], Iterable[Mapping[str, Any]]]
+    ) -> Dataset:
+        """A stream of what ``run`` yields over an iterator of this dataset's epoch 0: the
+        Python ops of tf.data that fold or stop (``take_while``, ``scan``, ``unique``,
+        ``choose_from_datasets``). It is a ``from_generator`` source, so its checkpoint is the
+        count of elements yielded and a restore replays ``run`` and skips them; the input's
+        epoch is fixed so that the replay sees the same elements."""
+
+        def factory() -> PyIterator[Mapping[str, Any]]:
+            return builtins.iter(run(self.iter(epoch=0)))
+
+        return self._then(_native.Dataset.from_generator(factory, f"{op}[{label}]"))
+
     @renamed(name="feature")
-    def enumerate(self, feature: str = "index") -> Dataset:
-        """Adds the position within the epoch as int64 feature ``feature`` (default ``"index"``;
-        ``name=`` is a deprecated alias: ``name`` labels an op everywhere else)."""
-        return self._then(self._native.enumerate(_args.name("enumerate", "feature", feature)))
+    def enumerate(self, feature: Union[str, int] = "index", start: int = 0) -> Dataset:
+        """Adds the position within the epoch, counted from ``start`` (default 0, as tf.data's
+        ``enumerate(start=)``), as int64 feature ``feature`` (default ``"index"``; ``name=`` is a
+        deprecated alias: ``name`` labels an op everywhere else). tf.data's positional spelling
+        ``enumerate(5)`` means ``start=5``. Keeps random access."""
+        op = "enumerate"
+        positional_start = not isinstance(feature, str) and not isinstance(start, bool) and start == 0
+        # enumerate(5): tf.data's positional start
+        key = _args.name(op, "feature", "index" if positional_start else feature)
+        first = _args.count(op, "start", feature if positional_start else start, -(2**63))
+        counted = self._then(self._native.enumerate(key))
+        if first == 0:
+            return counted
+
+        def shift(e: Element) -> Mapping[str, Any]:
+            e[key] = np.int64(int(e[key]) + first)
+            return e
+
+        return counted.map(shift, name=f"enumerate(start={first})")
 
     def random_crop(
         self, feature: str, size: int, axis: int = 0, seed: Optional[int] = None, pad: bool = False
@@ -989,6 +1204,56 @@ class Dataset:
         """This dataset's elements, then ``dataset``'s (random access when both have it)."""
         return self._then(self._native.concatenate(_dataset("concatenate", dataset)._native))
 
+    # ---- whole-dataset calls (tf.data's apply, reduce, get_single_element, save) ------------
+
+    def apply(self, transformation_func: Callable[[Dataset], Dataset]) -> Dataset:
+        """tf.data's ``apply``: ``transformation_func(self)``, which must return a ``Dataset``
+        (for chaining a function of a whole dataset)."""
+        op = "apply"
+        fn = _args.function(op, "transformation_func", transformation_func)
+        out = fn(self)
+        if not isinstance(out, Dataset):
+            raise _args.fail(op, "transformation_func", fn, f"returned {type(out).__name__}, not a Dataset")
+        return out
+
+    def reduce(self, initial_state: Any, reduce_func: Callable[[Any, Element], Any]) -> Any:
+        """tf.data's ``reduce``: ``state = reduce_func(state, element)`` over one epoch (the
+        next one, as a ``for`` loop), starting from ``initial_state``; returns the last state
+        (``initial_state`` for an empty dataset). States are any Python value, e.g. a dict."""
+        fn = _args.function("reduce", "reduce_func", reduce_func)
+        state = initial_state
+        for e in self:
+            state = fn(state, e)
+        return state
+
+    def get_single_element(self) -> Element:
+        """tf.data's ``get_single_element``: the one element of a dataset that has exactly one.
+
+        Raises:
+            InvalidArgumentError: the dataset is empty or has more than one element (the
+                message gives the count, or "at least 2" for a stream).
+        """
+        it = iter(self)
+        first = next(it, None)
+        if first is None:
+            raise _native.InvalidArgumentError("get_single_element: the dataset has 0 elements, needs exactly 1")
+        if next(it, None) is not None:
+            n = self.cardinality()
+            count = str(n) if n >= 0 else "at least 2"
+            raise _native.InvalidArgumentError(f"get_single_element: the dataset has {count} elements, needs exactly 1")
+        return first
+
+    def save(self, path: PathLike, compression: Optional[str] = None) -> None:
+        """tf.data's ``save``: writes one epoch to the folder ``path`` as a shard folder
+        (:func:`stokehold.write_shards`; ``compression``: ``None``, ``"lz4"`` or ``"zstd"``),
+        read back by :meth:`Dataset.load` with the same features and dtypes. The write is
+        atomic (the manifest last): an interrupted save leaves a folder that reads as
+        incomplete, and saving again starts over (tf.data's ``checkpoint_args`` resume a save
+        instead). A folder holding a saved dataset is refused (remove it first)."""
+        from .shards import write_shards
+
+        write_shards(self, path, compression=compression)
+
     # ---- execution -------------------------------------------------------------------------
 
     def parallelize(
@@ -1256,6 +1521,23 @@ def _dataset(op: str, value: Any) -> Dataset:
     if not isinstance(value, Dataset):
         raise TypeError(f"{op}: expected a stokehold.Dataset, got {type(value).__name__}")
     return value
+
+
+def _choice(op: str, i: int, pick: Element, n: int) -> int:
+    """Element ``i`` of a choice dataset as an index into ``n`` datasets (tf.data's rule)."""
+    if len(pick) != 1:
+        raise _native.InvalidArgumentError(f"{op}: choice element {i} has features {sorted(pick)}; "
+                                           f"choice_dataset needs one scalar integer feature")
+    ((k, v),) = pick.items()
+    a = np.asarray(v)
+    if a.ndim != 0 or a.dtype.kind not in "iu":
+        raise _native.InvalidArgumentError(f"{op}: choice feature {k!r} of element {i} is {a.dtype} "
+                                           f"of shape {a.shape}; it must be a scalar integer")
+    c = int(a)
+    if not 0 <= c < n:
+        raise _native.InvalidArgumentError(f"{op}: choice element {i} is {c}, outside 0..{n - 1} "
+                                           f"(there are {n} datasets)")
+    return c
 
 
 def _policy(op: str, policy: str) -> str:

@@ -21,10 +21,12 @@ from .dataset import Dataset
 from .spec import ElementSpec, RaggedSpec, TensorSpec, spec_of
 
 __all__ = [
+    "choose_from_datasets",
     "from_arrays",
     "from_generator",
     "from_list",
     "from_tensor_slices",
+    "from_tensors",
     "list_files",
     "sample_from_datasets",
     "zip",
@@ -146,3 +148,5 @@ def _checker(op: str, signature: ElementSpec) -> Callable[[Mapping[str, Any]], M
 list_files = Dataset.list_files
 zip = Dataset.zip
 sample_from_datasets = Dataset.sample_from_datasets
+choose_from_datasets = Dataset.choose_from_datasets
+from_tensors = Dataset.from_tensors

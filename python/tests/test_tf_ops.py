@@ -1,0 +1,208 @@
+"""The tf.data ops stokehold lacked (issue 49, class 9): each gives what tf.data's documentation
+says (the expected values below were checked by hand against tensorflow-cpu 2.21; TensorFlow is
+never imported here)."""
+
+import numpy as np
+import pytest
+
+import stokehold as sh
+from stokehold import Dataset
+
+
+def xs(ds, feature="x"):
+    return [int(e[feature]) for e in ds]
+
+
+def resumed(make, n):
+    """The rest of epoch 0 after ``n`` elements, through a checkpoint into a fresh pipeline,
+    and the rest of the uninterrupted run."""
+    run = make().iter(epoch=0)
+    for _ in range(n):
+        next(run)
+    state = run.get_state()
+    again = make().iter(epoch=0)
+    again.set_state(state)
+    return [e for e in again], [e for e in run]
+
+
+@pytest.mark.parametrize("args, want", [
+    ((5,), [0, 1, 2, 3, 4]),
+    ((2, 5), [2, 3, 4]),
+    ((2, 10, 3), [2, 5, 8]),
+    ((5, 0, -2), [5, 3, 1]),
+    ((-3,), []),
+    ((3, 3), []),
+    ((1, 10, -1), []),
+    ((-2, 2), [-2, -1, 0, 1]),
+])
+def test_range_takes_tf_datas_start_stop_step(args, want):
+    ds = Dataset.range(*args)
+    assert xs(ds) == want
+    assert ds.is_random_access and len(ds) == len(want)
+    assert all(e["x"].dtype == np.int64 and e["x"].shape == () for e in ds)
+    if want:
+        assert int(ds[len(want) - 1]["x"]) == want[-1]
+
+
+def test_range_refuses_a_zero_step_and_non_ints():
+    with pytest.raises(sh.InvalidArgumentError, match="step"):
+        Dataset.range(0, 5, 0)
+    with pytest.raises(sh.InvalidArgumentError, match="stop"):
+        Dataset.range(0, 2.5)
+
+
+def test_enumerate_counts_from_start():
+    ds = Dataset.range(3).enumerate(start=5)
+    assert [(int(e["x"]), int(e["index"])) for e in ds] == [(0, 5), (1, 6), (2, 7)]
+    assert ds.is_random_access and int(ds[2]["index"]) == 7 and ds[2]["index"].dtype == np.int64
+    # tf.data's positional spelling, and the feature name as before
+    assert xs(Dataset.range(3).enumerate(5), "index") == [5, 6, 7]
+    assert xs(Dataset.range(3).enumerate("i", start=-1), "i") == [-1, 0, 1]
+    assert xs(Dataset.range(3).enumerate(), "index") == [0, 1, 2]
+
+
+def test_counter_is_endless_and_random_access():
+    ds = Dataset.counter(3, 2)
+    assert ds.cardinality() == sh.INFINITE and ds.is_random_access
+    assert xs(ds.take(4)) == [3, 5, 7, 9]
+    assert int(ds[1000]["x"]) == 3 + 2 * 1000 and ds[0]["x"].dtype == np.int64
+    assert xs(Dataset.counter().take(3)) == [0, 1, 2]
+    assert xs(Dataset.counter(0, -1).take(3)) == [0, -1, -2]
+
+
+def test_from_tensors_is_one_element():
+    ds = Dataset.from_tensors({"a": np.array([1, 2, 3]), "b": 7})
+    assert len(ds) == 1 and ds.is_random_access
+    e = ds[0]
+    assert e["a"].tolist() == [1, 2, 3] and int(e["b"]) == 7
+    assert sh.from_tensors({"a": [1, 2]}).get_single_element()["a"].tolist() == [1, 2]
+    with pytest.raises(sh.InvalidArgumentError, match="from_tensors"):
+        Dataset.from_tensors(np.arange(3))
+
+
+def test_apply_passes_the_whole_dataset():
+    def evens(ds):
+        return ds.filter(lambda e: int(e["x"]) % 2 == 0)
+
+    assert xs(Dataset.range(6).apply(evens)) == [0, 2, 4]
+    with pytest.raises(sh.InvalidArgumentError, match="not a Dataset"):
+        Dataset.range(3).apply(lambda ds: [1])
+
+
+def test_get_single_element_needs_exactly_one():
+    assert int(Dataset.range(1).get_single_element()["x"]) == 0
+    with pytest.raises(sh.InvalidArgumentError, match="has 0 elements"):
+        Dataset.range(0).get_single_element()
+    with pytest.raises(sh.InvalidArgumentError, match="has 3 elements"):
+        Dataset.range(3).get_single_element()
+    with pytest.raises(sh.InvalidArgumentError, match="has at least 2 elements"):
+        Dataset.range(5).filter(lambda e: True).get_single_element()
+
+
+def test_reduce_folds_with_dict_states():
+    assert Dataset.range(5).reduce(0, lambda s, e: s + int(e["x"])) == 10
+    assert Dataset.range(0).reduce("empty", lambda s, e: 1 / 0) == "empty"
+    state = Dataset.range(4).reduce(
+        {"sum": 0, "count": 0}, lambda s, e: {"sum": s["sum"] + int(e["x"]), "count": s["count"] + 1})
+    assert state == {"sum": 6, "count": 4}
+
+
+def test_take_while_stops_at_the_first_false():
+    ds = Dataset.range(10).take_while(lambda e: e["x"] < 4)
+    assert xs(ds) == [0, 1, 2, 3]
+    assert not ds.is_random_access
+    assert xs(Dataset.range(6).map(lambda e: {"x": 5 - e["x"]}).take_while(lambda e: e["x"] != 3)) == [5, 4]
+    assert xs(Dataset.counter().take_while(lambda e: e["x"] < 3)) == [0, 1, 2]   # an endless input
+    assert xs(Dataset.range(3).take_while(lambda e: False)) == []
+    rest, want = resumed(lambda: Dataset.range(10).take_while(lambda e: e["x"] < 7), 3)
+    assert xs(rest) == xs(want) == [3, 4, 5, 6]
+
+
+def test_take_while_passes_the_predicates_exception_through():
+    def boom(e):
+        raise KeyError("boom")
+
+    with pytest.raises(KeyError, match="boom"):
+        list(Dataset.range(3).take_while(boom))
+
+
+def test_unique_keeps_first_appearances_in_order():
+    ds = sh.from_arrays({"v": np.array([1, 3, 1, 2, 3, 5])}).unique()
+    assert xs(ds, "v") == [1, 3, 2, 5]
+    words = sh.from_arrays({"w": [b"a", b"b", b"a", b"c"]}).unique()
+    assert [e["w"].item() for e in words] == [b"a", b"b", b"c"]
+    rest, want = resumed(lambda: sh.from_arrays({"v": np.array([4, 4, 1, 4, 2, 1, 3])}).unique(), 2)
+    assert xs(rest, "v") == xs(want, "v") == [2, 3]
+
+
+def test_unique_names_what_it_cannot_take():
+    with pytest.raises(sh.InvalidArgumentError, match=r"\['a', 'b'\]"):
+        list(sh.from_arrays({"a": np.arange(3), "b": np.arange(3)}).unique())
+    with pytest.raises(sh.InvalidArgumentError, match="'v'.*shape"):
+        list(sh.from_arrays({"v": np.zeros((3, 2))}).unique())
+
+
+def test_scan_carries_a_state():
+    ds = Dataset.range(5).scan(0, lambda s, e: (s + int(e["x"]), {"y": s * 10}))
+    assert xs(ds, "y") == [0, 0, 10, 30, 60]
+
+    def running(state, e):
+        new = {"total": state["total"] + e["x"], "n": state["n"] + 1}
+        return new, {"mean": new["total"] / new["n"]}
+
+    means = [float(e["mean"]) for e in Dataset.range(4).scan({"total": 0, "n": 0}, running)]
+    assert means == [0.0, 0.5, 1.0, 1.5]
+    assert xs(Dataset.range(5).scan(0, lambda s, e: (s, e)).repeat(2)) == [0, 1, 2, 3, 4] * 2
+
+
+def test_scan_resumes_with_its_state():
+    def make():
+        return Dataset.range(10).scan(0, lambda s, e: (s + int(e["x"]), {"y": s}))
+
+    rest, want = resumed(make, 3)
+    assert xs(rest, "y") == xs(want, "y") == [3, 6, 10, 15, 21, 28, 36]
+
+
+def test_scan_names_a_result_that_is_not_a_pair():
+    with pytest.raises(sh.InvalidArgumentError, match="new_state, output_element"):
+        list(Dataset.range(3).scan(0, lambda s, e: e))
+
+
+def choices(values):
+    return sh.from_arrays({"c": np.array(values, np.int64)})
+
+
+def test_choose_from_datasets_follows_the_choices():
+    a, b = Dataset.range(2), Dataset.range(10, 15)
+    assert xs(Dataset.choose_from_datasets([a, b], choices([0, 1, 0, 0, 1, 1]))) == [0, 10, 1]
+    assert xs(sh.choose_from_datasets([a, b], choices([0, 1, 0, 0, 1, 1]),
+                                      stop_on_empty_dataset=False)) == [0, 10, 1, 11, 12]
+    # the documented round robin: choices from a counter, ending with the inputs
+    robin = Dataset.counter().map(lambda e: {"c": e["x"] % 3}).take(9)
+    three = [Dataset.range(i * 10, i * 10 + 3) for i in range(3)]
+    assert xs(Dataset.choose_from_datasets(three, robin)) == [0, 10, 20, 1, 11, 21, 2, 12, 22]
+    rest, want = resumed(lambda: Dataset.choose_from_datasets(three, robin), 4)
+    assert xs(rest) == xs(want) == [11, 21, 2, 12, 22]
+
+
+def test_choose_from_datasets_names_a_bad_choice():
+    a, b = Dataset.range(2), Dataset.range(10, 15)
+    with pytest.raises(sh.InvalidArgumentError, match="choice element 1 is 2, outside 0..1"):
+        list(Dataset.choose_from_datasets([a, b], choices([0, 2])))
+    with pytest.raises(sh.InvalidArgumentError, match="must be a scalar integer"):
+        list(Dataset.choose_from_datasets([a, b], sh.from_arrays({"c": np.array([0.5])})))
+    with pytest.raises(sh.InvalidArgumentError, match="at least one"):
+        Dataset.choose_from_datasets([], choices([0]))
+
+
+def test_save_then_load_gives_the_same_elements(tmp_path):
+    ds = sh.from_arrays({"x": np.arange(6), "v": [np.ones(n, np.float32) for n in range(6)]})
+    ds.save(tmp_path / "saved")
+    back = Dataset.load(tmp_path / "saved", element_spec=ds.element_spec)
+    assert back.is_random_access and len(back) == 6
+    for got, want in zip(back, ds):
+        assert int(got["x"]) == int(want["x"]) and got["v"].tolist() == want["v"].tolist()
+    with pytest.raises(sh.SchemaError, match="element_spec"):
+        Dataset.load(tmp_path / "saved", element_spec=Dataset.range(1).element_spec)
+    with pytest.raises(FileNotFoundError):
+        Dataset.load(tmp_path / "missing")
