@@ -483,12 +483,25 @@ fn rows_in_place(column: &Tensor, name: &str, rows: &[Example]) -> bool {
 }
 
 fn missing(op: &str, name: &str, e: &Example) -> Error {
+    if let Some(Value::Ragged(_)) = e.get(name) {
+        return Error::schema(op, ragged_again(name));
+    }
     Error::schema(
         op,
         format!(
-            "feature {name:?} is missing or ragged in an element with features {:?}",
+            "feature {name:?} is missing in an element with features {:?}",
             e.names()
         ),
+    )
+}
+
+/// Why a batch of already ragged batches is refused, and what to do instead (tf.data refuses it
+/// too, without the advice).
+fn ragged_again(name: &str) -> String {
+    format!(
+        "feature {name:?} is ragged (an earlier batch stacked rows of different lengths), and \
+         ragged batches do not nest: pad the first batch (padded_batch) to batch again, or \
+         rebatch(n) / unbatch() to change the batch size"
     )
 }
 

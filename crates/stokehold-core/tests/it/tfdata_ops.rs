@@ -427,3 +427,31 @@ fn shard_of_a_stream_is_by_position_and_resumes() {
         "{err}"
     );
 }
+
+/// Batching batches that are already ragged is refused, as tf.data refuses it, with what to do
+/// instead (issue 49, class 8).
+#[test]
+fn batching_ragged_batches_again_says_what_to_do() {
+    let ragged = Dataset::from_generator(
+        "rows",
+        generator_fn(|_| {
+            let it = (0..5usize)
+                .map(|n| Ok(Example::new().with("x", Tensor::from_vec(vec![n], vec![1i64; n])?)));
+            Ok(Box::new(it) as ExampleIter)
+        }),
+    )
+    .batch(2, false)
+    .unwrap();
+    let err = ragged
+        .batch(2, false)
+        .unwrap()
+        .iter(0)
+        .unwrap()
+        .collect_all()
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("\"x\" is ragged") && err.contains("pad the first batch (padded_batch)"),
+        "{err}"
+    );
+}
