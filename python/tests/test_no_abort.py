@@ -11,8 +11,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-
-LIMIT = 4 << 30
+from hostile import run_limited
 
 #: (name, code run after ``import numpy as np, stokehold as sh``, the error's expected words)
 CASES = [
@@ -82,8 +81,6 @@ def test_an_oversized_size_is_a_named_error_not_an_abort(tmp_path: Path, name: s
     _wav(liar, 1600, 8, 2**31 // 8 - 64)
     _flac_bomb(bomb, 2**35)
     script = textwrap.dedent(f"""
-        import resource
-        resource.setrlimit(resource.RLIMIT_AS, ({LIMIT}, {LIMIT}))
         import numpy as np, stokehold as sh
         WAV, LIAR, BOMB = {str(wav)!r}, {str(liar)!r}, {str(bomb)!r}
         try:
@@ -91,9 +88,7 @@ def test_an_oversized_size_is_a_named_error_not_an_abort(tmp_path: Path, name: s
         except sh.StokeholdError as e:
             print("refused:", type(e).__name__, e)
         """)
-    env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
-    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                       timeout=120, env=env)
+    r = run_limited(script, timeout=120)
     assert r.returncode == 0, f"{name}: exit {r.returncode}\n{r.stderr[-2000:]}"
     if words is None:
         assert r.stdout.strip() == "0", r.stdout
