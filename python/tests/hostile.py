@@ -322,6 +322,66 @@ def build_call(ctx: Context, op: str, param: str, value: Any) -> Callable[[], An
     return lambda: f(**kwargs)
 
 
+# ---- hostile inputs: each decoder on broken versions of a valid file --------------------------
+
+def _from_bytes(feature: str, method: str) -> Callable[[Context, bytes, str], Any]:
+    return lambda c, data, path: getattr(c.sh.from_arrays({feature: [data]}), method)()
+
+
+def _from_path(method: str) -> Callable[[Context, bytes, str], Any]:
+    return lambda c, data, path: getattr(c.sh.from_arrays({"path": [path.encode()]}), method)()
+
+
+#: decoder -> (the valid file it reads, how it is called on (data, path of the data)).
+DECODERS: Dict[str, Tuple[str, Callable[[Context, bytes, str], Any]]] = {
+    "Dataset.decode_audio": ("a.wav", _from_bytes("audio", "decode_audio")),
+    "Dataset.load_audio": ("a.wav", _from_path("load_audio")),
+    "stokehold.probe_audio": ("a.wav", lambda c, data, path: c.sh.probe_audio(path)),
+    "Dataset.decode_image": ("a.png", _from_bytes("image", "decode_image")),
+    "Dataset.load_image": ("a.png", _from_path("load_image")),
+    "stokehold.probe_image": ("a.png", lambda c, data, path: c.sh.probe_image(data)),
+    "Dataset.load_npy": ("a.npy", _from_path("load_npy")),
+    "stokehold.open_table": ("table.stt", lambda c, data, path: c.sh.open_table(path)[0]),
+    "stokehold.TFRecordDataset": ("tfr", lambda c, data, path: c.sh.TFRecordDataset([path])),
+    "stokehold.tfrecord.build_index": ("tfr", lambda c, data, path: c.sh.tfrecord.build_index([path])),
+    "stokehold.tfrecord.decode_example": ("example", lambda c, data, path: c.sh.tfrecord.decode_example(data)),
+}
+
+
+def _mutations(valid: bytes) -> Dict[str, bytes]:
+    """Broken versions of a valid file: cut short, corrupted in place, random, doubled."""
+    import random
+
+    rng = random.Random(0)
+    flipped = bytearray(valid)
+    for i in range(8, len(flipped), 7):
+        flipped[i] ^= 0xFF
+    return {
+        "empty": b"", "one byte": valid[:1], "header only": valid[:min(len(valid) // 4, 64)],
+        "truncated": valid[:len(valid) // 2], "one byte short": valid[:-1],
+        "bytes flipped": bytes(flipped), "random": bytes(rng.getrandbits(8) for _ in range(4096)),
+        "doubled": valid + valid, "valid then garbage": valid + b"\xff" * 4096,
+    }
+
+
+MUTATIONS = list(_mutations(b"0123456789"))
+
+
+def input_call(ctx: Context, decoder: str, mutation: str) -> Callable[[], Any]:
+    """The call of ``decoder`` on the ``mutation`` of its valid file."""
+    source, call = DECODERS[decoder]
+    if source == "example":
+        valid = ctx.sh.tfrecord.encode_example({"x": ctx.np.arange(3), "s": b"abc"})
+    elif source == "tfr":
+        valid = Path(ctx.tfr[0]).read_bytes()
+    else:
+        valid = (ctx.d / source).read_bytes()
+    data = _mutations(valid)[mutation]
+    path = ctx.fresh() + Path(source).suffix
+    Path(path).write_bytes(data)
+    return lambda: call(ctx, data, path)
+
+
 def consume(result: Any, n: int = 3) -> None:
     """Takes at most ``n`` elements of whatever an op returned (a hostile argument may only fail
     when the elements are made)."""
@@ -351,7 +411,10 @@ def child_main(fixtures: str, case_s: float) -> None:
         # even with the GIL held or a native thread stuck.
         faulthandler.dump_traceback_later(case_s, exit=True)
         try:
-            consume(build_call(ctx, case["op"], case["param"], case["value"])())
+            if case.get("input"):
+                consume(input_call(ctx, case["op"], case["param"])())
+            else:
+                consume(build_call(ctx, case["op"], case["param"], case["value"])())
             outcome, detail = "result", ""
         except BaseException as e:
             # A Rust panic: across into Python (pyo3's PanicException, not an Exception), or

@@ -64,6 +64,17 @@ def _cases() -> Tuple[Dict[str, List[Dict[str, Any]]], List[str], List[str]]:
     return by_op, not_exercised, left_out
 
 
+def _input_cases(start: int) -> Dict[str, List[Dict[str, Any]]]:
+    """Each decoder on each broken version of its valid file (``hostile.DECODERS``)."""
+    by_op: Dict[str, List[Dict[str, Any]]] = {}
+    for decoder in hostile.DECODERS:
+        for m in hostile.MUTATIONS:
+            by_op.setdefault("input " + decoder, []).append(
+                {"id": start, "op": decoder, "param": m, "value": None, "input": True})
+            start += 1
+    return by_op
+
+
 def _run(fixtures: Path, cases: List[Dict[str, Any]]) -> Dict[int, Tuple[str, str]]:
     """Runs cases in one child; a child that dies or hangs names the case it was in (the last
     ``start`` without an outcome), and the cases after it run in a new child."""
@@ -99,12 +110,9 @@ def _run(fixtures: Path, cases: List[Dict[str, Any]]) -> Dict[int, Tuple[str, st
     return out
 
 
-@pytest.mark.timeout(600)
-def test_every_op_with_hostile_numbers_ends_in_a_result_or_a_named_error(tmp_path: Path) -> None:
-    by_op, not_exercised, left_out = _cases()
-    unlisted = sorted(set(not_exercised) - set(hostile.NOT_EXERCISED))
-    assert not unlisted, (f"ops with no known sane call: {unlisted}; add their required arguments "
-                          "to hostile.SANE / SANE_BY_OP / BASE (or a reason to NOT_EXERCISED)")
+def _judge(tmp_path: Path, by_op: Dict[str, List[Dict[str, Any]]], what: str) -> None:
+    """Runs the cases (two children at a time), prints the counts, and fails on an abort, a
+    hang or a panic that is not in ``KNOWN``."""
     hostile.make_fixtures(tmp_path)
     with ThreadPoolExecutor(2) as pool:
         results = list(pool.map(lambda cs: _run(tmp_path, cs), by_op.values()))
@@ -116,20 +124,18 @@ def test_every_op_with_hostile_numbers_ends_in_a_result_or_a_named_error(tmp_pat
     for i, (outcome, detail) in sorted(outcomes.items()):
         c = cases[i]
         key = (c["op"], c["param"], repr(c["value"]))
-        failed = outcome in ("abort", "hang", "panic")
-        if failed:
+        if outcome in ("abort", "hang", "panic"):
             (known if key in KNOWN else bad).append(
                 f"{outcome}: {c['op']}({c['param']}={c['value']!r}): {detail}")
         elif key in KNOWN:
             fixed.append(key)
-    print(f"\nadversarial suite: {len(by_op)} ops, {sum(len(cs) for cs in by_op.values())} "
-          f"(op, parameter, hostile value) cases: {dict(counts)}; aborts {counts['abort']}, "
-          f"hangs {counts['hang']}, panics {counts['panic']}")
+    print(f"\nadversarial suite, {what}: {len(by_op)} ops x their values = {len(cases)} cases: "
+          f"{dict(counts)}; aborts {counts['abort']}, hangs {counts['hang']}, "
+          f"panics {counts['panic']}")
     print(f"errors by type: {dict(errors)}")
     unnamed = collections.Counter(cases[i]["op"] for i, (o, d) in outcomes.items()
                                   if o == "error" and cases[i]["op"].rsplit(".", 1)[1] not in d)
     print(f"errors whose message does not name the op, by op: {dict(unnamed)}")
-    print(f"not exercised: {sorted(not_exercised)}; parameters left out: {left_out}")
     print(f"known failures (xfail, each an open bug): {len(known)}")
     for k in known:
         print("  " + k.splitlines()[0])
@@ -137,3 +143,21 @@ def test_every_op_with_hostile_numbers_ends_in_a_result_or_a_named_error(tmp_pat
         print(f"known failures that no longer fail (take them out of KNOWN): {fixed}")
     assert len(outcomes) == len(cases), "a case has no outcome"
     assert not bad, "\n".join(bad)
+
+
+@pytest.mark.timeout(600)
+def test_every_op_with_hostile_numbers_ends_in_a_result_or_a_named_error(tmp_path: Path) -> None:
+    by_op, not_exercised, left_out = _cases()
+    unlisted = sorted(set(not_exercised) - set(hostile.NOT_EXERCISED))
+    assert not unlisted, (f"ops with no known sane call: {unlisted}; add their required arguments "
+                          "to hostile.SANE / SANE_BY_OP / BASE (or a reason to NOT_EXERCISED)")
+    print(f"\nnot exercised: {sorted(not_exercised)}; parameters left out: {left_out}")
+    _judge(tmp_path, by_op, "(op, numeric parameter, hostile value)")
+
+
+@pytest.mark.timeout(600)
+def test_every_decoder_on_broken_files_ends_in_a_result_or_a_named_error(tmp_path: Path) -> None:
+    # Each decoder is a declared op: a rename or a removal fails here, not silently.
+    missing = sorted(set(hostile.DECODERS) - set(hostile.discover()))
+    assert not missing, f"decoders no longer declared: {missing}"
+    _judge(tmp_path, _input_cases(0), "(decoder, broken input)")
