@@ -9,10 +9,10 @@
 
 Elements are dicts of numpy arrays. Every op is a :class:`Dataset` method; sources are module
 functions (``from_arrays``, ``from_generator``, ``list_files``, ``open_shards``,
-``TFRecordDataset``, ...). Errors derive from :class:`StokeholdError` and, where one fits, from a
-built-in (``ValueError``, ``IndexError``, ``OSError``, ``FileNotFoundError``). The adapters
-``stokehold.torch``, ``stokehold.jax`` and ``stokehold.keras`` import their framework only when
-used. ``docs/GUIDE.md`` is the cookbook.
+``TFRecordDataset``, ``TextLineDataset``, ...). Errors derive from :class:`StokeholdError` and,
+where one fits, from a built-in (``ValueError``, ``IndexError``, ``OSError``,
+``FileNotFoundError``). The adapters ``stokehold.torch``, ``stokehold.jax`` and
+``stokehold.keras`` import their framework only when used. ``docs/GUIDE.md`` is the cookbook.
 """
 
 from . import jax, keras, tfrecord, torch
@@ -41,6 +41,8 @@ from .processes import ProcessOptions, WorkerProcessError
 from .ragged import Ragged
 from .shards import open_shards, verify_shards, write_shards
 from .sources import (
+    FixedLengthRecordDataset,
+    TextLineDataset,
     choose_from_datasets,
     from_arrays,
     from_generator,
@@ -68,6 +70,7 @@ __all__ = [
     "ElementSpec",
     "Epoch",
     "EpochLoader",
+    "FixedLengthRecordDataset",
     "InvalidArgumentError",
     "Iterator",
     "OutOfRangeError",
@@ -83,6 +86,7 @@ __all__ = [
     "TFRecordDataset",
     "Table",
     "TensorSpec",
+    "TextLineDataset",
     "WorkerPanicError",
     "WorkerProcessError",
     "__version__",

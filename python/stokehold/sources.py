@@ -7,20 +7,29 @@
     >>> [int(e["x"]) for e in sh.from_generator(lambda: ({"x": i} for i in range(3)))]
     [0, 1, 2]
 
-Shard folders, TFRecord files and feature tables have their own modules (``shards``,
+Text files (``TextLineDataset``) and fixed-length records (``FixedLengthRecordDataset``) are
+here too; shard folders, TFRecord files and feature tables have their own modules (``shards``,
 ``tfrecord``, ``table``).
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable, Iterator, Mapping, Optional, Sequence
+import bisect
+import gzip
+import os
+import zlib
+from typing import Any, Callable, Iterable, Iterator, List, Mapping, Optional, Sequence
+
+import numpy as np
 
 from . import _args, _native
-from ._native import InvalidArgumentError
+from ._native import DataCorruptionError, InvalidArgumentError
 from .dataset import Dataset
 from .spec import ElementSpec, RaggedSpec, TensorSpec, spec_of
 
 __all__ = [
+    "FixedLengthRecordDataset",
+    "TextLineDataset",
     "choose_from_datasets",
     "from_arrays",
     "from_generator",
@@ -150,3 +159,152 @@ zip = Dataset.zip
 sample_from_datasets = Dataset.sample_from_datasets
 choose_from_datasets = Dataset.choose_from_datasets
 from_tensors = Dataset.from_tensors
+
+
+def TextLineDataset(
+    filenames: Any,
+    compression_type: Optional[str] = None,
+    buffer_size: Optional[int] = None,
+    num_parallel_reads: Optional[int] = None,
+    name: Optional[str] = None,
+) -> Dataset:
+    """tf.data's ``TextLineDataset``: the lines of ``filenames`` (a path or a list of paths),
+    file after file, each ``{"line": bytes}`` without its ``\\n`` (or ``\\r\\n``); a last
+    line with no newline counts, an empty line is an empty ``line``, no files give an empty
+    dataset.
+
+    ``compression_type``: ``None`` / ``""`` (default), ``"GZIP"`` or ``"ZLIB"``.
+    ``num_parallel_reads``: ``None`` or 1 reads the files one after another; ``N`` > 1 (or
+    ``AUTOTUNE``) reads ``N`` at once and interleaves their lines one by one in tf.data's order,
+    as :func:`stokehold.TFRecordDataset` does. ``buffer_size`` and ``name`` are accepted and
+    checked for tf.data's signature. A stream; each file is a :func:`from_generator` source (a
+    checkpoint counts its lines, a restore reads it again and skips them). A missing file raises
+    ``FileNotFoundError`` when the iterator reaches it, as in tf.data.
+    """
+    op = "TextLineDataset"
+    files = _filenames(op, filenames, buffer_size, name)
+    kind = _compression(op, compression_type)
+    if not files:
+        return from_arrays({"line": np.array([], dtype=object)})
+
+    def one_file(path: str) -> Dataset:
+        def lines() -> Iterator[Mapping[str, Any]]:
+            for raw in _opened(path, kind):
+                line = raw[:-1] if raw.endswith(b"\n") else raw
+                yield {"line": line[:-1] if line.endswith(b"\r") else line}
+
+        return Dataset._wrap(_native.Dataset.from_generator(lines, f"{op}[{path}]"))
+
+    return _each_file(op, files, one_file, num_parallel_reads)
+
+
+def FixedLengthRecordDataset(
+    filenames: Any,
+    record_bytes: int,
+    header_bytes: Optional[int] = None,
+    footer_bytes: Optional[int] = None,
+    buffer_size: Optional[int] = None,
+    compression_type: Optional[str] = None,
+    num_parallel_reads: Optional[int] = None,
+    name: Optional[str] = None,
+) -> Dataset:
+    """tf.data's ``FixedLengthRecordDataset``: each file is ``header_bytes`` (default 0), then
+    records of ``record_bytes``, then ``footer_bytes`` (default 0); the records of
+    ``filenames``, file after file, each ``{"record": bytes}``.
+
+    Random access (``len``, ``ds[i]``, global shuffle): the files' sizes are read when the
+    dataset is built, so a missing file (``FileNotFoundError``) or a body that is not a multiple
+    of ``record_bytes`` (:class:`InvalidArgumentError`, naming the file) is refused then, where
+    tf.data raises when its iterator reaches the file. ``num_parallel_reads`` > 1 interleaves
+    the files' records one by one in tf.data's order (a stream then). Only uncompressed files:
+    ``compression_type`` must be ``None`` or ``""``. ``buffer_size`` and ``name`` are accepted
+    and checked for tf.data's signature.
+
+    Raises:
+        DataCorruptionError: a file shorter than when the dataset was built.
+    """
+    op = "FixedLengthRecordDataset"
+    files = _filenames(op, filenames, buffer_size, name)
+    if _compression(op, compression_type):
+        raise _args.fail(op, "compression_type", compression_type,
+                         "compressed files are not supported (records are read by offset); "
+                         "decompress them first")
+    size = _args.count(op, "record_bytes", record_bytes, 1)
+    head = 0 if header_bytes is None else _args.count(op, "header_bytes", header_bytes)
+    foot = 0 if footer_bytes is None else _args.count(op, "footer_bytes", footer_bytes)
+    if not files:
+        return from_arrays({"record": np.array([], dtype=object)})
+
+    def records(paths: List[str]) -> Dataset:
+        starts = [0]
+        for p in paths:
+            body = os.path.getsize(p) - head - foot
+            if body < 0 or body % size:
+                raise InvalidArgumentError(
+                    f"{op}: {p}: excluding the header ({head} bytes) and footer ({foot} bytes) the "
+                    f"body is {body} bytes, not a multiple of record_bytes ({size})")
+            starts.append(starts[-1] + body // size)
+
+        def at(e: Mapping[str, Any]) -> Mapping[str, Any]:
+            i = int(e["x"])
+            f = bisect.bisect_right(starts, i) - 1
+            with open(paths[f], "rb") as fh:
+                fh.seek(head + (i - starts[f]) * size)
+                data = fh.read(size)
+            if len(data) != size:
+                raise DataCorruptionError(f"{op}: {paths[f]}: record {i - starts[f]} is cut short "
+                                          f"(the file shrank after the dataset was built)")
+            return {"record": data}
+
+        return Dataset.range(starts[-1]).map(at, name=op)
+
+    if num_parallel_reads in (None, 1) or len(files) == 1:
+        return records(files)
+    return _each_file(op, files, lambda p: records([p]), num_parallel_reads)
+
+
+def _filenames(op: str, filenames: Any, buffer_size: Optional[int], name: Optional[str]) -> List[str]:
+    """tf.data's file-source arguments, checked: the paths (a list may be empty)."""
+    if buffer_size is not None:
+        _args.count(op, "buffer_size", buffer_size, -1)
+    if name is not None:
+        _args.name(op, "name", name)
+    if isinstance(filenames, (list, tuple)) and not filenames:
+        return []
+    return _args.paths(op, "filenames", filenames)
+
+
+def _compression(op: str, value: Optional[str]) -> str:
+    """tf.data's ``compression_type``: ``""`` (none), ``"GZIP"`` or ``"ZLIB"``."""
+    kind = "" if value is None else str(value).upper()
+    if kind not in ("", "NONE", "GZIP", "ZLIB"):
+        raise _args.fail(op, "compression_type", value, 'must be None, "", "GZIP" or "ZLIB"')
+    return "" if kind == "NONE" else kind
+
+
+def _opened(path: str, kind: str) -> Iterable[bytes]:
+    """The lines (``\\n`` kept) of ``path``, decompressed as ``kind`` says."""
+    if kind == "GZIP":
+        with gzip.open(path, "rb") as f:
+            yield from f
+    elif kind == "ZLIB":
+        with open(path, "rb") as f:
+            yield from zlib.decompress(f.read()).splitlines(keepends=True)
+    else:
+        with open(path, "rb") as f:
+            yield from f
+
+
+def _each_file(op: str, files: List[str], one_file: Callable[[str], Dataset],
+               num_parallel_reads: Optional[int]) -> Dataset:
+    """The datasets ``one_file`` opens, one after another, or with ``num_parallel_reads`` > 1
+    interleaved one element at a time in tf.data's order."""
+    if len(files) == 1:
+        return one_file(files[0])
+    paths = from_arrays({"path": np.array(files, dtype=object)})
+    if num_parallel_reads in (None, 1):
+        return paths.flat_map(lambda e: one_file(_args.path(op, "filenames", e["path"])), name=op)
+    cycle = _args.parallelism(op, "num_parallel_reads", num_parallel_reads)
+    return paths.interleave(lambda e: one_file(_args.path(op, "filenames", e["path"])),
+                            cycle_length=cycle, block_length=1, num_parallel_calls=cycle,
+                            deterministic=True, name=op)

@@ -206,3 +206,82 @@ def test_save_then_load_gives_the_same_elements(tmp_path):
         Dataset.load(tmp_path / "saved", element_spec=Dataset.range(1).element_spec)
     with pytest.raises(FileNotFoundError):
         Dataset.load(tmp_path / "missing")
+
+
+def lines(ds):
+    return [e["line"].item() for e in ds]
+
+
+@pytest.fixture
+def texts(tmp_path):
+    (tmp_path / "t1.txt").write_bytes(b"a\nbb\r\n\nccc")
+    (tmp_path / "t2.txt").write_bytes(b"x\ny\n")
+    (tmp_path / "t3.txt").write_bytes(b"")
+    return [str(tmp_path / n) for n in ("t1.txt", "t2.txt", "t3.txt")]
+
+
+def test_text_lines_as_tf_data_splits_them(texts):
+    ds = sh.TextLineDataset(texts)
+    assert lines(ds) == [b"a", b"bb", b"", b"ccc", b"x", b"y"]
+    assert lines(sh.TextLineDataset(texts[1])) == [b"x", b"y"]
+    assert lines(sh.TextLineDataset([])) == []
+    rest, want = resumed(lambda: sh.TextLineDataset(texts), 4)
+    assert lines(rest) == lines(want) == [b"x", b"y"]
+
+
+def test_text_lines_interleave_with_num_parallel_reads(texts):
+    ds = sh.TextLineDataset(texts[:2], num_parallel_reads=2)
+    assert lines(ds) == [b"a", b"x", b"bb", b"y", b"", b"ccc"]
+
+
+def test_text_lines_of_compressed_files(tmp_path):
+    import gzip
+    import zlib
+
+    (tmp_path / "a.gz").write_bytes(gzip.compress(b"x\ny\n"))
+    (tmp_path / "a.zz").write_bytes(zlib.compress(b"x\ny\n"))
+    assert lines(sh.TextLineDataset(str(tmp_path / "a.gz"), compression_type="GZIP")) == [b"x", b"y"]
+    assert lines(sh.TextLineDataset(str(tmp_path / "a.zz"), compression_type="ZLIB")) == [b"x", b"y"]
+    with pytest.raises(sh.InvalidArgumentError, match="compression_type"):
+        sh.TextLineDataset(str(tmp_path / "a.gz"), compression_type="BZIP2")
+
+
+def test_text_lines_of_a_missing_file_raise_when_reached(tmp_path, texts):
+    ds = sh.TextLineDataset([texts[1], str(tmp_path / "nope.txt")])
+    it = iter(ds)
+    assert next(it)["line"].item() == b"x"
+    next(it)
+    with pytest.raises(FileNotFoundError, match="nope.txt"):
+        next(it)
+
+
+def records(ds):
+    return [e["record"].item() for e in ds]
+
+
+def test_fixed_length_records_skip_header_and_footer(tmp_path):
+    (tmp_path / "r1.bin").write_bytes(b"HHabcdefFF")
+    (tmp_path / "r2.bin").write_bytes(b"HH0123456789FF")
+    r1, r2 = str(tmp_path / "r1.bin"), str(tmp_path / "r2.bin")
+    assert records(sh.FixedLengthRecordDataset(r2, 5, header_bytes=2, footer_bytes=2)) == [b"01234", b"56789"]
+    ds = sh.FixedLengthRecordDataset([r1, r1, r1], 3, 2, 2)
+    assert ds.is_random_access and len(ds) == 6
+    assert ds[3]["record"].item() == b"def" and records(ds) == [b"abc", b"def"] * 3
+    mixed = sh.FixedLengthRecordDataset([r1, r1, r1], 3, 2, 2, num_parallel_reads=2)
+    assert records(mixed) == [b"abc", b"abc", b"def", b"def", b"abc", b"def"]
+    assert records(sh.FixedLengthRecordDataset([], 3)) == []
+    whole = sh.FixedLengthRecordDataset(r1, 2)
+    assert records(whole) == [b"HH", b"ab", b"cd", b"ef", b"FF"]
+
+
+def test_fixed_length_records_name_a_bad_file(tmp_path):
+    (tmp_path / "r.bin").write_bytes(b"HHabcdefgFF")
+    r = str(tmp_path / "r.bin")
+    with pytest.raises(sh.InvalidArgumentError, match=r"r\.bin.*body is 7 bytes, not a multiple of record_bytes \(3\)"):
+        sh.FixedLengthRecordDataset(r, 3, header_bytes=2, footer_bytes=2)
+    with pytest.raises(FileNotFoundError):
+        sh.FixedLengthRecordDataset(str(tmp_path / "nope.bin"), 3)
+    with pytest.raises(sh.InvalidArgumentError, match="compressed files are not supported"):
+        sh.FixedLengthRecordDataset(r, 1, compression_type="GZIP")
+    with pytest.raises(sh.InvalidArgumentError, match="record_bytes"):
+        sh.FixedLengthRecordDataset(r, 0)
