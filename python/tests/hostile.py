@@ -177,6 +177,7 @@ def make_fixtures(d: Path) -> None:
         w.setframerate(16000)
         w.writeframes(np.arange(1600, dtype=np.int16).tobytes())
     _png(d / "a.png")
+    (d / "fixed.bin").write_bytes(bytes(range(64)))
     np.save(d / "a.npy", np.arange(12, dtype=np.float32).reshape(3, 4))
     base = sh.from_arrays({"x": np.arange(8, dtype=np.float32).reshape(8, 1)})
     (d / "tfr").mkdir()
@@ -264,6 +265,8 @@ SANE_BY_OP: Dict[str, Dict[str, Any]] = {
     "Dataset.random_map": {"map_func": lambda e, rng: e},
     "Dataset.map_with_index": {"map_func": lambda i, e: e},
     "stokehold.open_shards": {"path": Make(lambda c: str(c.d / "shards"))},
+    "stokehold.FixedLengthRecordDataset": {"filenames": Make(lambda c: [str(c.d / "fixed.bin")]),
+                                           "record_bytes": 8},
 }
 
 #: The base dataset (a ``Context.bases`` kind) each Dataset op is called on; "plain" if not here.
