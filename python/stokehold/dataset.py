@@ -149,6 +149,32 @@ class Dataset:
         return Dataset.range(1).repeat().map_with_index(at, name=f"counter({first}, {by})")
 
     @staticmethod
+    def random(seed: Optional[int] = None, rerandomize_each_iteration: Optional[bool] = None) -> Dataset:
+        """tf.data's ``random``: an endless int64 feature ``"x"`` of pseudorandom values in
+        ``[0, 2**32)``, as tf.data draws them (not the same numbers: element ``i`` comes from
+        :func:`stokehold.keyed.element_rng` keyed by (seed, 0, ``i``)). Random access; every
+        pass gives the same values, as tf.data's default does. ``seed=None`` draws a seed from
+        the OS now.
+
+        Raises:
+            InvalidArgumentError: ``rerandomize_each_iteration=True``: an endless dataset has
+                a single epoch here, so there is no next iteration to draw anew for; give each
+                pass its own ``seed`` instead.
+        """
+        op = "random"
+        s = _args.seed(op, seed)
+        if rerandomize_each_iteration is not None and _args.flag(
+                op, "rerandomize_each_iteration", rerandomize_each_iteration):
+            raise _args.fail(op, "rerandomize_each_iteration", True,
+                             "is not supported: an endless dataset has one epoch; give each pass its own seed")
+        from .keyed import element_rng
+
+        def draw(index: int, e: Element) -> Mapping[str, Any]:
+            return {"x": np.int64(element_rng(s, 0, index).integers(0, 2**32))}
+
+        return Dataset.range(1).repeat().map_with_index(draw, name=f"random(seed={s})")
+
+    @staticmethod
     def from_tensors(element: Mapping[str, Any]) -> Dataset:
         """tf.data's ``from_tensors``: a dataset of the one element ``element`` (a dict of
         feature -> array or value), random access. ``from_tensor_slices`` slices instead."""
