@@ -285,3 +285,16 @@ def test_fixed_length_records_name_a_bad_file(tmp_path):
         sh.FixedLengthRecordDataset(r, 1, compression_type="GZIP")
     with pytest.raises(sh.InvalidArgumentError, match="record_bytes"):
         sh.FixedLengthRecordDataset(r, 0)
+
+
+def test_random_is_endless_keyed_and_in_tf_datas_range():
+    ds = Dataset.random(seed=4)
+    assert ds.cardinality() == sh.INFINITE and ds.is_random_access
+    head = xs(ds.take(1000))
+    assert all(0 <= v < 2**32 for v in head) and len(set(head)) > 990
+    assert xs(Dataset.random(seed=4).take(1000)) == head                      # keyed by the seed
+    assert int(ds[999]["x"]) == head[999] and ds[0]["x"].dtype == np.int64
+    assert xs(Dataset.random(seed=5).take(5)) != head[:5]
+    assert xs(Dataset.random(seed=4, rerandomize_each_iteration=False).take(5)) == head[:5]
+    with pytest.raises(sh.InvalidArgumentError, match="rerandomize_each_iteration"):
+        Dataset.random(seed=4, rerandomize_each_iteration=True)
