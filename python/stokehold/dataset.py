@@ -118,12 +118,11 @@ class Dataset:
             [2, 5, 8]
         """
         op = "range"
-        lo = -(2**63)
         if stop is None:  # range(n): tf.data's and Python's one-argument form
-            first, last = 0, _args.count(op, "start", start, lo)
+            first, last = 0, _int64(op, "start", start)
         else:
-            first, last = _args.count(op, "start", start, lo), _args.count(op, "stop", stop, lo)
-        by = _args.count(op, "step", step, lo)
+            first, last = _int64(op, "start", start), _int64(op, "stop", stop)
+        by = _int64(op, "step", step)
         if by == 0:
             raise _args.fail(op, "step", by, "must not be 0")
         if first == 0 and by == 1:
@@ -140,8 +139,8 @@ class Dataset:
         """tf.data's ``counter``: the endless int64 feature ``"x"`` = ``start, start + step,
         ...`` (cardinality ``INFINITE``). Random access: element ``i`` is ``start + i * step``."""
         op = "counter"
-        first = _args.count(op, "start", start, -(2**63))
-        by = _args.count(op, "step", step, -(2**63))
+        first = _int64(op, "start", start)
+        by = _int64(op, "step", step)
 
         def at(i: int, e: Element) -> Mapping[str, Any]:
             return {"x": np.int64(first + i * by)}
@@ -484,7 +483,7 @@ class Dataset:
         positional_start = not isinstance(feature, str) and not isinstance(start, bool) and start == 0
         # enumerate(5): tf.data's positional start
         key = _args.name(op, "feature", "index" if positional_start else feature)
-        first = _args.count(op, "start", feature if positional_start else start, -(2**63))
+        first = _int64(op, "start", feature if positional_start else start)
         counted = self._then(self._native.enumerate(key))
         if first == 0:
             return counted
@@ -1547,6 +1546,14 @@ def _dataset(op: str, value: Any) -> Dataset:
     if not isinstance(value, Dataset):
         raise TypeError(f"{op}: expected a stokehold.Dataset, got {type(value).__name__}")
     return value
+
+
+def _int64(op: str, arg: str, value: Any) -> int:
+    """An int that fits int64, the dtype of the counts tf.data's sources yield."""
+    v = _args.count(op, arg, value, -(2**63))
+    if v >= 2**63:
+        raise _args.fail(op, arg, v, "must fit in int64")
+    return v
 
 
 def _choice(op: str, i: int, pick: Element, n: int) -> int:
