@@ -298,3 +298,13 @@ def test_random_is_endless_keyed_and_in_tf_datas_range():
     assert xs(Dataset.random(seed=4, rerandomize_each_iteration=False).take(5)) == head[:5]
     with pytest.raises(sh.InvalidArgumentError, match="rerandomize_each_iteration"):
         Dataset.random(seed=4, rerandomize_each_iteration=True)
+
+
+def test_counts_must_fit_int64():
+    with pytest.raises(sh.InvalidArgumentError, match="int64"):
+        Dataset.range(0, 2**63)
+    with pytest.raises(sh.InvalidArgumentError, match="int64"):
+        Dataset.counter(2**63)
+    with pytest.raises(sh.InvalidArgumentError, match="int64"):
+        Dataset.range(3).enumerate(start=2**63)
+    assert xs(Dataset.range(2**63 - 2, 2**63 - 1)) == [2**63 - 2]
