@@ -232,7 +232,12 @@ class Dataset:
     def rebatch(self, size: int, drop_remainder: bool) -> Dataset: ...
     def window(self, size: int, shift: int, stride: int, drop_remainder: bool) -> Dataset: ...
     def group_by_window(
-        self, key_fn: Callable[[_Element], Any], window_size: int, label: str, key_feature: Optional[str] = None
+        self,
+        key_fn: Callable[[_Element], Any],
+        window_size: int,
+        label: str,
+        key_feature: Optional[str] = None,
+        window_size_fn: Optional[Callable[[int], int]] = None,
     ) -> Dataset: ...
     # variable-length data and keyed maps (sequence.rs)
     def map_with_context(

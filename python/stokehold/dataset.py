@@ -988,6 +988,7 @@ class Dataset:
         key_func: Callable[[Element], Any],
         reduce_func: Optional[Callable[[int, Dataset], Dataset]] = None,
         window_size: Optional[int] = None,
+        window_size_func: Optional[Callable[[int], int]] = None,
         *,
         name: Optional[str] = None,
     ) -> Dataset:
@@ -996,18 +997,20 @@ class Dataset:
         stacked as :meth:`batch` stacks them. At the end of the input the partial windows follow
         in ascending key order, as tf.data does. With ``reduce_func(key, window_dataset)``
         (returning a ``Dataset``) the windows are replaced by its elements, as in tf.data;
-        without it each window is one element. A stream."""
+        without it each window is one element. ``window_size_func(key)`` (instead of
+        ``window_size``, as in tf.data) gives each key's window size (> 0). A stream."""
         op = "group_by_window"
         key_func = _args.function(op, "key_func", key_func)
-        if window_size is None:
-            raise _args.fail(op, "window_size", None, "is required (window_size_func is not supported)")
-        size = _args.count(op, "window_size", window_size, 1)
+        if (window_size is None) == (window_size_func is None):
+            raise _args.fail(op, "window_size", window_size, "give exactly one of window_size and window_size_func")
+        size = 1 if window_size is None else _args.count(op, "window_size", window_size, 1)
+        sizes = None if window_size_func is None else _args.function(op, "window_size_func", window_size_func)
         label = name or _args.label(key_func)
         if reduce_func is None:
-            return self._then(self._native.group_by_window(key_func, size, label, None))
+            return self._then(self._native.group_by_window(key_func, size, label, None, sizes))
         reduce_func = _args.function(op, "reduce_func", reduce_func)
         key = "__stokehold_group_key__"
-        windows = self._then(self._native.group_by_window(key_func, size, label, key))
+        windows = self._then(self._native.group_by_window(key_func, size, label, key, sizes))
 
         def reduce(window: Element) -> Dataset:
             k = int(np.asarray(window.pop(key)).reshape(-1)[0])

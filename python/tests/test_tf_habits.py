@@ -237,3 +237,15 @@ def test_the_documented_differences_from_tf_data_hold():
     b = next(iter(sh.from_list(rows).bucket_by_sequence_length(
         "seq", bucket_boundaries=[5], bucket_batch_sizes=[2, 2], pad_to_bucket_boundary=True)))
     assert b["seq"].shape == (2, 4) and b["other"].shape == (2, 3)
+
+
+def test_group_by_window_takes_a_window_size_func():
+    """tf.data's window_size_func (issue 49, class 8): each key's own window size."""
+    ds = sh.Dataset.range(10).group_by_window(lambda e: int(e["x"]) % 2,
+                                               window_size_func=lambda key: 2 + key)
+    # Evens in windows of 2, odds in windows of 3; the partial windows at the end by key.
+    assert [b["x"].tolist() for b in ds] == [[0, 2], [1, 3, 5], [4, 6], [8], [7, 9]]
+    with pytest.raises(sh.InvalidArgumentError, match=r"window_size_func\(1\) = 0"):
+        list(sh.Dataset.range(4).group_by_window(lambda e: 1, window_size_func=lambda k: 0))
+    with pytest.raises(sh.InvalidArgumentError, match="exactly one of window_size"):
+        sh.Dataset.range(4).group_by_window(lambda e: 1)

@@ -38,7 +38,7 @@ pub use exec::{ExecOptions, Executor, Parallelism, AUTOTUNE};
 pub use ops::batch::{BatchOptions, PadSpec};
 pub use ops::filter::FilterFn;
 pub use ops::generator::{generator_fn, ExampleIter, GeneratorFactory};
-pub use ops::group_by_window::{key_fn, KeyFn};
+pub use ops::group_by_window::{key_fn, KeyFn, WindowSizeFn};
 pub use ops::interleave::{interleave_fn, InterleaveFn};
 pub use ops::map::{BatchMapFn, Ctx, MapFn, ScopeFn};
 pub use ops::mix::sample_from_datasets;

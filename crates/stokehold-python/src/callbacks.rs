@@ -21,7 +21,7 @@ use pyo3::types::{PyDict, PyIterator};
 use stokehold_core::exec::handoffs_pending;
 use stokehold_core::{
     generator_fn, key_fn, Ctx, Error, Example, ExampleIter, FilterFn, GeneratorFactory, KeyFn,
-    MapFn, ScopeFn,
+    MapFn, ScopeFn, WindowSizeFn,
 };
 
 use crate::convert::{dict_to_example, map_input};
@@ -265,6 +265,33 @@ pub fn py_key_fn(f: Py<PyAny>) -> KeyFn {
                 key.call_method0("__index__")?.extract()
             };
             run().map_err(|err| callback_error(ctx, err))
+        })
+    })
+}
+
+/// A Python callable `key -> int` as a group's window size (tf.data's `window_size_func`); a
+/// size below 1 is an error naming the key.
+pub fn py_window_size_fn(f: Py<PyAny>, label: &str) -> WindowSizeFn {
+    let op: Arc<str> = format!("group_by_window[{label}]").into();
+    Arc::new(move |key: i64| {
+        with_python(|py| {
+            let size: i64 = f
+                .bind(py)
+                .call1((key,))
+                .and_then(|v| v.call_method0("__index__")?.extract())
+                .map_err(|err| Error::Callback {
+                    op: op.to_string(),
+                    index: 0,
+                    source: Box::new(err),
+                })?;
+            usize::try_from(size)
+                .ok()
+                .filter(|&s| s > 0)
+                .ok_or_else(|| {
+                    Error::invalid(format!(
+                        "{op}: window_size_func({key}) = {size}; must be > 0"
+                    ))
+                })
         })
     })
 }

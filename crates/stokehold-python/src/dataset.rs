@@ -16,7 +16,9 @@ use stokehold_core::{
     BatchOptions, DType, Dataset, Error, Example, Parallelism, PipelineIter, INFINITE,
 };
 
-use crate::callbacks::{py_filter_fn, py_generator, py_key_fn, py_map_fn, py_scope};
+use crate::callbacks::{
+    py_filter_fn, py_generator, py_key_fn, py_map_fn, py_scope, py_window_size_fn,
+};
 use crate::convert::{example_to_dict, pad_value, pad_values, py_to_column};
 use crate::errors::{guard, ok, to_pyerr};
 
@@ -224,9 +226,10 @@ impl PyDataset {
         })
     }
 
-    /// Windows of `window_size` elements with the same `key_fn(element)`, each stacked; the key
-    /// as int64 feature `key_feature` when given.
-    #[pyo3(signature = (key_fn, window_size, label, key_feature=None))]
+    /// Windows of `window_size` elements (or `window_size_fn(key)`, tf.data's `window_size_func`)
+    /// with the same `key_fn(element)`, each stacked; the key as int64 feature `key_feature`
+    /// when given.
+    #[pyo3(signature = (key_fn, window_size, label, key_feature=None, window_size_fn=None))]
     fn group_by_window(
         &self,
         py: Python<'_>,
@@ -234,11 +237,24 @@ impl PyDataset {
         window_size: usize,
         label: &str,
         key_feature: Option<&str>,
+        window_size_fn: Option<Py<PyAny>>,
     ) -> PyResult<Self> {
         guard(|| {
-            let r = self
-                .ds
-                .group_by_window(label, py_key_fn(key_fn), window_size, key_feature);
+            let r = match window_size_fn {
+                None => self
+                    .ds
+                    .group_by_window(label, py_key_fn(key_fn), window_size, key_feature),
+                Some(f) => {
+                    let name = f.bind(py).getattr("__qualname__")?.extract::<String>()?;
+                    self.ds.group_by_window_sized(
+                        label,
+                        py_key_fn(key_fn),
+                        py_window_size_fn(f, label),
+                        &format!("window_size_func={name}"),
+                        key_feature,
+                    )
+                }
+            };
             ok(py, r).map(wrap)
         })
     }

@@ -225,7 +225,7 @@ impl Dataset {
             Ok(b as i64)
         });
         let size_opts = opts.clone();
-        let sizes = Arc::new(move |bucket: i64| size_opts.batch_sizes[bucket as usize]);
+        let sizes = Arc::new(move |bucket: i64| Ok(size_opts.batch_sizes[bucket as usize]));
         let reduce = reduce_fn(opts, length_feature);
         Ok(Dataset::from_iter(GroupByWindow::with_reduce(
             self.clone(),

@@ -28,8 +28,9 @@ use crate::tensor::Tensor;
 /// A function from an element to its group's key.
 pub type KeyFn = Arc<dyn Fn(&Example, &Ctx) -> Result<i64> + Send + Sync>;
 
-/// A window's size from its key (tf.data's `window_size_func`).
-pub type WindowSizeFn = Arc<dyn Fn(i64) -> usize + Send + Sync>;
+/// A window's size from its key (tf.data's `window_size_func`); an error (a user function's)
+/// fails the element that opened the group.
+pub type WindowSizeFn = Arc<dyn Fn(i64) -> Result<usize> + Send + Sync>;
 
 /// Turns one window (its key, its elements in arrival order, whether it is full) into the element
 /// emitted, or `None` to emit nothing (tf.data's `reduce_func` where it yields at most one
@@ -84,6 +85,27 @@ impl GroupByWindow {
                 "group_by_window[{label}](window_size=0): must be > 0"
             )));
         }
+        let sizes: WindowSizeFn = Arc::new(move |_| Ok(window_size));
+        Self::sized(
+            parent,
+            f,
+            sizes,
+            &format!("window_size={window_size}"),
+            key_feature,
+            label,
+        )
+    }
+
+    /// Groups into windows of `sizes(key)` elements (tf.data's `window_size_func`), described
+    /// as `sizes_label` (`window_size=4`, `window_size_func=f`).
+    pub fn sized(
+        parent: Dataset,
+        f: KeyFn,
+        sizes: WindowSizeFn,
+        sizes_label: &str,
+        key_feature: Option<&str>,
+        label: &str,
+    ) -> Result<Self> {
         if key_feature == Some("") {
             return Err(Error::invalid(format!(
                 "group_by_window[{label}](key_feature=\"\"): the feature needs a name"
@@ -93,10 +115,10 @@ impl GroupByWindow {
         Ok(GroupByWindow {
             parent,
             f,
-            sizes: Arc::new(move |_| window_size),
+            sizes,
             reduce: None,
             key_feature: key_feature.map(str::to_string),
-            label: format!("group_by_window[{label}](window_size={window_size}{key_part})"),
+            label: format!("group_by_window[{label}]({sizes_label}{key_part})"),
         })
     }
 }
@@ -188,7 +210,7 @@ impl GroupIter {
     }
 
     fn new_group(&self, key: i64) -> Result<Group> {
-        let size = (self.sizes)(key);
+        let size = (self.sizes)(key)?;
         if size == 0 {
             return Err(Error::invalid(format!(
                 "{}: window size of key {key} is 0; must be > 0",
@@ -367,6 +389,26 @@ impl Dataset {
             self.clone(),
             f,
             window_size,
+            key_feature,
+            label,
+        )?))
+    }
+
+    /// [`Dataset::group_by_window`] with a window size per key (tf.data's `window_size_func`),
+    /// described as `sizes_label`.
+    pub fn group_by_window_sized(
+        &self,
+        label: &str,
+        f: KeyFn,
+        sizes: WindowSizeFn,
+        sizes_label: &str,
+        key_feature: Option<&str>,
+    ) -> Result<Dataset> {
+        Ok(Dataset::from_iter(GroupByWindow::sized(
+            self.clone(),
+            f,
+            sizes,
+            sizes_label,
             key_feature,
             label,
         )?))
