@@ -260,10 +260,22 @@ impl PackIter {
         let mut aux = Vec::new();
         for (f, (name, len)) in self.opts.lengths.iter().enumerate() {
             let (dtype, trailing) = &self.shapes[f];
-            let width = trailing.iter().product::<usize>() * dtype.size().unwrap_or(1);
-            let mut values = vec![0u8; len * width];
-            let mut seg = vec![0i32; *len];
-            let mut positions = vec![0i32; *len];
+            // Sized by an argument (the packed length): checked, an error instead of an abort.
+            let op = "pack";
+            let what = format_args!("feature {name:?} packed to {len}");
+            let width = crate::alloc::checked_bytes(
+                op,
+                what,
+                trailing.iter().product::<usize>(),
+                dtype.size().unwrap_or(1),
+            )?;
+            let mut values = crate::alloc::try_zeroed_vec(
+                op,
+                what,
+                crate::alloc::checked_bytes(op, what, *len, width)?,
+            )?;
+            let mut seg = crate::alloc::try_filled(op, what, 0i32, *len)?;
+            let mut positions = crate::alloc::try_filled(op, what, 0i32, *len)?;
             let mut start = 0;
             for (k, item) in row.items.iter().enumerate() {
                 let n = item.lens[f];

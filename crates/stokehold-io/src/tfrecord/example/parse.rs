@@ -231,6 +231,11 @@ fn kind_name(kind: u8) -> &'static str {
 
 impl Sink {
     fn new(spec: &ParseFeature, rows: usize) -> Self {
+        // What is reserved up front is a hint, sized by an argument (the batch size): capped, so
+        // a huge batch size grows its buffers as records come instead of reserving (and
+        // aborting on) memory for records that may never exist.
+        const HINT_BYTES: usize = 64 << 20;
+        let rows = rows.min(HINT_BYTES / 8);
         let per = spec.fixed_count().unwrap_or(1);
         let width = spec.dtype().size().unwrap_or(0);
         let mut s = Sink {
@@ -238,6 +243,7 @@ impl Sink {
             data: stokehold_core::alloc::large_vec(
                 rows.checked_mul(per)
                     .and_then(|n| n.checked_mul(width))
+                    .filter(|&n| n <= HINT_BYTES)
                     .unwrap_or(0),
             ),
             offsets: Vec::new(),
@@ -245,8 +251,11 @@ impl Sink {
             count: 0,
         };
         if spec.dtype() == DType::Bytes {
-            s.offsets
-                .reserve(rows.checked_mul(per).map_or(1, |n| n.saturating_add(1)));
+            s.offsets.reserve(
+                rows.checked_mul(per)
+                    .filter(|&n| n <= HINT_BYTES / 8)
+                    .map_or(1, |n| n.saturating_add(1)),
+            );
             s.offsets.push(0);
         }
         if spec.fixed_count().is_none() {
