@@ -8,6 +8,7 @@ import struct
 import subprocess
 import sys
 import textwrap
+import zlib
 from pathlib import Path
 
 import pytest
@@ -130,3 +131,37 @@ def test_a_reader_refuses_a_fifo_or_a_device_at_once(tmp_path: Path, special: st
     r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, f"{name}: exit {r.returncode}\n{r.stderr[-2000:]}"
     assert "not a regular file" in r.stdout and path in r.stdout, f"{name}: {r.stdout}{r.stderr}"
+
+
+def _png_with_iccp_bomb(path: Path, inflated: int) -> None:
+    """A valid 1x1 RGB PNG with an iCCP chunk whose zlib stream inflates to `inflated` bytes:
+    a decompression bomb in an ancillary chunk (about 1 KiB per MiB)."""
+    def chunk(kind: bytes, body: bytes) -> bytes:
+        return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
+
+    z = zlib.compressobj(9)
+    block = bytes(1 << 20)
+    profile = b"".join(z.compress(block) for _ in range(inflated >> 20)) + z.flush()
+    ihdr = struct.pack(">IIBBBBB", 1, 1, 8, 2, 0, 0, 0)
+    idat = zlib.compress(b"\x00\x10\x20\x30")
+    path.write_bytes(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr)
+                     + chunk(b"iCCP", b"bomb\x00\x00" + profile)
+                     + chunk(b"IDAT", idat) + chunk(b"IEND", b""))
+
+
+def test_a_png_with_an_iccp_bomb_decodes_its_pixels_without_inflating_it(tmp_path: Path) -> None:
+    """Issue 50: an iCCP chunk inflating to 3 GiB in a 1x1 PNG. Before, the png decoder's cap
+    was sized by max_pixels (about 1.4 GiB), so the profile was inflated up to it; now ancillary
+    chunks are skipped and the cap is the image's own size."""
+    bomb = tmp_path / "iccp.png"
+    _png_with_iccp_bomb(bomb, 3 << 30)
+    script = textwrap.dedent(f"""
+        import resource, stokehold as sh
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        (e,) = list(sh.from_arrays({{"path": [{str(bomb)!r}.encode()]}}).load_image())
+        grew = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
+        print(e["image"].shape, e["image"].reshape(-1).tolist(), grew < 256 << 10)
+        """)
+    r = run_limited(script, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.strip() == "(1, 1, 3) [16, 32, 48] True", r.stdout

@@ -341,8 +341,21 @@ fn decode_png(data: &[u8], opts: &DecodeOptions) -> Result<Raw, ImageError> {
         bytes: usize::try_from(limit).unwrap_or(usize::MAX),
     };
     let mut d = png::Decoder::new_with_limits(Cursor::new(data), limits);
+    // Only pixels are decoded: an ICC profile or a compressed text chunk (a zlib bomb of any
+    // size in a few kilobytes) is skipped, not inflated.
+    d.set_ignore_iccp_chunk(true);
+    d.set_ignore_text_chunk(true);
     let info = d.read_header_info().map_err(|e| corrupt(f, e))?;
-    check_size(f, info.width.into(), info.height.into(), opts.max_pixels)?;
+    let (width, height) = (u64::from(info.width), u64::from(info.height));
+    check_size(f, width, height, opts.max_pixels)?;
+    // Now the cap is this image's own size (16-bit RGBA) plus 1 MiB for the chunks still read.
+    let own = width
+        .saturating_mul(height)
+        .saturating_mul(8)
+        .saturating_add(1 << 20);
+    d.set_limits(png::Limits {
+        bytes: usize::try_from(own).unwrap_or(usize::MAX),
+    });
     // EXPAND: palette to RGB(A), tRNS to alpha, 1/2/4-bit gray to 8-bit; 16 bits stay 16.
     let mut t = png::Transformations::EXPAND;
     if opts.dtype == DType::U8 {
