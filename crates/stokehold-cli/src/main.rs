@@ -35,8 +35,9 @@ enum Command {
     /// TFRecord files (record count, sizes, features with dtypes and shapes seen), shard
     /// folders (manifest) or images (format, size); exit 1 on a corrupt record.
     Inspect(cmd::tfrecord::InspectArgs),
-    /// Check every CRC of TFRecord files or every byte of shard folders (progress bar); exit 1 if
-    /// any record is corrupt or a file is not TFRecord.
+    /// Check every CRC of TFRecord files, every byte of shard folders, or decode every frame of
+    /// audio files and every pixel of images (progress bar); exit 1 if any is corrupt or a file
+    /// is none of these.
     Verify(cmd::tfrecord::VerifyArgs),
     /// Write the `<file>.idx` record index of TFRecord files (random access, len, shuffle).
     Index(cmd::tfrecord::IndexArgs),

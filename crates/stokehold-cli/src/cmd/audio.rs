@@ -5,7 +5,7 @@ use std::io::Read;
 use std::path::Path;
 
 use anyhow::Context;
-use stokehold_io::audio::probe_file;
+use stokehold_io::audio::{decode_bytes, probe_file};
 use stokehold_io::units::count;
 
 /// True when `path` looks like audio: a known extension, or the first bytes of a WAV, FLAC, Ogg
@@ -51,4 +51,17 @@ pub fn inspect(path: &Path) -> anyhow::Result<()> {
         _ => println!("  duration unknown (the headers give no frame count)"),
     }
     Ok(())
+}
+
+/// `stokehold verify` on an audio file: decodes every frame (a corrupt frame is an error naming
+/// the file).
+pub fn verify(path: &Path) -> anyhow::Result<String> {
+    let data = stokehold_io::storage::read(path)?;
+    let a = decode_bytes(data, path)?;
+    Ok(format!(
+        "ok, {} decoded ({} Hz, {})",
+        count(a.frames() as u64, "frame"),
+        a.sample_rate,
+        count(a.channels.len() as u64, "channel")
+    ))
 }

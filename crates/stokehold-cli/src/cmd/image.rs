@@ -10,9 +10,9 @@ use stokehold_io::{image, storage};
 /// Whether `path` starts with an image signature; read this many bytes to tell.
 const SIGNATURE_BYTES: u64 = 16;
 
-/// Prints the image's header when `path` is a JPEG, PNG or WebP file and returns true; returns
-/// false for anything else (the caller tries the other formats).
-pub fn inspect(path: &Path) -> anyhow::Result<bool> {
+/// Whether `path` is a JPEG, PNG or WebP file, by its first bytes (a folder, or a URL that is no
+/// object, is not).
+fn is_image(path: &Path) -> anyhow::Result<bool> {
     if path.is_dir() {
         return Ok(false);
     }
@@ -32,7 +32,32 @@ pub fn inspect(path: &Path) -> anyhow::Result<bool> {
             .read_to_end(&mut head)
             .with_context(|| format!("reading {}", path.display()))?;
     }
-    if image::sniff(&head).is_err() {
+    Ok(image::sniff(&head).is_ok())
+}
+
+/// `stokehold verify` on an image: `None` when `path` is no image or cannot be read (the caller
+/// tries the other formats), else the outcome of decoding every pixel.
+pub fn verify(path: &Path) -> Option<anyhow::Result<String>> {
+    // A file that cannot be read is reported by the TFRecord path, once.
+    if !is_image(path).unwrap_or(false) {
+        return None;
+    }
+    let decode = || -> anyhow::Result<String> {
+        let data = storage::read(path)?;
+        let t = image::decode(&data, &image::DecodeOptions::default())?;
+        let s = t.shape();
+        Ok(format!(
+            "ok, {}x{} image decoded (width x height)",
+            s[1], s[0]
+        ))
+    };
+    Some(decode())
+}
+
+/// Prints the image's header when `path` is a JPEG, PNG or WebP file and returns true; returns
+/// false for anything else (the caller tries the other formats).
+pub fn inspect(path: &Path) -> anyhow::Result<bool> {
+    if !is_image(path)? {
         return Ok(false);
     }
     // Headers can sit behind large metadata segments (Exif, ICC): read the file.

@@ -175,6 +175,19 @@ pub fn verify(args: VerifyArgs) -> anyhow::Result<()> {
             }
             continue;
         }
+        // Images and audio: every pixel or frame decoded.
+        let media = super::image::verify(f)
+            .or_else(|| super::audio::is_audio(f).then(|| super::audio::verify(f)));
+        if let Some(outcome) = media {
+            match outcome {
+                Ok(msg) => pb.suspend(|| println!("{}: {msg}", f.display())),
+                Err(e) => {
+                    failed += 1;
+                    pb.suspend(|| println!("{}: {e:#}", f.display()));
+                }
+            }
+            continue;
+        }
         let base = pb.position();
         let rep = verify_file(f, compression(&args.compression, f)?, &mut |o| {
             pb.set_position(base + o)

@@ -168,3 +168,38 @@ fn indexes_in_a_side_folder_keep_globs_to_data_files_and_still_give_random_acces
         text(&o)
     );
 }
+
+/// `verify` on audio and images decodes every frame and pixel (issue 50: a valid WAV was "not a
+/// TFRecord file"); a cut file fails it, naming the file.
+#[test]
+fn verify_decodes_audio_and_images() {
+    let testdata = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata");
+    let wav = testdata.join("audio/speech.wav");
+    let flac = testdata.join("audio/s24.flac");
+    let png = testdata.join("image/rgb8.png");
+    let o = stokehold(&[
+        "verify",
+        wav.to_str().unwrap(),
+        flac.to_str().unwrap(),
+        png.to_str().unwrap(),
+        "--no-progress",
+    ]);
+    let s = text(&o);
+    assert!(o.status.success(), "{s}");
+    assert!(
+        s.contains("speech.wav: ok, ") && s.contains(" frames decoded ("),
+        "{s}"
+    );
+    assert!(s.contains("s24.flac: ok, "), "{s}");
+    assert!(
+        s.contains("rgb8.png: ok, ") && s.contains("image decoded"),
+        "{s}"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let cut = dir.path().join("cut.png");
+    std::fs::write(&cut, &std::fs::read(&png).unwrap()[..60]).unwrap();
+    let o = stokehold(&["verify", cut.to_str().unwrap(), "--no-progress"]);
+    let s = text(&o);
+    assert!(!o.status.success() && s.contains("cut.png: "), "{s}");
+    assert!(!s.contains("not a TFRecord"), "{s}");
+}
