@@ -20,7 +20,11 @@ Memory and lifetime:
   forkserver exits (``PR_SET_PDEATHSIG``).
 * Workers start when an element needs one and end after ``idle_timeout`` seconds without work
   (so dropping the iterator ends them, and back-to-back epochs keep them), when the proxy is
-  garbage collected, or at interpreter exit.
+  garbage collected or closed, or at interpreter exit.
+* Ending a worker never blocks the caller and never waits forever: its pipe is closed (it exits
+  between elements), and :class:`_Reaper`'s thread sends SIGTERM ``grace_period`` seconds later
+  if it is still there (a busy worker of a closed map: once its element outlives the grace
+  period), SIGKILL another ``grace_period`` later, and reaps it.
 
 Copies: one each way. An input is copied once into the arena and read in place by ``fn``; a
 result is copied into the arena by the worker, and the parent's arrays are views of it (the
@@ -35,6 +39,7 @@ from __future__ import annotations
 import atexit
 import importlib
 import marshal
+import math
 import mmap
 import os
 import pickle
@@ -64,8 +69,13 @@ DEFAULT_MEMORY_BUDGET = 1 << 30
 #: How often a worker started with fork checks that its parent is alive (seconds): the longest
 #: it outlives a SIGKILLed parent.
 _WATCH_INTERVAL = 0.2
-#: How long closing waits for a worker to exit on its own before SIGKILL (seconds).
+#: How long the parent waits for the exit status of a worker that is dead or was sent SIGKILL
+#: (seconds): the kernel's part of an exit, so only a bound for a machine under heavy load.
 _JOIN_TIMEOUT = 2.0
+#: Default ``ProcessOptions.grace_period`` (seconds): see there.
+DEFAULT_GRACE_PERIOD = 2.0
+#: How often the reaper thread looks at the workers it is ending (seconds).
+_REAP_INTERVAL = 0.05
 
 
 class WorkerProcessError(StokeholdError):
@@ -90,11 +100,19 @@ class ProcessOptions:
         idle_timeout: seconds a worker waits for its next element before it ends (default 1):
             dropping the iterator ends the workers this long after their last element, while
             back-to-back epochs keep them.
+        grace_period: seconds a worker being ended gets at each step (default 2): its pipe is
+            closed (a worker between elements exits at once; a busy worker of a closed map may
+            finish its element), then it gets SIGTERM (``fn`` may handle it to clean up), then
+            SIGKILL one more grace period later, so it is gone within ``2 * grace_period``.
+            Nobody waits meanwhile: a thread of this module does the waiting and reaps it.
+            Two seconds: room for a SIGTERM handler to flush and close its files on a loaded
+            machine, short enough that a closed map's processes are gone within seconds.
     """
 
     start_method: Optional[str] = None
     memory_budget: int = DEFAULT_MEMORY_BUDGET
     idle_timeout: float = 1.0
+    grace_period: float = DEFAULT_GRACE_PERIOD
 
 
 class _RemoteTraceback(Exception):
@@ -155,6 +173,8 @@ class _Worker:
         self.busy = False
         self.pending = False
         self.idle_since = 0.0
+        #: The grace period it was given when its map was closed while it was busy.
+        self.stopped: Optional[float] = None
 
     def call(self, owner: ProcessMap, element: Dict[str, Any], extra: Tuple[Any, ...]) -> Dict[str, Any]:
         half = self.size // 2
@@ -192,18 +212,14 @@ class _Worker:
         weakref.finalize(region, self.results.give, start, start + used).atexit = False
         return unpack(region, (0, meta[1], used), copy=False)
 
-    def close(self, wait: bool = False) -> None:
-        """Closes the pipe: the worker exits when it sees that (it is not waited for, unless
-        ``wait``: then it is killed if it has not exited within :data:`_JOIN_TIMEOUT`)."""
+    def stop(self, grace: float) -> None:
+        """Ends an idle (or dead) worker without waiting for it: closes the pipe, which it exits
+        on, and has :data:`_REAPER` signal it if it is still there after ``grace`` seconds."""
         try:
             self.conn.close()
         except OSError:
             pass
-        if wait:
-            self.proc.join(_JOIN_TIMEOUT)
-            if self.proc.exitcode is None:
-                self.proc.kill()
-                self.proc.join(_JOIN_TIMEOUT)
+        _REAPER.end(self.proc, grace)
 
 
 class _Region(np.ndarray):
@@ -277,6 +293,12 @@ def _read_reply(w: _Worker, starting: bool = False) -> Tuple[bool, Any]:
                 how = f"killed by signal {-code}"
         else:
             how = "exited"
+        if w.stopped is not None:
+            return False, WorkerProcessError(
+                f"worker process {w.proc.pid} {how} (exit status {code}): its process map was "
+                f"closed and this element was still running after the grace period "
+                f"({w.stopped} s; then SIGTERM, and SIGKILL after another grace period)"
+            )
         if starting:
             return False, WorkerProcessError(
                 f"worker process {w.proc.pid} {how} (exit status {code}) while starting: see its "
@@ -367,14 +389,23 @@ class ProcessMap:
             return [w.proc.pid for w in self._all if w.proc.pid is not None]
 
     def close(self) -> None:
-        """Ends the idle workers now and busy ones when they finish their element."""
+        """Ends every worker without waiting for any: idle ones now (:meth:`_Worker.stop`), busy
+        ones when they finish their element, or, if they are still in it after ``grace_period``
+        seconds, with SIGTERM, then SIGKILL (the call waiting on one then raises
+        :class:`WorkerProcessError` saying so). A later call starts new workers."""
+        grace = self._opts.grace_period
         with self._lock:
             idle, self._idle = self._idle, []
             for w in idle:
                 self._all.remove(w)
-            self._retiring.update(id(w) for w in self._all)
+            busy = list(self._all)
+            self._retiring.update(id(w) for w in busy)
+            for w in busy:
+                w.stopped = grace
         for w in idle:
-            w.close()
+            w.stop(grace)
+        for w in busy:
+            _REAPER.end(w.proc, grace)
 
     def _too_big(self, what: str, needed: int) -> InvalidArgumentError:
         half = self._arena_bytes // 2
@@ -417,7 +448,7 @@ class ProcessMap:
         if retire:
             with self._lock:
                 self._all.remove(w)
-            w.close()
+            w.stop(self._opts.grace_period)
         else:
             _ensure_janitor()
 
@@ -430,7 +461,7 @@ class ProcessMap:
                 self._all.remove(w)
             left = len(self._all)
         for w in old:
-            w.close()
+            w.stop(self._opts.grace_period)
         return left
 
     def _discard(self, w: _Worker) -> None:
@@ -439,14 +470,13 @@ class ProcessMap:
                 self._all.remove(w)
             self._retiring.discard(id(w))
             self._lock.notify()
-        if w.proc.exitcode is None:
-            w.proc.kill()
-        w.close(wait=True)
+        w.stop(0.0)  # dead, or its reply unread (an interrupt): SIGKILL now, reaped off this thread
 
     def __del__(self) -> None:
+        # Only idle workers are left here: a call in flight holds a reference to this object.
         try:
             for w in list(self._all):
-                w.close()
+                w.stop(self._opts.grace_period)
         except Exception:  # noqa: BLE001 - nothing to report to at collection time
             pass
 
@@ -471,8 +501,11 @@ def process_map(
     budget = _args.count(op, "memory_budget", options.memory_budget, 1)
     if not options.idle_timeout >= 0:
         raise _args.fail(op, "idle_timeout", options.idle_timeout, "must be >= 0 seconds")
-    return ProcessMap(fn, label, workers, ProcessOptions(options.start_method, budget,
-                                                         float(options.idle_timeout)))
+    grace = options.grace_period
+    if isinstance(grace, bool) or not isinstance(grace, (int, float)) or not 0 <= grace < math.inf:
+        raise _args.fail(op, "grace_period", grace, "must be a finite number of seconds >= 0")
+    return ProcessMap(fn, label, workers, ProcessOptions(
+        options.start_method, budget, float(options.idle_timeout), float(grace)))
 
 
 class KeyedCall:
@@ -541,15 +574,91 @@ def _janitor() -> None:
                 return
 
 
+class _Reaper:
+    """Ends worker processes off the caller's thread: SIGTERM at a deadline, SIGKILL at least
+    one grace period after the SIGTERM (so ``fn`` always sees the SIGTERM first, however late
+    this thread runs), and reaps them (``exitcode`` polls ``waitpid``, or the forkserver's
+    report). Its thread runs while it has processes to end and exits when none is left."""
+
+    def __init__(self) -> None:
+        self._cv = threading.Condition()
+        # id(proc) -> [proc, SIGTERM deadline, grace, SIGKILL deadline once SIGTERM is sent]
+        self._ending: Dict[int, List[Any]] = {}
+        self._running = False
+
+    def end(self, proc: Any, grace: float) -> None:
+        """SIGTERM to ``proc`` in ``grace`` seconds and SIGKILL ``grace`` seconds after that,
+        unless it has exited by then (an earlier deadline already set stands)."""
+        now = time.monotonic()
+        with self._cv:
+            entry = self._ending.get(id(proc))
+            if entry is None:
+                self._ending[id(proc)] = [proc, now + grace, grace, None]
+            elif now + grace < entry[1]:
+                entry[1:3] = [now + grace, grace]
+            self._cv.notify()
+            if self._running:
+                return
+            self._running = True
+        try:
+            threading.Thread(target=self._run, name="stokehold-process-reaper", daemon=True).start()
+        except RuntimeError:  # interpreter shutdown: the exit hook kills what is left
+            with self._cv:
+                self._running = False
+
+    def _run(self) -> None:
+        while True:
+            with self._cv:
+                if not self._ending:
+                    self._running = False
+                    return
+                entries = list(self._ending.values())
+            now = time.monotonic()
+            for entry in entries:
+                proc, term_at, grace, kill_at = entry
+                if proc.exitcode is not None:  # exited and reaped
+                    with self._cv:
+                        self._ending.pop(id(proc), None)
+                elif kill_at is None:
+                    if now >= term_at:
+                        entry[3] = now + grace
+                        proc.terminate()
+                elif now >= kill_at:
+                    proc.kill()
+            with self._cv:
+                self._cv.wait(_REAP_INTERVAL)
+
+    def kill_all(self) -> None:
+        """At exit: SIGKILL to every process still being ended, and reap it."""
+        with self._cv:
+            procs = [entry[0] for entry in self._ending.values()]
+            self._ending.clear()
+        for proc in procs:
+            _kill_and_reap(proc)
+
+
+_REAPER = _Reaper()
+
+
+def _kill_and_reap(proc: Any) -> None:
+    if proc.exitcode is None:
+        proc.kill()
+    proc.join(_JOIN_TIMEOUT)
+
+
 @atexit.register
 def _close_all() -> None:
     # Registered after the native module's exit hook, so it runs first: killing the workers
-    # wakes the map threads blocked on their pipes, which then leave Python promptly.
+    # wakes the map threads blocked on their pipes, which then leave Python promptly. No grace
+    # period here: the interpreter is going, and workers would outlive it.
     for pool in list(_POOLS):
         for w in list(pool._all):
-            if w.proc.exitcode is None:
-                w.proc.kill()
-            w.close(wait=True)
+            _kill_and_reap(w.proc)
+            try:
+                w.conn.close()
+            except OSError:
+                pass
+    _REAPER.kill_all()
 
 
 # ---- the worker process -------------------------------------------------------------------------

@@ -300,6 +300,135 @@ def test_dropping_the_iterator_ends_the_workers(idle_timeout):
     assert [int(e["x"]) for e in ds.take(3)] == [0, 1, 2]
 
 
+# ---- ending workers: a closed pipe, then SIGTERM, then SIGKILL, each after the grace period ------
+
+GRACE = 0.3  # small, so that the tests are fast; every wait below is a poll with a generous bound
+
+
+def sleeps_an_hour(e):
+    _started(e)
+    time.sleep(3600)
+    return e
+
+
+def spins(e):
+    _started(e)
+    while True:  # pure Python, holding the worker's GIL
+        pass
+
+
+def ignores_sigterm(e):
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    _started(e)
+    time.sleep(3600)
+    return e
+
+
+def _started(e):
+    open(e["marker"].item().decode(), "w").close()
+
+
+@pytest.mark.parametrize("start", ["forkserver", "fork"])
+@pytest.mark.parametrize("fn,status", [(sleeps_an_hour, -15), (spins, -15), (ignores_sigterm, -9)])
+def test_closing_a_map_ends_a_worker_stuck_in_fn(tmp_path, start, fn, status):
+    maps_before = _arena_mappings()
+    marker = tmp_path / "started"
+    pm = ProcessMap(fn, fn.__name__, 1, ProcessOptions(start_method=start, grace_period=GRACE))
+    errors = []
+
+    def call():
+        try:
+            pm({"marker": np.array(str(marker).encode())})
+        except BaseException as e:  # noqa: BLE001 - the test looks at it
+            errors.append(e)
+
+    caller = threading.Thread(target=call, daemon=True)
+    caller.start()
+    _poll(marker.exists, "the worker to start fn")
+    (pid,) = pm.pids()
+    born = _start_time(pid)
+    pm.close()  # returns at once: the waiting is the reaper thread's
+    _poll(lambda: _start_time(pid) != born, f"worker {pid} to be gone and reaped")
+    caller.join(60)
+    assert not caller.is_alive()
+    (err,) = errors
+    msg = str(err)
+    assert isinstance(err, sh.WorkerProcessError), repr(err)
+    assert f"exit status {status}" in msg and "process map was closed" in msg, msg
+    assert "grace period" in msg, msg
+    assert pm.pids() == []
+    pm = err = None
+    errors.clear()
+    gc.collect()
+    assert _arena_mappings() <= maps_before  # the parent's mapping of the arena went with it
+
+
+def leaves_a_thread(e):
+    # A non-daemon thread: the worker's interpreter waits for it at exit, so the closed pipe
+    # alone does not end the worker (under fork, where nothing else watches that pipe).
+    threading.Thread(target=time.sleep, args=(3600,)).start()
+    return {"x": e["x"], "pid": np.int64(os.getpid())}
+
+
+def leaves_a_thread_and_notes_sigterm(e):
+    marker = e["marker"].item().decode()
+
+    def note(signum, frame):
+        open(marker, "w").close()  # and carry on: only SIGKILL ends this worker
+
+    signal.signal(signal.SIGTERM, note)
+    return leaves_a_thread(e)
+
+
+@pytest.mark.parametrize("start", ["forkserver", "fork"])
+def test_a_dropped_iterator_ends_a_worker_that_does_not_exit_on_its_own(start):
+    opts = ProcessOptions(start_method=start, idle_timeout=0.1, grace_period=GRACE)
+    ds = sh.Dataset.range(5).map(leaves_a_thread, num_parallel_calls=1, processes=opts)
+    it = iter(ds)
+    pid = int(next(it)["pid"])
+    born = _start_time(pid)
+    del it
+    gc.collect()
+    _poll(lambda: _start_time(pid) != born, f"worker {pid} to be gone and reaped")
+
+
+def test_a_worker_that_handles_sigterm_sees_it_and_then_gets_sigkill(tmp_path):
+    marker = tmp_path / "got-sigterm"
+    opts = ProcessOptions(start_method="fork", idle_timeout=0.1, grace_period=GRACE)
+    ds = sh.from_arrays({"x": np.arange(3), "marker": [str(marker)] * 3})
+    ds = ds.map(leaves_a_thread_and_notes_sigterm, num_parallel_calls=1, processes=opts)
+    it = iter(ds)
+    pid = int(next(it)["pid"])
+    born = _start_time(pid)
+    del it
+    gc.collect()
+    _poll(lambda: _start_time(pid) != born, f"worker {pid} to be gone and reaped")
+    assert marker.exists()  # fn's SIGTERM handler ran before the SIGKILL that ended it
+
+
+def _poll(cond, what, timeout=60.0):
+    deadline = time.time() + timeout
+    while not cond():
+        if time.time() > deadline:
+            pytest.fail(f"waited {timeout} s for {what}")
+        time.sleep(0.02)
+
+
+def _start_time(pid):
+    """The process's start time, or None once it is gone and reaped (a zombie still counts as
+    there): a pid reused meanwhile has another start time."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(")")[-1].split()[19]
+    except OSError:
+        return None
+
+
+def _arena_mappings():
+    with open("/proc/self/maps") as f:
+        return sum("stokehold-arena" in line for line in f)
+
+
 def test_back_to_back_epochs_keep_the_workers():
     ds = sh.Dataset.range(10).map(pid_of, num_parallel_calls=1, processes=True)
     first = {int(e["pid"]) for e in ds}
@@ -364,6 +493,10 @@ def test_bad_arguments():
     with pytest.raises(sh.InvalidArgumentError, match="start_method"):
         sh.Dataset.range(3).map(identity, num_parallel_calls=2,
                                 processes=ProcessOptions(start_method="teleport"))
+    for grace in (-1.0, float("inf"), float("nan"), "2"):
+        with pytest.raises(sh.InvalidArgumentError, match="grace_period"):
+            sh.Dataset.range(3).map(identity, num_parallel_calls=2,
+                                    processes=ProcessOptions(grace_period=grace))
 
 
 # ---- the parent's death and Ctrl-C, in a child Python of its own session -------------------------
