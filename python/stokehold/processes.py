@@ -21,10 +21,11 @@ Memory and lifetime:
 * Workers start when an element needs one and end after ``idle_timeout`` seconds without work
   (so dropping the iterator ends them, and back-to-back epochs keep them), when the proxy is
   garbage collected or closed, or at interpreter exit.
-* Ending a worker never blocks the caller and never waits forever: its pipe is closed (it exits
-  between elements), and :class:`_Reaper`'s thread sends SIGTERM ``grace_period`` seconds later
-  if it is still there (a busy worker of a closed map: once its element outlives the grace
-  period), SIGKILL another ``grace_period`` later, and reaps it.
+* Ending a worker never blocks the caller and never waits forever: it is sent a stop message
+  and its pipe is closed (it exits between elements), and :class:`_Reaper`'s thread sends it
+  SIGTERM ``grace_period`` seconds later if it is still there (a busy worker of a closed map:
+  once its element outlives the grace period), SIGKILL another ``grace_period`` later, and
+  reaps it.
 
 Copies: one each way. An input is copied once into the arena and read in place by ``fn``; a
 result is copied into the arena by the worker, and the parent's arrays are views of it (the
@@ -213,8 +214,14 @@ class _Worker:
         return unpack(region, (0, meta[1], used), copy=False)
 
     def stop(self, grace: float) -> None:
-        """Ends an idle (or dead) worker without waiting for it: closes the pipe, which it exits
-        on, and has :data:`_REAPER` signal it if it is still there after ``grace`` seconds."""
+        """Ends an idle (or dead) worker without waiting for it: sends it the stop message (an
+        empty one; a closed pipe alone is not seen under fork, where workers forked later hold
+        copies of its far end), closes the pipe, and has :data:`_REAPER` signal it if it is still
+        there after ``grace`` seconds."""
+        try:
+            self.conn.send_bytes(b"")
+        except (OSError, ValueError):  # dead, or the pipe closed already
+            pass
         try:
             self.conn.close()
         except OSError:
@@ -683,6 +690,8 @@ def _worker_main(conn: Any, blob: bytes, fn: Any, size: int, method: str) -> Non
         try:
             msg = conn.recv_bytes()
         except (EOFError, OSError):
+            return
+        if not msg:  # the stop message (_Worker.stop)
             return
         meta, extra_blob, out_start, out_end = marshal.loads(msg)
         element = out = None

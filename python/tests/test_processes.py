@@ -363,6 +363,26 @@ def test_closing_a_map_ends_a_worker_stuck_in_fn(tmp_path, start, fn, status):
     assert _arena_mappings() <= maps_before  # the parent's mapping of the arena went with it
 
 
+def naps(e):
+    time.sleep(0.3)
+    return {"x": e["x"] + 1}
+
+
+def test_a_busy_worker_of_a_closed_map_finishes_its_element_then_exits_without_a_signal():
+    pm = ProcessMap(naps, "naps", 1, ProcessOptions(start_method="fork", grace_period=30.0))
+    pids = []
+    out = []
+    caller = threading.Thread(target=lambda: out.append(pm({"x": np.arange(3)})), daemon=True)
+    caller.start()
+    _poll(lambda: pids.extend(pm.pids()) or pids, "the worker to start")
+    born = _start_time(pids[0])
+    pm.close()
+    caller.join(60)
+    assert out[0]["x"].tolist() == [1, 2, 3]  # the element finished: its result is delivered
+    # Gone well before the 30 s grace period ends: it exited when its pipe closed, unsignalled.
+    _poll(lambda: _start_time(pids[0]) != born, f"worker {pids[0]} to exit", timeout=20.0)
+
+
 def leaves_a_thread(e):
     # A non-daemon thread: the worker's interpreter waits for it at exit, so the closed pipe
     # alone does not end the worker (under fork, where nothing else watches that pipe).
