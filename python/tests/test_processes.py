@@ -286,9 +286,12 @@ def extra_args_fn(e, offset, ctx):
     return {"x": e["x"] + offset + ctx["epoch"]}
 
 
+@pytest.mark.parametrize("start", ["forkserver", "fork"])
 @pytest.mark.parametrize("idle_timeout", [0.2, 1.0])
-def test_dropping_the_iterator_ends_the_workers(idle_timeout):
-    opts = ProcessOptions(idle_timeout=idle_timeout)
+def test_dropping_the_iterator_ends_the_workers(idle_timeout, start):
+    # A grace period far past the wait below: the workers leave on the stop message, unsignalled
+    # (under fork a closed pipe alone is not seen: workers forked later hold copies of its end).
+    opts = ProcessOptions(start_method=start, idle_timeout=idle_timeout, grace_period=60.0)
     ds = sh.Dataset.range(100).map(slow, num_parallel_calls=2, processes=opts)
     it = iter(ds)
     next(it)
