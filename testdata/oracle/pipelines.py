@@ -391,20 +391,26 @@ def _ops(spec: Spec) -> List[str]:
     return [op[0] for op in spec["ops"]]
 
 
+_BATCHING = ("batch", "rebatch", "padded_batch")
+
+
 def _ragged_batch(spec: Spec, want: Dict[str, Any], got: Dict[str, Any]) -> bool:
-    """tf.data cannot batch elements whose shapes differ (it raises); stokehold batches them
-    into a Ragged feature, on purpose (variable-length data without padding is what it is for)."""
-    ragged = any(v[0].startswith("ragged ") for e in got["elements"] for v in e.values())
-    return (want["error"] == "InvalidArgumentError" and not got["error"]
-            and any(o in ("batch", "rebatch") for o in _ops(spec))
-            and (ragged or spec["source"]["kind"] == "ragged"))
+    """tf.data cannot batch elements whose shapes differ (it raises: rows of a ragged source,
+    or batches of batches whose last one is smaller); stokehold batches them into a Ragged
+    feature, on purpose (variable-length data without padding is what it is for)."""
+    ops = _ops(spec)
+    nested = sum(o in _BATCHING for o in ops) >= 2
+    return (want["error"] in ("InvalidArgumentError", "FailedPreconditionError")
+            and not got["error"] and any(o in ("batch", "rebatch") for o in ops)
+            and (nested or spec["source"]["kind"] == "ragged"))
 
 
 def _padded_lengths(spec: Spec, want: Dict[str, Any], got: Dict[str, Any]) -> bool:
-    """stokehold's padded_batch adds ``<name>_lengths`` features (tf.data has none); a second
-    padded_batch would overwrite them, and refuses to."""
-    return (_ops(spec).count("padded_batch") >= 2 and not want["error"]
-            and got["error"] == "InvalidArgumentError")
+    """stokehold's padded_batch adds ``<name>_lengths`` features (tf.data has none): a second
+    padded_batch would overwrite them, and refuses to, and after ``unbatch`` they are scalars,
+    which a later batching op refuses to split."""
+    return ("padded_batch" in _ops(spec) and not want["error"]
+            and got["error"] in ("InvalidArgumentError", "SchemaError"))
 
 
 def _no_static_spec(spec: Spec, want: Dict[str, Any], got: Dict[str, Any]) -> bool:
@@ -433,5 +439,6 @@ DIFFERENCES: Dict[str, Tuple[Callable[[Spec, Dict[str, Any], Dict[str, Any]], bo
     "no-static-spec": (_no_static_spec, "what tf.data refuses from its static element spec "
                        "stokehold raises at the first element; an empty input raises nothing"),
     "padded-lengths": (_padded_lengths, "padded_batch adds <name>_lengths features; a second "
-                       "padded_batch refuses to overwrite them"),
+                       "padded_batch refuses to overwrite them, rebatch to split them once "
+                       "unbatched"),
 }
