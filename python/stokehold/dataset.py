@@ -888,7 +888,7 @@ class Dataset:
         """
         op = "shard"
         return self._then(self._native.shard(_args.count(op, "num_shards", num_shards, 1),
-                                          _args.count(op, "index", index), _policy(op, policy), False))
+                                          _args.count(op, "index", index), policy, False))
 
     @renamed(world_size="num_shards", rank="index")
     def elastic_shard(self, num_shards: int, index: int, policy: str = "even") -> Dataset:
@@ -898,7 +898,7 @@ class Dataset:
         ``docs/CHECKPOINTING.md``). The result is a stream."""
         op = "elastic_shard"
         return self._then(self._native.shard(_args.count(op, "num_shards", num_shards, 1),
-                                          _args.count(op, "index", index), _policy(op, policy), True))
+                                          _args.count(op, "index", index), policy, True))
 
     @renamed(num_workers="num_shards", worker="index")
     def worker_split(self, num_shards: int, index: int) -> Dataset:
@@ -1112,8 +1112,6 @@ class Dataset:
             raise _args.fail(op, "length_struct", length_struct, "must be a non-empty dict of feature -> length")
         lengths = [(_args.name(op, "length_struct", k), _args.count(op, f"length_struct[{k!r}]", v, 1))
                    for k, v in length_struct.items()]
-        if mode not in ("first_fit", "best_fit"):
-            raise _args.fail(op, "mode", mode, 'must be "first_fit" or "best_fit"')
         meta = [_args.name(op, "meta_features", m) for m in meta_features]
         shuffle = _args.flag(op, "shuffle_bins", shuffle_bins)
         return self._then(self._native.pack(lengths, _args.count(op, "num_packing_bins", num_packing_bins, 1),
@@ -1574,12 +1572,6 @@ def _choice(op: str, i: int, pick: Element, n: int) -> int:
         raise _native.InvalidArgumentError(f"{op}: choice element {i} is {c}, outside 0..{n - 1} "
                                            f"(there are {n} datasets)")
     return c
-
-
-def _policy(op: str, policy: str) -> str:
-    if policy not in ("drop", "pad", "even"):
-        raise _args.fail(op, "policy", policy, "must be 'even', 'drop' or 'pad'")
-    return policy
 
 
 def _opener(op: str, fn: Callable[[Element], Dataset]) -> Callable[[Element], Any]:

@@ -51,10 +51,11 @@ ON_ERROR = ("raise", "skip")
 
 
 def on_error(op: str, value: object) -> str:
-    """Checks an ``on_error`` argument of ``op``: ``"raise"`` (the default) or ``"skip"``."""
-    if value not in ON_ERROR:
-        raise fail(op, "on_error", value, 'must be "raise" or "skip"')
-    return str(value)
+    """An ``on_error`` argument of ``op`` as the native layer takes it: a str, whose spelling
+    (``"raise"``, the default, or ``"skip"``) core checks, naming ``op`` (``Choice``)."""
+    if not isinstance(value, str):
+        raise fail(op, "on_error", value, "must be 'raise' or 'skip'")
+    return value
 
 
 #: One skipped element as the native ``Dataset.skipped()`` gives it: ``(index, message, at)``,

@@ -17,6 +17,7 @@
 pub mod alloc;
 pub mod cast;
 pub mod checked;
+pub mod choice;
 pub mod dataset;
 pub mod dtype;
 pub mod error;

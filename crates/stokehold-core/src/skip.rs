@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use crate::error::{Error, Result};
+use crate::error::Error;
 
 /// How many skipped elements an [`ErrorLog`] keeps in detail.
 pub const KEEP_FIRST: usize = 16;
@@ -22,17 +22,10 @@ pub enum OnError {
     Skip,
 }
 
-impl OnError {
-    /// `"raise"` or `"skip"`; anything else is an error naming `op`.
-    pub fn parse(op: &str, s: &str) -> Result<OnError> {
-        match s {
-            "raise" => Ok(OnError::Raise),
-            "skip" => Ok(OnError::Skip),
-            _ => Err(Error::invalid(format!(
-                "{op}(on_error={s:?}): must be \"raise\" or \"skip\""
-            ))),
-        }
-    }
+impl crate::choice::Choice for OnError {
+    const ARG: &'static str = "on_error";
+    const CHOICES: &'static [(&'static str, Self)] =
+        &[("raise", OnError::Raise), ("skip", OnError::Skip)];
 }
 
 /// One skipped element.

@@ -16,6 +16,7 @@ use crate::callbacks::{callback_error, py_key_fn, py_scope, with_python};
 use crate::convert::{dict_to_example, map_input, pad_values};
 use crate::dataset::PyDataset;
 use crate::errors::{guard, ok};
+use crate::options::Wrap;
 
 /// The 128-bit key of element `index` of epoch `epoch` under `seed`: the two first draws `hi`,
 /// `lo` of `stokehold_core::rng::Rng::for_element(seed, Stream::RandomMap, epoch, index)`, as `hi << 64 | lo`. Python's
@@ -162,21 +163,13 @@ impl PyDataset {
         py: Python<'_>,
         lengths: Vec<(String, usize)>,
         num_packing_bins: usize,
-        mode: &str,
+        mode: Wrap<PackMode>,
         meta_features: Vec<String>,
         shuffle_bins: bool,
         seed: u64,
     ) -> PyResult<PyDataset> {
         guard(|| {
-            let mode = match mode {
-                "first_fit" => PackMode::FirstFit,
-                "best_fit" => PackMode::BestFit,
-                other => {
-                    return Err(pyo3::exceptions::PyValueError::new_err(format!(
-                        "pack(mode={other:?}): must be \"first_fit\" or \"best_fit\""
-                    )))
-                }
-            };
+            let mode = ok(py, mode.get("pack"))?;
             let opts = PackOptions {
                 lengths,
                 num_packing_bins,

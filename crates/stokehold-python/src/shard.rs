@@ -11,6 +11,7 @@ use stokehold_io::shard::{CacheExt, Compression, Progress, ShardDataset, WriteOp
 
 use crate::dataset::PyDataset;
 use crate::errors::{guard, ok};
+use crate::options::Wrap;
 
 fn wrap(ds: Dataset) -> PyDataset {
     PyDataset::from_dataset(ds)
@@ -91,11 +92,12 @@ impl PyDataset {
         py: Python<'_>,
         num_shards: u64,
         index: u64,
-        policy_name: &str,
+        policy_name: Wrap<ShardPolicy>,
         elastic: bool,
     ) -> PyResult<PyDataset> {
         guard(|| {
-            let p = policy(py, policy_name)?;
+            let op = if elastic { "elastic_shard" } else { "shard" };
+            let p = policy(py, op, policy_name)?;
             let d = self.dataset();
             let r = if elastic {
                 d.elastic_shard(num_shards, index, p)
@@ -135,8 +137,8 @@ impl PyDataset {
     }
 }
 
-fn policy(py: Python<'_>, p: &str) -> PyResult<ShardPolicy> {
-    ok(py, ShardPolicy::parse(p))
+fn policy(py: Python<'_>, op: &str, p: Wrap<ShardPolicy>) -> PyResult<ShardPolicy> {
+    ok(py, p.get(op))
 }
 
 /// Adds the module functions (the dataset methods register themselves).

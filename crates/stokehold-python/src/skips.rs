@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use pyo3::prelude::*;
+use stokehold_core::choice::Choice;
 use stokehold_core::ops::ignore_errors::error_logs;
 use stokehold_core::ops::on_error::{ErrorLog, OnError};
 use stokehold_core::{Dataset, MapFn, Parallelism};

@@ -20,13 +20,15 @@ use stokehold_io::tfrecord::{
 use crate::convert::{dict_to_example, example_to_dict};
 use crate::dataset::PyDataset;
 use crate::errors::{guard, ok, to_pyerr};
+use crate::options::Wrap;
 
 fn read_options(
     py: Python<'_>,
+    op: &str,
     files: &[PathBuf],
     compression: &str,
     verify: bool,
-    on_corrupt: &str,
+    on_corrupt: Wrap<OnCorrupt>,
 ) -> PyResult<ReadOptions> {
     let compression = match compression {
         "auto" => {
@@ -46,7 +48,7 @@ fn read_options(
         }
         c => ok(py, c.parse())?,
     };
-    let on_corrupt: OnCorrupt = ok(py, on_corrupt.parse())?;
+    let on_corrupt = ok(py, on_corrupt.get(op))?;
     Ok(ReadOptions {
         compression,
         verify,
@@ -147,10 +149,17 @@ impl PyDataset {
         files: Vec<PathBuf>,
         compression: &str,
         verify: bool,
-        on_corrupt: &str,
+        on_corrupt: Wrap<OnCorrupt>,
     ) -> PyResult<PyDataset> {
         guard(|| {
-            let opts = read_options(py, &files, compression, verify, on_corrupt)?;
+            let opts = read_options(
+                py,
+                "TFRecordDataset",
+                &files,
+                compression,
+                verify,
+                on_corrupt,
+            )?;
             let (ds, _log) = ok(py, py.detach(|| open_ds(&files, opts)))?;
             Ok(PyDataset::from_dataset(ds))
         })
@@ -164,13 +173,13 @@ impl PyDataset {
         files: Vec<PathBuf>,
         compression: &str,
         verify: bool,
-        on_corrupt: &str,
+        on_corrupt: Wrap<OnCorrupt>,
         features: Vec<SpecItem<'_>>,
         batch_size: usize,
         drop_remainder: bool,
     ) -> PyResult<PyDataset> {
         guard(|| {
-            let opts = read_options(py, &files, compression, verify, on_corrupt)?;
+            let opts = read_options(py, "read_tfrecord", &files, compression, verify, on_corrupt)?;
             let parser = Parser::new(parse_spec(py, features)?);
             let src = TFRecordDataset::new(&files, opts);
             let ds = ok(py, src.parse_batches(parser, batch_size, drop_remainder))?;

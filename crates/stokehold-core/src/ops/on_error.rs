@@ -217,6 +217,8 @@ mod tests {
         let ds = Dataset::range(3).map_with_policy("f", f, OnError::Skip, log.clone(), None);
         assert!(ds.iter(0).unwrap().collect_all().is_err());
         assert_eq!(log.count(), 0);
-        assert!(OnError::parse("load_npy", "ignore").is_err());
+        assert!(crate::choice::Choice::parse("load_npy", "ignore")
+            .map(|p: OnError| p)
+            .is_err());
     }
 }

@@ -47,6 +47,14 @@ pub enum PackMode {
     BestFit,
 }
 
+impl crate::choice::Choice for PackMode {
+    const ARG: &'static str = "mode";
+    const CHOICES: &'static [(&'static str, Self)] = &[
+        ("first_fit", PackMode::FirstFit),
+        ("best_fit", PackMode::BestFit),
+    ];
+}
+
 /// The arguments of `pack`.
 #[derive(Clone, Debug)]
 pub struct PackOptions {
@@ -395,10 +403,7 @@ impl DatasetIter for PackIter {
 impl Dataset {
     /// Grain's first-fit / best-fit packing (see [`crate::ops::pack`]). A stream.
     pub fn pack(&self, opts: PackOptions) -> Result<Dataset> {
-        let mode = match opts.mode {
-            PackMode::FirstFit => "first_fit",
-            PackMode::BestFit => "best_fit",
-        };
+        let mode = crate::choice::Choice::name(opts.mode);
         let lengths: Vec<String> = opts
             .lengths
             .iter()

@@ -21,6 +21,7 @@ use std::sync::Arc;
 
 use serde_json::{json, Value as Json};
 
+use crate::choice::Choice;
 use crate::dataset::{state_u64, Dataset, DatasetIter, IterDataset, MapDataset, INFINITE};
 use crate::error::{Error, Result};
 use crate::example::Example;
@@ -38,27 +39,16 @@ pub enum ShardPolicy {
     Even,
 }
 
+impl crate::choice::Choice for ShardPolicy {
+    const ARG: &'static str = "policy";
+    const CHOICES: &'static [(&'static str, Self)] = &[
+        ("drop", ShardPolicy::Drop),
+        ("pad", ShardPolicy::Pad),
+        ("even", ShardPolicy::Even),
+    ];
+}
+
 impl ShardPolicy {
-    /// Parses `drop`, `pad` or `even`.
-    pub fn parse(s: &str) -> Result<Self> {
-        match s {
-            "drop" => Ok(ShardPolicy::Drop),
-            "pad" => Ok(ShardPolicy::Pad),
-            "even" => Ok(ShardPolicy::Even),
-            _ => Err(Error::invalid(format!(
-                "unknown shard policy {s:?}; use drop, pad or even"
-            ))),
-        }
-    }
-
-    fn name(self) -> &'static str {
-        match self {
-            ShardPolicy::Drop => "drop",
-            ShardPolicy::Pad => "pad",
-            ShardPolicy::Even => "even",
-        }
-    }
-
     /// How many of `remaining` positions part `index` of `parts` takes.
     fn count(self, remaining: u64, parts: u64, index: u64) -> u64 {
         match self {

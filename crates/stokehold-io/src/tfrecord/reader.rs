@@ -48,17 +48,11 @@ pub enum OnCorrupt {
     Skip,
 }
 
-impl std::str::FromStr for OnCorrupt {
-    type Err = Error;
-    fn from_str(s: &str) -> Result<Self> {
-        match s {
-            "raise" => Ok(OnCorrupt::Raise),
-            "skip" => Ok(OnCorrupt::Skip),
-            _ => Err(Error::invalid(format!(
-                "on_corrupt must be \"raise\" or \"skip\", got {s:?}"
-            ))),
-        }
-    }
+/// Spelled as every op's skip policy is (`on_error="raise"` or `"skip"`).
+impl stokehold_core::choice::Choice for OnCorrupt {
+    const ARG: &'static str = "on_error";
+    const CHOICES: &'static [(&'static str, Self)] =
+        &[("raise", OnCorrupt::Raise), ("skip", OnCorrupt::Skip)];
 }
 
 /// Options of a TFRecord reader.
