@@ -29,7 +29,7 @@ from typing import Iterator as PyIterator
 
 import numpy as np
 
-from . import _args, _native, audio, errors, image
+from . import _args, _native, _shard_io, audio, errors, image
 from ._args import AUTOTUNE, INFINITE, UNKNOWN, PathLike, renamed
 from ._native import OutOfRangeError
 from .iterator import EpochLoader, Iterator
@@ -193,9 +193,7 @@ class Dataset:
         Raises:
             SchemaError: the features or dtypes differ from ``element_spec``.
         """
-        from .shards import open_shards
-
-        ds = open_shards(path)
+        ds = Dataset._wrap(_shard_io.open_native(path))
         if element_spec is not None:
             if not isinstance(element_spec, Mapping):
                 raise _args.fail("load", "element_spec", element_spec, "must be a dict of feature -> TensorSpec")
@@ -1276,9 +1274,7 @@ class Dataset:
         atomic (the manifest last): an interrupted save leaves a folder that reads as
         incomplete, and saving again starts over (tf.data's ``checkpoint_args`` resume a save
         instead). A folder holding a saved dataset is refused (remove it first)."""
-        from .shards import write_shards
-
-        write_shards(self, path, compression=compression)
+        _shard_io.write_native(self._native, path, op="save", compression=compression)
 
     # ---- execution -------------------------------------------------------------------------
 

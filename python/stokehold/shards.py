@@ -16,17 +16,15 @@ The dataset ops over them (``shard``, ``elastic_shard``, ``worker_split``, ``win
 
 from __future__ import annotations
 
-import json
 from typing import Any, Callable, Dict, Optional
 
-from . import _args, _native
+from . import _args, _native, _shard_io
 from ._args import PathLike, renamed
 from .dataset import Dataset
 
 __all__ = ["open_shards", "write_shards", "verify_shards"]
 
-#: Default target shard size: 256 MiB (shards of 100-300 MB stream and shuffle well).
-DEFAULT_SHARD_SIZE = 256 << 20
+DEFAULT_SHARD_SIZE = _shard_io.DEFAULT_SHARD_SIZE
 
 
 def open_shards(
@@ -59,18 +57,7 @@ def open_shards(
         InvalidArgumentError: ``cache_bytes`` missing or not a positive int with ``cache_dir``,
             or the folder is larger than ``cache_bytes``.
     """
-    p = _args.path("open_shards", "path", path)
-    v = _args.flag("open_shards", "verify", verify)
-    if cache_dir is None:
-        if cache_bytes is not None:
-            raise _args.fail("open_shards", "cache_bytes", cache_bytes, "needs cache_dir")
-        return Dataset._wrap(_native.Dataset.open_shards(p, v))
-    if cache_bytes is None:
-        raise _args.fail("open_shards", "cache_bytes", cache_bytes,
-                         "a cache cap in bytes is required with cache_dir")
-    cap = _args.count("open_shards", "cache_bytes", cache_bytes, minimum=1)
-    cdir = _args.path("open_shards", "cache_dir", cache_dir)
-    return Dataset._wrap(_native.Dataset.open_shards_cached(p, v, cdir, cap))
+    return Dataset._wrap(_shard_io.open_native(path, verify, cache_dir, cache_bytes))
 
 
 def verify_shards(path: PathLike) -> None:
@@ -113,20 +100,8 @@ def write_shards(
         overwrite: replace a complete dataset in ``path`` (default: refuse).
         progress: called as ``progress(records_written, total_or_None)`` after each chunk.
     """
-    op = "write_shards"
-    if progress is not None:
-        _args.function(op, "progress", progress)
     if not isinstance(ds, Dataset):
-        raise TypeError(f"{op}: expected a stokehold.Dataset, got {type(ds).__name__}")
-    text = ds._native.write_shards(
-        _args.path(op, "path", path),
-        _args.count(op, "shard_size", shard_size, 1),
-        "none" if compression is None else str(compression),
-        _args.count(op, "zstd_level", zstd_level, -131072),
-        None if seed is None else _args.count(op, "seed", seed),
-        None if threads is None else _args.threads(op, "threads", threads),
-        _args.flag(op, "overwrite", overwrite),
-        progress,
-    )
-    result: Dict[str, Any] = json.loads(text)
-    return result
+        raise TypeError(f"write_shards: expected a stokehold.Dataset, got {type(ds).__name__}")
+    return _shard_io.write_native(ds._native, path, shard_size=shard_size, compression=compression,
+                                  zstd_level=zstd_level, seed=seed, threads=threads,
+                                  overwrite=overwrite, progress=progress)
