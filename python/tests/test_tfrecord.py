@@ -242,3 +242,25 @@ def test_tfrecord_edges_as_tf_data(tmp_path):
     assert len(empty) == 1 and os.path.getsize(empty[0]) == 0
     assert list(stokehold.TFRecordDataset(empty)) == []
     assert list(stokehold.TFRecordDataset([])) == []
+
+
+def test_records_skipped_in_interleaved_files_are_counted(tmp_path):
+    """Files opened by interleave (tf.data's files.interleave(TFRecordDataset) habit, and
+    num_parallel_reads): what their readers skip is in ``ds.skipped()`` too."""
+    data = bytearray((FIXTURES / "plain.tfrecord").read_bytes())
+    data[100] ^= 0x40  # inside record 0's data
+    paths = []
+    for i in range(3):
+        p = tmp_path / f"bad{i}.tfrecord"
+        p.write_bytes(bytes(data))
+        paths.append(str(p))
+    files = stokehold.from_arrays({"path": np.array(paths, dtype=object)})
+    ds = files.interleave(lambda e: stokehold.TFRecordDataset([e["path"]], on_error="skip"),
+                          cycle_length=2).batch(4).prefetch(2)
+    assert sum(len(b["record"]) for b in ds) == 3 * 23
+    log = ds.skipped()
+    assert log.count == 3, log
+    assert sorted(os.path.basename(s.file) for s in log.first) == ["bad0.tfrecord", "bad1.tfrecord",
+                                                                   "bad2.tfrecord"]
+    parallel = stokehold.TFRecordDataset(paths, num_parallel_reads=2, on_error="skip")
+    assert sum(1 for _ in parallel) == 3 * 23 and parallel.skipped().count == 3

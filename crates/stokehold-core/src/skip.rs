@@ -5,7 +5,7 @@
 //! [`crate::IterDataset::error_log`] (or [`crate::MapDataset::error_log`]).
 
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use crate::error::Error;
 
@@ -81,10 +81,13 @@ impl SkippedElement {
     }
 }
 
-/// A shared tally of skipped elements: the count and the first [`KEEP_FIRST`] in detail.
+/// A shared tally of skipped elements: the count and the first [`KEEP_FIRST`] in detail, its
+/// own and those of the logs it adopted (the datasets an op opened while it ran: interleave's
+/// inner datasets), so that one log of the pipeline's plan counts them too.
 #[derive(Debug, Default)]
 pub struct ErrorLog {
     inner: Mutex<(u64, Vec<SkippedElement>)>,
+    children: Mutex<Vec<Arc<ErrorLog>>>,
 }
 
 impl ErrorLog {
@@ -97,15 +100,43 @@ impl ErrorLog {
         }
     }
 
-    /// How many elements were skipped so far.
-    pub fn count(&self) -> u64 {
-        self.inner.lock().unwrap_or_else(|p| p.into_inner()).0
+    /// Counts `child` (the log of a dataset opened while the op ran) in this log from now on.
+    /// Children that skipped nothing and whose dataset is gone (no other holder) are let go
+    /// here, so an op that opens a dataset per element does not keep a log per element.
+    pub fn adopt(&self, child: Arc<ErrorLog>) {
+        let mut c = self.children.lock().unwrap_or_else(|p| p.into_inner());
+        c.retain(|l| l.count() > 0 || Arc::strong_count(l) > 1);
+        if !c.iter().any(|l| Arc::ptr_eq(l, &child)) {
+            c.push(child);
+        }
     }
 
-    /// The first few skipped elements.
+    fn children(&self) -> Vec<Arc<ErrorLog>> {
+        self.children
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// How many elements were skipped so far (adopted logs included).
+    pub fn count(&self) -> u64 {
+        let own = self.inner.lock().unwrap_or_else(|p| p.into_inner()).0;
+        own + self.children().iter().map(|l| l.count()).sum::<u64>()
+    }
+
+    /// The first few skipped elements (this log's, then its adopted logs').
     pub fn first(&self) -> Vec<SkippedElement> {
-        let g = self.inner.lock().unwrap_or_else(|p| p.into_inner());
-        g.1.clone()
+        let mut out = self
+            .inner
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .1
+            .clone();
+        for l in self.children() {
+            out.extend(l.first());
+        }
+        out.truncate(KEEP_FIRST);
+        out
     }
 }
 

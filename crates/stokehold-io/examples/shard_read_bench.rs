@@ -31,7 +31,7 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 /// Batches a reference thread keeps alive before dropping the oldest: about what a two-worker
 /// pipeline holds per worker here (two runs of about 24 batches of 256 KiB, 1 ms each, see
-/// `exec/parallel.rs`), so that its buffers leave the core's cache as the pipeline's do.
+/// `exec/parallel/`), so that its buffers leave the core's cache as the pipeline's do.
 const HELD: usize = 48;
 
 fn source(n: u64, bytes: usize) -> Dataset {

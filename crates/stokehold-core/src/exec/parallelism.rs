@@ -18,7 +18,7 @@ pub enum Parallelism {
 
 /// The parallelism at which a stage runs inline: no worker, the consumer computes each element
 /// when it asks for it (what AUTOTUNE picks for a function that holds the GIL, see
-/// [`super::autotune`]). Here, below both the parallel map (`parallel.rs`) and its tuner
+/// [`super::autotune`]). Here, below both the parallel map (`parallel/`) and its tuner
 /// (`autotune.rs`), as both name it.
 pub(crate) const INLINE: usize = 0;
 

@@ -14,8 +14,8 @@
 //! makes for its iterator and remembers (so `executor_of(ds)` and `ds.stats()` find the bytes).
 //! Under a parallel op that made its own default executor, the prefetch uses that one: one
 //! budget for every buffer of the pipeline. After an element fails the thread goes on with
-//! the next one (the outer iterator is done after an error anyway, see [`crate::state`]; an
-//! `ignore_errors()` above relies on the input moving on); a panic ends it.
+//! the next one (the outer iterator goes on after an element's error, see [`crate::state`], and
+//! an `ignore_errors()` above relies on the input moving on too); a panic ends it.
 //!
 //! **The warm next epoch** (`for epoch in range(n): for batch in ds:`, or Keras `fit`: a new
 //! iterator per epoch). Over a finite input that keeps random access under its stages (what

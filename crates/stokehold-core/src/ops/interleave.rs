@@ -25,7 +25,9 @@ use crate::exec::background::{Background, Permits};
 use crate::exec::stats::OpStats;
 use crate::exec::DefaultExecutor;
 use crate::exec::{Executor, Parallelism};
+use crate::ops::ignore_errors::error_logs;
 use crate::ops::map::Ctx;
+use crate::skip::ErrorLog;
 
 /// A function from an element to the dataset it opens.
 pub type InterleaveFn = Arc<dyn Fn(Example, &Ctx) -> Result<Dataset> + Send + Sync>;
@@ -48,6 +50,9 @@ pub struct Interleave {
     deterministic: bool,
     /// The default executor its iterators last made (when none was installed), for stats.
     default_exec: DefaultExecutor,
+    /// Adopts the skip logs of the datasets `f` opens, so `error_logs` of the pipeline (Python:
+    /// `ds.skipped()`) counts what they leave out.
+    log: Arc<ErrorLog>,
 }
 
 impl Interleave {
@@ -109,6 +114,7 @@ impl Interleave {
             par,
             deterministic,
             default_exec: DefaultExecutor::default(),
+            log: Arc::new(ErrorLog::default()),
         })
     }
 }
@@ -156,6 +162,7 @@ impl IterDataset for Interleave {
             end_of_input: false,
             num_open: 0,
             marked: false,
+            log: self.log.clone(),
         }))
     }
 
@@ -165,6 +172,10 @@ impl IterDataset for Interleave {
 
     fn parents(&self) -> Vec<Dataset> {
         vec![self.parent.clone()]
+    }
+
+    fn error_log(&self) -> Option<Arc<ErrorLog>> {
+        Some(self.log.clone())
     }
 
     fn executor(&self) -> Option<Executor> {
@@ -235,6 +246,8 @@ struct InterleaveIter {
     num_open: usize,
     /// Whether the first element taken marked the op's row ([`OpStats::taken`]).
     marked: bool,
+    /// The op's log, which adopts each opened dataset's (see [`Interleave`]).
+    log: Arc<ErrorLog>,
 }
 
 impl InterleaveIter {
@@ -251,6 +264,9 @@ impl InterleaveIter {
             epoch: self.epoch,
         };
         let ds = (self.f)(element, &ctx)?;
+        for l in error_logs(&ds) {
+            self.log.adopt(l);
+        }
         let mut it = self.exec.enter(|| ds.iter(self.epoch))?;
         if let Some(s) = state {
             self.exec.enter(|| it.set_state(s))?;

@@ -455,3 +455,53 @@ fn batching_ragged_batches_again_says_what_to_do() {
         "{err}"
     );
 }
+
+/// What the datasets an interleave opens leave out (their own `ignore_errors()`, a TFRecord
+/// reader's `on_error="skip"`) is counted in the pipeline's one skip log, at any depth.
+#[test]
+fn skips_inside_interleaved_datasets_are_counted_in_the_pipelines_log() {
+    let open = interleave_fn(|e: Example, _| {
+        let base = e.tensor("t", "x")?.to_vec::<i64>()?[0];
+        let inner = Dataset::range(3)
+            .map(
+                "fail_at_1",
+                map_fn(move |e, c| match c.index {
+                    1 => Err(stokehold_core::Error::schema(
+                        "fail_at_1",
+                        format!("file {base}"),
+                    )),
+                    _ => Ok(e),
+                }),
+            )
+            .ignore_errors(false);
+        Ok(inner)
+    });
+    let ds = Dataset::range(4)
+        .interleave("files", open, 2, 1, None, true)
+        .unwrap()
+        .batch(2, false)
+        .unwrap()
+        .prefetch(2)
+        .unwrap();
+    let got = run_batches(&ds);
+    assert_eq!(got, 8, "two of three elements of each of 4 datasets");
+    let logs = stokehold_core::ops::ignore_errors::error_logs(&ds);
+    let count: u64 = logs.iter().map(|l| l.count()).sum();
+    assert_eq!(count, 4, "one skipped element per opened dataset");
+    let first: Vec<String> = logs
+        .iter()
+        .flat_map(|l| l.first())
+        .map(|s| s.error)
+        .collect();
+    assert!(first.iter().any(|m| m.contains("file 3")), "{first:?}");
+}
+
+fn run_batches(ds: &Dataset) -> usize {
+    ds.iter(0)
+        .unwrap()
+        .collect_all()
+        .unwrap()
+        .iter()
+        .map(|b| b.tensor("t", "x").unwrap().shape()[0])
+        .sum()
+}
