@@ -84,8 +84,15 @@ def fail(op: str, arg: str, value: Any, why: str) -> InvalidArgumentError:
     return InvalidArgumentError(f"{op}({arg}={value!r}): {why}")
 
 
-def count(op: str, arg: str, value: Any, minimum: int = 0) -> int:
-    """An int >= ``minimum`` (numpy integers accepted; bool and float refused)."""
+#: The largest count the native layer takes (its counts are 64-bit; int64 where a count may
+#: also be -1).
+MAX_COUNT = 2**63 - 1
+#: Seeds and epochs are unsigned 64-bit.
+MAX_U64 = 2**64 - 1
+
+
+def count(op: str, arg: str, value: Any, minimum: int = 0, maximum: int = MAX_COUNT) -> int:
+    """An int in ``minimum ..= maximum`` (numpy integers accepted; bool and float refused)."""
     if isinstance(value, bool):
         raise fail(op, arg, value, "must be an int, got bool")
     try:
@@ -94,6 +101,8 @@ def count(op: str, arg: str, value: Any, minimum: int = 0) -> int:
         raise fail(op, arg, value, f"must be an int, got {type(value).__name__}") from None
     if v < minimum:
         raise fail(op, arg, v, f"must be >= {minimum}")
+    if v > maximum:
+        raise fail(op, arg, v, f"must be <= {maximum}")
     return v
 
 
@@ -141,7 +150,7 @@ def seed(op: str, value: Optional[Any]) -> int:
     """A seed >= 0; ``None`` draws a fresh 63-bit one from the OS."""
     if value is None:
         return int.from_bytes(os.urandom(8), "little") >> 1
-    return count(op, "seed", value, 0)
+    return count(op, "seed", value, 0, MAX_U64)
 
 
 def flag(op: str, arg: str, value: Any) -> bool:

@@ -44,8 +44,8 @@ def write_native(native: _native.Dataset, path: PathLike, *, op: str = "write_sh
         _args.path(op, "path", path),
         _args.count(op, "shard_size", shard_size, 1),
         "none" if compression is None else str(compression),
-        _args.count(op, "zstd_level", zstd_level, -131072),
-        None if seed is None else _args.count(op, "seed", seed),
+        _args.count(op, "zstd_level", zstd_level, -131072, 22),  # zstd's own range
+        None if seed is None else _args.count(op, "seed", seed, 0, _args.MAX_U64),
         None if threads is None else _args.threads(op, "threads", threads),
         _args.flag(op, "overwrite", overwrite),
         progress,

@@ -97,7 +97,7 @@ class Dataset:
             >>> [int(e["x"]) for e in a] == [int(e["x"]) for e in b]
             True
         """
-        return Dataset(self._native, _args.count("seed", "seed", seed, 0))
+        return Dataset(self._native, _args.count("seed", "seed", seed, 0, _args.MAX_U64))
 
     @classmethod
     def _wrap(cls, native: _native.Dataset) -> Dataset:
@@ -1493,7 +1493,7 @@ class Dataset:
         if epoch is None:
             epoch = self._epoch
             self._epoch += 1
-        return Iterator(self._native, _args.count("iter", "epoch", epoch))
+        return Iterator(self._native, _args.count("iter", "epoch", epoch, 0, _args.MAX_U64))
 
     def as_numpy_iterator(self) -> Iterator:
         """Same as ``iter(ds)`` (elements are already numpy); for code written for tf.data."""
@@ -1546,11 +1546,9 @@ def _dataset(op: str, value: Any) -> Dataset:
 
 
 def _int64(op: str, arg: str, value: Any) -> int:
-    """An int that fits int64, the dtype of the counts tf.data's sources yield."""
-    v = _args.count(op, arg, value, -(2**63))
-    if v >= 2**63:
-        raise _args.fail(op, arg, v, "must fit in int64")
-    return v
+    """An int that fits int64, the dtype of the counts tf.data's sources yield (a count's upper
+    bound, :data:`_args.MAX_COUNT`, is int64's)."""
+    return _args.count(op, arg, value, -(2**63))
 
 
 def _choice(op: str, i: int, pick: Element, n: int) -> int:

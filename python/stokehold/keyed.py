@@ -28,8 +28,9 @@ def element_key(seed: int, epoch: int, index: int) -> int:
     """The 128-bit key of element ``index`` of epoch ``epoch`` under ``seed`` (see the module
     docstring for the derivation)."""
     op = "element_key"
-    return _native.element_key(_args.count(op, "seed", seed), _args.count(op, "epoch", epoch),
-                               _args.count(op, "index", index))
+    return _native.element_key(_args.count(op, "seed", seed, 0, _args.MAX_U64),
+                               _args.count(op, "epoch", epoch, 0, _args.MAX_U64),
+                               _args.count(op, "index", index, 0, _args.MAX_U64))
 
 
 def element_rng(seed: int, epoch: int, index: int) -> np.random.Generator:

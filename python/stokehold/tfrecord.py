@@ -276,7 +276,7 @@ def write_tfrecord(
         _args.path(op, "path", path), _args.name(op, "prefix", prefix), str(suffix),
         opt("num_shards", num_shards), opt("records_per_shard", records_per_shard),
         opt("shard_size", shard_size), compression,
-        None if seed is None else _args.count(op, "seed", seed), index is not False, progress,
+        None if seed is None else _args.count(op, "seed", seed, 0, _args.MAX_U64), index is not False, progress,
         _index_side(op, index),
     )
     return [str(p) for p in paths]

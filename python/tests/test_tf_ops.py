@@ -301,10 +301,11 @@ def test_random_is_endless_keyed_and_in_tf_datas_range():
 
 
 def test_counts_must_fit_int64():
-    with pytest.raises(sh.InvalidArgumentError, match="int64"):
+    past = r"must be <= 9223372036854775807"
+    with pytest.raises(sh.InvalidArgumentError, match=r"range\(stop=9223372036854775808\): " + past):
         Dataset.range(0, 2**63)
-    with pytest.raises(sh.InvalidArgumentError, match="int64"):
+    with pytest.raises(sh.InvalidArgumentError, match=past):
         Dataset.counter(2**63)
-    with pytest.raises(sh.InvalidArgumentError, match="int64"):
+    with pytest.raises(sh.InvalidArgumentError, match=past):
         Dataset.range(3).enumerate(start=2**63)
     assert xs(Dataset.range(2**63 - 2, 2**63 - 1)) == [2**63 - 2]
