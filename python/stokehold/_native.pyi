@@ -48,6 +48,7 @@ __all__ = [
     "verify_shards",
     "element_key",
     "probe_audio",
+    "stage_stopping",
     "assemble_shards",
     "probe_image",
 ]
@@ -354,6 +355,7 @@ class Epochs:
 
 def verify_shards(path: str) -> None: ...
 def element_key(seed: int, epoch: int, index: int) -> int: ...
+def stage_stopping() -> bool: ...
 def probe_audio(source: Any) -> Dict[str, Any]: ...
 def assemble_shards(
     parts: List[str], path: str, shard_bytes: int, compression: str, overwrite: bool, source: str

@@ -59,7 +59,7 @@ from typing import Any, Callable, Dict, List, Optional, Set, Tuple, Union
 
 import numpy as np
 
-from . import _args
+from . import _args, _native
 from ._native import InvalidArgumentError, StokeholdError
 from ._pack import ArenaFull, pack, unpack
 
@@ -77,6 +77,9 @@ _JOIN_TIMEOUT = 2.0
 DEFAULT_GRACE_PERIOD = 2.0
 #: How often the reaper thread looks at the workers it is ending (seconds).
 _REAP_INTERVAL = 0.05
+#: How often a call waiting for its worker's reply asks whether its stage was stopped (seconds):
+#: a reply that comes sooner is read at once.
+_STOP_POLL_S = 0.1
 
 
 class WorkerProcessError(StokeholdError):
@@ -148,6 +151,9 @@ class _Worker:
     """One worker process, its pipe and its arena (parent side)."""
 
     def __init__(self, owner: ProcessMap) -> None:
+        #: The grace period it was given when its map was closed while it was busy (set before
+        #: the start, whose failure reads it).
+        self.stopped: Optional[float] = None
         self.size = owner._arena_bytes
         fd = _anonymous_memory(self.size)
         try:
@@ -174,8 +180,6 @@ class _Worker:
         self.busy = False
         self.pending = False
         self.idle_since = 0.0
-        #: The grace period it was given when its map was closed while it was busy.
-        self.stopped: Optional[float] = None
 
     def call(self, owner: ProcessMap, element: Dict[str, Any], extra: Tuple[Any, ...]) -> Dict[str, Any]:
         half = self.size // 2
@@ -187,6 +191,12 @@ class _Worker:
         start, end = self.results.largest()
         self.pending = True  # until the reply is read: if that is interrupted, discard us
         self.conn.send_bytes(marshal.dumps((meta, extra_blob, start, end)))
+        # While the reply does not come, ask whether the stage that called us was stopped (its
+        # iterator dropped): then this worker is ended as close() ends a busy one, after the
+        # grace period, and the read below reports it.
+        while self.stopped is None and not self.conn.poll(_STOP_POLL_S):
+            if _native.stage_stopping():
+                owner._end_busy(self)
         ok, payload = _read_reply(self)
         if ok and isinstance(payload, tuple) and payload[0] == "pipe":
             # No free extent was large enough (the consumer holds many results): the result came
@@ -413,6 +423,15 @@ class ProcessMap:
             w.stop(grace)
         for w in busy:
             _REAPER.end(w.proc, grace)
+
+    def _end_busy(self, w: _Worker) -> None:
+        """Ends ``w``, busy in an element whose stage was stopped, as :meth:`close` ends a busy
+        worker: after ``grace_period``, SIGTERM, then SIGKILL."""
+        grace = self._opts.grace_period
+        with self._lock:
+            self._retiring.add(id(w))
+            w.stopped = grace
+        _REAPER.end(w.proc, grace)
 
     def _too_big(self, what: str, needed: int) -> InvalidArgumentError:
         half = self._arena_bytes // 2

@@ -415,6 +415,26 @@ def test_a_dropped_iterator_ends_a_worker_that_does_not_exit_on_its_own(start):
     _poll(lambda: _start_time(pid) != born, f"worker {pid} to be gone and reaped")
 
 
+def stuck_after_the_first(e):
+    if int(e["x"]) >= 1:
+        time.sleep(3600)  # stuck in fn: only a signal ends this worker
+    return {"x": e["x"], "pid": np.int64(os.getpid())}
+
+
+@pytest.mark.parametrize("start", ["forkserver", "fork"])
+def test_a_dropped_iterator_ends_a_worker_stuck_in_fn(start):
+    """Issue 50, item 5: the stage's worker waiting on a process stuck in ``fn`` sees its stage
+    stopped when the iterator is dropped, and the process is ended after the grace period."""
+    opts = ProcessOptions(start_method=start, grace_period=GRACE)
+    ds = sh.Dataset.range(5).map(stuck_after_the_first, num_parallel_calls=1, processes=opts)
+    it = iter(ds)
+    pid = int(next(it)["pid"])  # then the stage's worker asks the process for element 1
+    born = _start_time(pid)
+    del it
+    gc.collect()
+    _poll(lambda: _start_time(pid) != born, f"worker {pid} (stuck in fn) to be gone and reaped")
+
+
 def test_a_worker_that_handles_sigterm_sees_it_and_then_gets_sigkill(tmp_path):
     marker = tmp_path / "got-sigterm"
     opts = ProcessOptions(start_method="fork", idle_timeout=0.1, grace_period=GRACE)

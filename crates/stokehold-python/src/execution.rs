@@ -50,3 +50,16 @@ impl PyDataset {
 fn executor(ds: &PyDataset) -> Option<Executor> {
     executor_of(ds.dataset())
 }
+
+/// Whether the parallel stage the calling thread works for has been stopped (its iterator
+/// dropped): `stokehold.processes` asks it while waiting for a worker process, so a worker stuck
+/// in the user's function is ended (see `stokehold_core::exec::stage_stopping`).
+#[pyfunction]
+fn stage_stopping() -> bool {
+    stokehold_core::exec::stage_stopping()
+}
+
+/// Adds the module functions.
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(stage_stopping, m)?)
+}

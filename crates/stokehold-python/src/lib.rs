@@ -102,5 +102,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     ray_io::register(m)?;
     image::register(m)?;
     storage::register(m)?;
+    execution::register(m)?;
     Ok(())
 }

@@ -58,6 +58,23 @@ thread_local! {
     /// set its parallelism before each run, an interleave's readers their `num_parallel_calls`;
     /// every other thread runs its work alone.
     static STAGE_THREADS: std::cell::Cell<usize> = const { std::cell::Cell::new(1) };
+    /// On a parallel stage's worker: whether its stage has been stopped (its iterator dropped).
+    static STOP_PROBE: std::cell::RefCell<Option<StopProbe>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Whether the calling thread's stage has been stopped: see [`stage_stopping`].
+pub(crate) type StopProbe = Box<dyn Fn() -> bool>;
+
+/// Gives the calling thread (a parallel stage's worker) the probe [`stage_stopping`] asks.
+pub(crate) fn set_stop_probe(probe: StopProbe) {
+    STOP_PROBE.with(|p| *p.borrow_mut() = Some(probe));
+}
+
+/// Whether the parallel stage the calling thread works for has been stopped (its iterator
+/// dropped), so a function that waits for something else (a process-map worker stuck in the
+/// user's function) can stop waiting. False on any other thread.
+pub fn stage_stopping() -> bool {
+    STOP_PROBE.with(|p| p.borrow().as_ref().is_some_and(|f| f()))
 }
 
 /// Says that the calling thread is one of `n` that run its stage's work (see [`stage_threads`]).
