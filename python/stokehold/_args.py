@@ -124,6 +124,15 @@ def parallelism(op: str, arg: str, value: Any) -> int:
     return n
 
 
+def native_options(op: str, options: Dict[str, Any]) -> Dict[str, Any]:
+    """Keyword options passed through to a native op, with ``num_parallel_calls`` (when given) in
+    the native layer's encoding (:func:`parallelism`): a value past it is a named error here,
+    not an ``OverflowError`` at the boundary."""
+    if options.get("num_parallel_calls") is not None:
+        options["num_parallel_calls"] = parallelism(op, "num_parallel_calls", options["num_parallel_calls"])
+    return options
+
+
 def depth(op: str, arg: str, value: Any) -> int:
     """A buffer depth > 0 of any size (buffers grow with use), or AUTOTUNE (-1)."""
     if not isinstance(value, bool) and _is_int(value) and operator.index(value) == AUTOTUNE:

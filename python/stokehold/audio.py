@@ -33,10 +33,14 @@ def probe_audio(source: Any) -> Dict[str, Any]:
     return _native.probe_audio(_args.path("probe_audio", "source", source))
 
 
-def _count(op: str, arg: str, value: Any) -> Optional[int]:
-    """An optional int (numpy ints accepted; bool and float refused); its range is checked in
-    Rust (``stokehold_io::audio``), with the other option values."""
-    return None if value is None else _args.count(op, arg, value)
+#: Sample rates are u32 in Rust: a larger int is refused here, by name, not at the boundary.
+_MAX_RATE = 2**32 - 1
+
+
+def _count(op: str, arg: str, value: Any, maximum: int = _args.MAX_COUNT) -> Optional[int]:
+    """An optional int (numpy ints accepted; bool and float refused) that fits its native type;
+    its range is checked in Rust (``stokehold_io::audio``), with the other option values."""
+    return None if value is None else _args.count(op, arg, value, 0, maximum)
 
 
 def decode(
@@ -56,8 +60,9 @@ def decode(
     method = ds._native.decode_audio if op == "decode_audio" else ds._native.load_audio
     return ds._then(method(
         _args.name(op, "feature", feature), _args.name(op, "out", out),
-        resample_to=_count(op, "resample_to", resample_to), random_window=random_window,
-        seed=ds._op_seed(op, seed) if random_window is not None else 0, **options))
+        resample_to=_count(op, "resample_to", resample_to, _MAX_RATE), random_window=random_window,
+        seed=ds._op_seed(op, seed) if random_window is not None else 0,
+        **_args.native_options(op, options)))
 
 
 def _stft(op: str, n_fft: int, win_length: Optional[int], hop_length: Optional[int]) -> Dict[str, Any]:
@@ -74,7 +79,7 @@ def spectrogram(
     op = "spectrogram"
     return ds._then(ds._native.spectrogram(
         _args.name(op, "feature", feature), _args.name(op, "out", out),
-        **_stft(op, n_fft, win_length, hop_length), **options))
+        **_stft(op, n_fft, win_length, hop_length), **_args.native_options(op, options)))
 
 
 def mel_spectrogram(
@@ -88,6 +93,6 @@ def mel_spectrogram(
         raise _args.fail(op, "top_db", top_db, "must be a finite number or None")
     return ds._then(ds._native.mel_spectrogram(
         _args.name(op, "feature", feature), _args.name(op, "out", out),
-        sample_rate=_args.count(op, "sample_rate", sample_rate),
+        sample_rate=_args.count(op, "sample_rate", sample_rate, 0, _MAX_RATE),
         n_mels=_args.count(op, "n_mels", n_mels), top_db=top_db,
-        **_stft(op, n_fft, win_length, hop_length), **options))
+        **_stft(op, n_fft, win_length, hop_length), **_args.native_options(op, options)))

@@ -52,7 +52,7 @@ def decode_args(op: str, **options: Any) -> Dict[str, Any]:
     (``stokehold_io::image::DecodeOptions::from_args``), the one place."""
     for arg in ("channels", "max_pixels"):
         options[arg] = _args.count(op, arg, options[arg])
-    return options
+    return _args.native_options(op, options)
 
 
 def size_arg(op: str, value: Any) -> Tuple[int, int, bool]:
