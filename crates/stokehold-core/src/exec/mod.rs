@@ -65,9 +65,21 @@ thread_local! {
 /// Whether the calling thread's stage has been stopped: see [`stage_stopping`].
 pub(crate) type StopProbe = Box<dyn Fn() -> bool>;
 
-/// Gives the calling thread (a parallel stage's worker) the probe [`stage_stopping`] asks.
-pub(crate) fn set_stop_probe(probe: StopProbe) {
+/// Gives the calling thread (a parallel stage's worker) the probe [`stage_stopping`] asks, until
+/// the returned guard drops: a pool thread that goes on to other work must not answer for a
+/// stage it no longer works for.
+pub(crate) fn set_stop_probe(probe: StopProbe) -> StopProbeGuard {
     STOP_PROBE.with(|p| *p.borrow_mut() = Some(probe));
+    StopProbeGuard(())
+}
+
+/// Clears the calling thread's stop probe when dropped (see [`set_stop_probe`]).
+pub(crate) struct StopProbeGuard(());
+
+impl Drop for StopProbeGuard {
+    fn drop(&mut self) {
+        STOP_PROBE.with(|p| *p.borrow_mut() = None);
+    }
 }
 
 /// Whether the parallel stage the calling thread works for has been stopped (its iterator

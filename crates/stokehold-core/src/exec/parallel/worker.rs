@@ -78,7 +78,7 @@ pub(super) fn first_alone<'a>(sh: &'a Shared, st: MutexGuard<'a, St>) -> MutexGu
 pub(super) fn worker(sh: Arc<Shared>, id: usize) {
     let _live = LiveGuard(sh.clone());
     let stage = Arc::downgrade(&sh);
-    crate::exec::set_stop_probe(Box::new(move || {
+    let _probe = crate::exec::set_stop_probe(Box::new(move || {
         stage.upgrade().is_none_or(|sh| sh.lock().stop)
     }));
     let mut alone = sh.scoped;
