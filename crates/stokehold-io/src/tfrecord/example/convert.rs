@@ -1,14 +1,17 @@
 //! Conversions between `tf.train.Example` (via the prost messages) and the core [`Example`].
 //!
-//! Encoding flattens each dense feature: integer and bool dtypes become an Int64List, float dtypes
-//! a FloatList (float64 is rounded to float32, the only float TensorFlow stores), bytes a
-//! BytesList. Decoding without a spec gives each feature as a 1-D tensor of its list's dtype
-//! (int64, float32 or bytes), in name order (the proto map has no order).
+//! Encoding flattens each dense feature: integer and bool dtypes become an Int64List, float32,
+//! float16 and bfloat16 a FloatList, float64 its raw little-endian bytes (a FloatList would round
+//! it), bytes a BytesList; a dtype or rank TensorFlow would not give back is recorded in side
+//! features ([`super::layout`]). Decoding without a spec gives each feature in its recorded dtype
+//! and shape, else as a 1-D tensor of its list's dtype (int64, float32 or bytes), in name order
+//! (the proto map has no order).
 
 use prost::Message;
 use stokehold_core::cast::cast;
 use stokehold_core::{DType, Error, Example, Result, Tensor, Value};
 
+use super::layout;
 use super::proto::{self, BytesList, Feature, FloatList, Int64List, Kind};
 
 /// Serializes a core example (dense features only) as a `tf.train.Example`.
@@ -27,6 +30,7 @@ pub fn to_proto(e: &Example) -> Result<proto::Example> {
             ));
         };
         feature.insert(name.to_string(), tensor_feature(name, t)?);
+        layout::insert_side_features(&mut feature, &|n| e.get(n).is_some(), name, t)?;
     }
     Ok(proto::Example {
         features: Some(proto::Features { feature }),
@@ -43,7 +47,12 @@ fn tensor_feature(name: &str, t: &Tensor) -> Result<Feature> {
         DType::F32 => Kind::FloatList(FloatList {
             value: t.to_vec::<f32>()?,
         }),
-        DType::F64 | DType::F16 | DType::BF16 => Kind::FloatList(FloatList {
+        // Raw bytes, recorded as float64 (`tf.io.decode_raw(x, tf.float64)`): exact.
+        DType::F64 => Kind::BytesList(BytesList {
+            value: vec![t.data().to_vec()],
+        }),
+        // Exact: every float16 and bfloat16 is a float32.
+        DType::F16 | DType::BF16 => Kind::FloatList(FloatList {
             value: cast(t, DType::F32)?.to_vec::<f32>()?,
         }),
         DType::I64 => Kind::Int64List(Int64List {
@@ -81,15 +90,21 @@ pub fn decode_example(record: &[u8]) -> Result<Example> {
     from_proto(&decode_proto(record)?)
 }
 
-/// The core example of a prost message: each feature a 1-D tensor, sorted by name. A feature
-/// with no list becomes an empty float32 tensor (TensorFlow reads it as zero values).
+/// The core example of a prost message, sorted by name: each feature in the dtype and shape its
+/// side features record ([`layout`]; they are dropped), else a 1-D tensor. A feature with no
+/// list becomes an empty float32 tensor (TensorFlow reads it as zero values).
 pub fn from_proto(p: &proto::Example) -> Result<Example> {
     let mut out = Example::new();
     let Some(f) = &p.features else { return Ok(out) };
-    let mut names: Vec<&String> = f.feature.keys().collect();
-    names.sort();
-    for name in names {
-        out.insert(name, feature_tensor(&f.feature[name])?);
+    // A BTreeMap: already in name order.
+    for (name, feature) in &f.feature {
+        if layout::is_side_feature(&f.feature, name) {
+            continue;
+        }
+        let t = feature_tensor(feature)?;
+        let dtype = layout::recorded_dtype(&f.feature, name);
+        let shape = layout::recorded_shape(&f.feature, name);
+        out.insert(name, layout::restore(name, t, dtype, shape)?);
     }
     Ok(out)
 }

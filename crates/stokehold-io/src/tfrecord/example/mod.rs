@@ -2,6 +2,7 @@
 //! and the batch / element parsers.
 
 pub mod convert;
+pub mod layout;
 pub mod parse;
 pub mod proto;
 pub mod spec;
