@@ -1,10 +1,10 @@
-//! `stokehold demo`: see [`stokehold_cli::demo`].
+//! `stokehold demo`: see [`crate::demo`].
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
-use stokehold_cli::demo::{self, DemoOptions};
+use crate::demo::{self, DemoOptions};
 
 /// Options of `stokehold demo` (defaults from [`DemoOptions::default`]).
 #[derive(clap::Args)]

@@ -130,7 +130,7 @@ fn write(ds: &Dataset, out: &Path, a: &ShardArgs) -> anyhow::Result<()> {
     if let Some(t) = a.threads {
         opts.threads = t.max(1);
     }
-    let bar = stokehold_cli::progress::bar(ds.len(), "write", !a.no_progress);
+    let bar = crate::progress::bar(ds.len(), "write", !a.no_progress);
     let upload = UploadBar::install(out, !a.no_progress, Some(bar.clone()));
     let bar = Mutex::new(bar);
     let cb = |p: &Progress| {
@@ -191,7 +191,7 @@ pub fn run_convert(args: ConvertArgs) -> anyhow::Result<()> {
             index_side_folder: args.index_side_folder,
             ..Default::default()
         };
-        let bar = stokehold_cli::progress::bar(Some(n), "convert", !args.shard.no_progress);
+        let bar = crate::progress::bar(Some(n), "convert", !args.shard.no_progress);
         let upload = UploadBar::install(&args.out, !args.shard.no_progress, Some(bar.clone()));
         let paths =
             tfrecord::write_tfrecord_shards(&Dataset::from_map(ds), &args.out, &opts, &mut |p| {

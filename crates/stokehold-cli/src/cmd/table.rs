@@ -59,7 +59,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         } => {
             let table = match (from_shards, feature) {
                 (Some(dir), Some(feature)) => {
-                    let pb = stokehold_cli::progress::bar(None, "table", !no_progress);
+                    let pb = crate::progress::bar(None, "table", !no_progress);
                     let t = table_from_shards(&dir, &feature, &output, |d, n| {
                         pb.set_length(n);
                         pb.set_position(d);
@@ -69,7 +69,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                     t
                 }
                 _ => {
-                    let pb = stokehold_cli::progress::byte_bar(None, "table", !no_progress);
+                    let pb = crate::progress::byte_bar(None, "table", !no_progress);
                     let t = concat_npy(&inputs, &output, |done, total| {
                         pb.set_length(total);
                         pb.set_position(done);

@@ -71,7 +71,7 @@ pub fn inspect(args: InspectArgs) -> anyhow::Result<()> {
             .ok()
             .flatten()
             .map(|m| m.size);
-        let pb = stokehold_cli::progress::byte_bar(size, "inspect", !args.no_progress);
+        let pb = crate::progress::byte_bar(size, "inspect", !args.no_progress);
         let rep = inspect_file_with(f, opts, args.max_records, &mut |o| pb.set_position(o))
             .with_context(|| format!("inspecting {}", f.display()))?;
         pb.finish_and_clear();
@@ -153,7 +153,7 @@ pub fn verify(args: VerifyArgs) -> anyhow::Result<()> {
         .filter_map(|f| stokehold_io::storage::head(f).ok().flatten())
         .map(|m| m.size)
         .sum();
-    let pb = stokehold_cli::progress::byte_bar(Some(total), "verify", !args.no_progress);
+    let pb = crate::progress::byte_bar(Some(total), "verify", !args.no_progress);
     let (mut bad, mut records, mut failed) = (0u64, 0u64, 0u64);
     for f in &args.files {
         if is_shard_folder(f) {

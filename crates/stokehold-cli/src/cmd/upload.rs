@@ -27,7 +27,7 @@ impl UploadBar {
                 if let Some(b) = &before {
                     b.finish_and_clear();
                 }
-                stokehold_cli::progress::byte_bar(Some(total), "upload", enabled)
+                crate::progress::byte_bar(Some(total), "upload", enabled)
             });
             bar.set_position(done);
         })));
