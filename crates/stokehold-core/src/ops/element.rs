@@ -78,6 +78,48 @@ fn check_axis(op: &str, name: &str, t: &Tensor, axis: usize) -> Result<()> {
     Ok(())
 }
 
+/// What to do about an element with fewer than `size` positions on `axis`, as the end of the
+/// error: the likely fix first. A longer axis elsewhere means the crop was probably meant there
+/// (decoded audio is `[channels, frames]`: a mono clip has 1 position on axis 0); `pad=True` is
+/// offered only where it would work, its output within the memory this element may take.
+fn short_hint(t: &Tensor, axis: usize, size: usize) -> String {
+    let s = t.shape();
+    let longer = (0..s.len())
+        .filter(|&k| k != axis && s[k] > s[axis])
+        .max_by_key(|&k| (s[k], k));
+    let (at, n) = match longer {
+        Some(k) => (k, s[k]),
+        None => (axis, s[axis]),
+    };
+    // The element padded to `size` on axis `at`, were pad=True given.
+    let rest = t.len().checked_div(s[at]).unwrap_or(0);
+    let pad_fits = n >= size
+        || t.dtype().size().is_some_and(|isz| {
+            crate::alloc::checked_bytes("random_crop", "", rest.saturating_mul(size), isz).is_ok()
+        });
+    let pad = if n >= size { "" } else { ", pad=True" };
+    let audio = if s.len() == 2 && axis == 0 && at == 1 {
+        " (decoded audio is [channels, frames]: time is axis 1, or axis 0 with \
+         decode_audio/load_audio(channels_first=False))"
+    } else {
+        ""
+    };
+    match (at != axis, pad_fits) {
+        (true, true) => {
+            format!(": axis {at} has {n} positions; to crop that axis pass axis={at}{pad}{audio}")
+        }
+        (true, false) => format!(
+            ": axis {at} has {n} positions; to crop that axis pass axis={at}{audio}, with a \
+             size of at most {n}"
+        ),
+        (false, true) => " (pass pad=True to zero-pad short elements)".into(),
+        (false, false) => format!(
+            " (padding it to {size} would take more memory than this process may use: crop \
+             a size of at most {n})"
+        ),
+    }
+}
+
 /// A random window of `size` along `axis` of feature `name`.
 ///
 /// An element shorter than `size` is an error naming the element, unless `pad` is set: then it is
@@ -94,9 +136,11 @@ pub fn random_crop(name: &str, axis: usize, size: usize, seed: u64, pad: bool) -
                 return Err(Error::schema(
                     ctx.op,
                     format!(
-                        "element {}: feature {name:?} has {n} positions on axis {axis}, fewer \
-                         than the crop size {size} (pass pad=True to zero-pad short elements)",
-                        ctx.index
+                        "element {}: feature {name:?} has {n} positions on axis {axis} (shape \
+                         {:?}), fewer than the crop size {size}{}",
+                        ctx.index,
+                        t.shape(),
+                        short_hint(t, axis, size)
                     ),
                 ));
             }
@@ -180,6 +224,48 @@ mod tests {
         assert_eq!(
             ok.tensor("t", "x").unwrap().to_vec::<i16>().unwrap(),
             vec![1, 2, 3, 0, 0]
+        );
+    }
+
+    fn crop_error(t: Tensor, axis: usize, size: usize) -> String {
+        random_crop("x", axis, size, 1, false)(Example::new().with("x", t), &ctx(0))
+            .unwrap_err()
+            .to_string()
+    }
+
+    #[test]
+    fn a_short_crop_names_the_likely_fix_and_the_hint_works() {
+        // Issue 48: mono audio is [1, frames]; the hint named pad=True on axis 0, which padded
+        // to [size, frames] (an abort for long clips). It names axis 1 now, and following it
+        // crops.
+        let mono = Tensor::from_vec(vec![1, 6], (0..6).collect::<Vec<i16>>()).unwrap();
+        let e = crop_error(mono.clone(), 0, 4);
+        assert!(e.contains("pass axis=1 (decoded audio"), "{e}");
+        assert!(!e.contains("pad=True"), "{e}");
+        let ok = random_crop("x", 1, 4, 1, false)(Example::new().with("x", mono.clone()), &ctx(0));
+        assert_eq!(ok.unwrap().tensor("t", "x").unwrap().shape(), &[1, 4]);
+        // Longer than the clip: axis 1 and pad=True, which gives [1, size].
+        let e = crop_error(mono.clone(), 0, 8);
+        assert!(e.contains("pass axis=1, pad=True"), "{e}");
+        let ok = random_crop("x", 1, 8, 1, true)(Example::new().with("x", mono), &ctx(0));
+        assert_eq!(ok.unwrap().tensor("t", "x").unwrap().shape(), &[1, 8]);
+        // No longer axis: pad=True, when it fits; past the memory ceiling, never.
+        let v = Tensor::from_vec(vec![3], vec![1f32, 2., 3.]).unwrap();
+        assert!(crop_error(v.clone(), 0, 5).contains("pass pad=True"));
+        let e = crop_error(v, 0, usize::MAX / 2);
+        assert!(
+            !e.contains("pass pad=True") && e.contains("at most 3"),
+            "{e}"
+        );
+        let e = random_crop("x", 0, usize::MAX / 2, 1, true)(
+            Example::new().with("x", Tensor::from_vec(vec![3], vec![1f32, 2., 3.]).unwrap()),
+            &ctx(0),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.starts_with("invalid argument: test: feature \"x\""),
+            "{e}"
         );
     }
 
