@@ -9,8 +9,10 @@ variable-length features). Each op is one method: it checks and converts its arg
 from __future__ import annotations
 
 import builtins
+import itertools
 import json
 import operator
+import os
 from typing import (
     TYPE_CHECKING,
     Any,
@@ -265,8 +267,8 @@ class Dataset:
         choices = _dataset(op, choice_dataset)
         stop = _args.flag(op, "stop_on_empty_dataset", stop_on_empty_dataset)
 
-        def run(picks: Iterable[Element]) -> Iterable[Mapping[str, Any]]:
-            inputs = [d.iter(epoch=0) for d in items]
+        def run(picks: Iterable[Element], epoch: int) -> Iterable[Mapping[str, Any]]:
+            inputs = [d.iter(epoch=epoch) for d in items]
             done = [False] * len(items)
             for i, pick in enumerate(picks):
                 k = _choice(op, i, pick, len(items))
@@ -303,6 +305,11 @@ class Dataset:
         a :class:`Ragged`'s parts); a larger C-contiguous result array is used without a copy, so
         ``fn`` must not write into it after returning it. Input arrays over the dataset's memory
         are read-only.
+
+        ``fn`` may be called for elements nobody has taken yet: a :meth:`prefetch` after it runs
+        ahead, into the next epoch too, once an epoch's last element is taken (see
+        :meth:`prefetch`; ``with_options(warm_start=False)`` stops it at each epoch's end): a
+        function with side effects (counting, logging) sees more calls than elements taken.
 
         Args:
             map_func: the function.
@@ -381,14 +388,14 @@ class Dataset:
     def take_while(self, predicate: Callable[[Element], Any], *, name: Optional[str] = None) -> Dataset:
         """tf.data's ``take_while``: the elements up to (not including) the first for which
         ``predicate(element)`` is false. A stream, run in Python over an iterator of the
-        input; its checkpoint counts the elements yielded, and a restore runs the input again
-        and skips them (as :func:`stokehold.from_generator` does). Each of its epochs reads the
-        input's epoch 0, so resuming is exact; a reshuffling input is not reshuffled (shuffle
-        after this op instead)."""
+        input: epoch ``e`` reads the input's epoch ``e`` (a shuffle under it reshuffles, as in
+        tf.data). Its checkpoint counts the elements yielded, and a restore runs that epoch of
+        the input again and skips them (as :func:`stokehold.from_generator` does), so resuming
+        is exact when the input's epochs are (every stokehold op's are)."""
         op = "take_while"
         predicate = _args.function(op, "predicate", predicate)
 
-        def run(elements: Iterable[Element]) -> Iterable[Mapping[str, Any]]:
+        def run(elements: Iterable[Element], epoch: int) -> Iterable[Mapping[str, Any]]:
             for e in elements:
                 if not predicate(e):
                     return
@@ -407,7 +414,7 @@ class Dataset:
         """
         op = "unique"
 
-        def run(elements: Iterable[Element]) -> Iterable[Mapping[str, Any]]:
+        def run(elements: Iterable[Element], epoch: int) -> Iterable[Mapping[str, Any]]:
             seen: set[Any] = set()
             for i, e in enumerate(elements):
                 if len(e) != 1:
@@ -444,7 +451,7 @@ class Dataset:
         op = "scan"
         fn = _args.function(op, "scan_func", scan_func)
 
-        def run(elements: Iterable[Element]) -> Iterable[Mapping[str, Any]]:
+        def run(elements: Iterable[Element], epoch: int) -> Iterable[Mapping[str, Any]]:
             state = initial_state
             for i, e in enumerate(elements):
                 got = fn(state, e)
@@ -457,19 +464,219 @@ class Dataset:
 
         return self._stream(op, name or _args.label(fn), run)
 
-    def _stream(
-        self, op: str, label: str, run: Callable[[Iterable[Element]], Iterable[Mapping[str, Any]]]
+    def rejection_resample(
+        self,
+        class_func: Callable[[Element], Any],
+        target_dist: Sequence[float],
+        initial_dist: Optional[Sequence[float]] = None,
+        seed: Optional[int] = None,
+        name: Optional[str] = None,
+        *,
+        class_feature: str = "class",
     ) -> Dataset:
-        """A stream of what ``run`` yields over an iterator of this dataset's epoch 0: the
+        """tf.data's ``rejection_resample``: resamples the elements so that their classes
+        (``class_func(element)``, an int in ``0..len(target_dist)``) follow ``target_dist``.
+        Each element comes out with its class added as int64 feature ``class_feature``
+        (default ``"class"``; tf.data yields the pair ``(class, element)``).
+
+        tf.data's algorithm, step for step: with ``initial_dist`` (the classes' distribution
+        in the input) an element of class ``c`` is accepted with probability ``(r[c] - m) /
+        (max(r) - m)``, ``r = target / initial`` and ``m = min(r)``, and each output is, with
+        probability ``m``, the next element of a second pass over the input instead (so that
+        few are rejected); ``m == 1`` passes every element, ``m == 0`` only filters. Without
+        ``initial_dist`` it is estimated as it goes: class counts starting at 10 each, updated a
+        batch of 32 elements at a time. Randomness is keyed by (seed, epoch, index), so a seed
+        gives the same elements every time; ``seed=None`` draws one (or derives it from
+        :meth:`seed`). A stream, run in Python (see :meth:`take_while` for its epochs and
+        checkpoint).
+
+        Raises:
+            InvalidArgumentError: a distribution that is not a list of non-negative numbers,
+                two of different lengths; when reached, a class that is not an int in
+                ``0..len(target_dist)``, or an element that has ``class_feature`` already.
+        """
+        op = "rejection_resample"
+        fn = _args.function(op, "class_func", class_func)
+        target = _distribution(op, "target_dist", target_dist)
+        initial = None if initial_dist is None else _distribution(op, "initial_dist", initial_dist)
+        if initial is not None and len(initial) != len(target):
+            raise _args.fail(op, "initial_dist", initial_dist,
+                             f"has {len(initial)} classes; target_dist has {len(target)}")
+        key = _args.name(op, "class_feature", class_feature)
+        s = self._op_seed(op, seed)
+        mix_seed = self._native.derived_seed(s, f"{op}/mix")
+        from .keyed import element_rng
+
+        def classed(i: int, e: Element) -> Tuple[int, Element]:
+            c = fn(e)
+            try:
+                k = operator.index(c.item() if isinstance(c, np.ndarray) and c.ndim == 0 else c)
+            except TypeError:
+                raise _native.InvalidArgumentError(
+                    f"{op}: class_func returned {c!r} for element {i}; it must return an int") from None
+            if not 0 <= k < len(target):
+                raise _native.InvalidArgumentError(
+                    f"{op}: class_func returned {k} for element {i}; classes are 0..{len(target) - 1}")
+            if key in e:
+                raise _native.InvalidArgumentError(
+                    f"{op}: element {i} has a feature {key!r} already; pass class_feature= another name")
+            out = dict(e)
+            out[key] = np.int64(k)
+            return k, out
+
+        def estimates(elements: Iterable[Element]) -> PyIterator[Tuple[np.ndarray, int, Element]]:
+            """(estimated initial distribution, class, element) per element: tf.data's
+            estimate, counts from 10 each, a batch of 32 classes at a time."""
+            counts = np.full(len(target), 10, np.int64)
+            it, i = builtins.iter(elements), 0
+            while True:
+                chunk = [classed(i + j, e) for j, e in zip(builtins.range(32), it)]
+                if not chunk:
+                    return
+                for k, _ in chunk:
+                    counts[k] += 1
+                dist = (counts / counts.sum()).astype(np.float32)
+                for k, e in chunk:
+                    yield dist, k, e
+                i += len(chunk)
+
+        def filtered(elements: Iterable[Element], epoch: int) -> PyIterator[Element]:
+            if initial is None:
+                pairs: Iterable[Tuple[np.ndarray, int, Element]] = estimates(elements)
+            else:
+                pairs = ((initial, *classed(i, e)) for i, e in enumerate(elements))
+            for i, (dist, k, e) in enumerate(pairs):
+                accept, _ = _acceptance(dist, target)
+                if element_rng(s, epoch, i).random() < accept[k]:
+                    yield e
+
+        def run(elements: Iterable[Element], epoch: int) -> Iterable[Mapping[str, Any]]:
+            if initial is not None:
+                with np.errstate(divide="ignore", invalid="ignore"):
+                    static = float(np.min(target / initial))
+                if static == 1:
+                    for i, e in enumerate(elements):
+                        yield classed(i, e)[1]
+                    return
+                if static == 0:
+                    yield from filtered(elements, epoch)
+                    return
+                weights: Iterable[float] = itertools.repeat(float(_acceptance(initial, target)[1]))
+            else:
+                weights = (float(_acceptance(d, target)[1]) for d, _, _ in estimates(self.iter(epoch=epoch)))
+            original = (classed(i, e)[1] for i, e in enumerate(self.iter(epoch=epoch)))
+            kept = filtered(elements, epoch)
+            for j, m in enumerate(weights):  # sample_from_datasets([original, kept], (m, 1 - m))
+                e = next(original if element_rng(mix_seed, epoch, j).random() < m else kept, None)
+                if e is None:
+                    return  # tf.data's stop_on_empty_dataset=True
+                yield e
+
+        return self._stream(op, name or _args.label(fn), run)
+
+    def sparse_batch(self, batch_size: int, row_shape: Sequence[Optional[int]], name: Optional[str] = None) -> Dataset:
+        """tf.data's ``sparse_batch``: batches of ``batch_size`` elements (the last may be
+        smaller), each feature as the three parts of tf.data's ``SparseTensor``:
+        ``<name>.indices`` (int64 ``[nnz, 1 + rank]``: batch row, then the position in the
+        element), ``<name>.values`` (every value of every element, zeros included, in C order,
+        element after element) and ``<name>.dense_shape`` (int64 ``[1 + rank]``: the batch's
+        size, then ``row_shape`` with each ``None`` or ``-1`` axis the longest in the batch).
+        Each element's feature must have rank ``len(row_shape)`` and fit in it. Keeps random
+        access (built on :meth:`padded_batch`).
+
+        Raises:
+            InvalidArgumentError: a bad ``row_shape``; when reached, a feature of another rank or
+                one larger than ``row_shape`` (naming feature, batch row and shape).
+        """
+        op = "sparse_batch"
+        size = _args.count(op, "batch_size", batch_size, 1)
+        if isinstance(row_shape, (str, bytes)) or not isinstance(row_shape, Sequence):
+            raise _args.fail(op, "row_shape", row_shape, "must be a list of axis sizes (None or -1: the longest)")
+        shape = [None if d is None or (not isinstance(d, bool) and _args._is_int(d) and d == -1)
+                 else _args.count(op, "row_shape", d) for d in row_shape]
+
+        def to_sparse(b: Element) -> Mapping[str, Any]:
+            out: Dict[str, Any] = {}
+            names = [k for k in b if not (k.endswith("_lengths") and np.ndim(b.get(k[:-8])) >= 2)]
+            for k in names:
+                a = np.asarray(b[k])
+                rows = a.shape[0]
+                if a.ndim - 1 != len(shape):
+                    raise _native.InvalidArgumentError(
+                        f"{op}: feature {k!r} has rank {a.ndim - 1}; row_shape {shape} has rank {len(shape)}")
+                lens = np.asarray(b[f"{k}_lengths"]).reshape(rows, -1) if a.ndim >= 2 else np.zeros((rows, 0), np.int64)
+                longest = [0] * len(shape)
+                idx, vals = [], []
+                for r in builtins.range(rows):
+                    ln = tuple(int(x) for x in lens[r])
+                    if any(w is not None and x > w for x, w in zip(ln, shape)):
+                        raise _native.InvalidArgumentError(
+                            f"{op}: feature {k!r} of batch row {r} has shape {ln}, larger than row_shape {shape}")
+                    longest = [max(x, y) for x, y in zip(longest, ln)]
+                    grid = np.indices(ln).reshape(len(ln), -1).T if ln else np.zeros((1, 0), np.int64)
+                    idx.append(np.concatenate([np.full((len(grid), 1), r), grid], axis=1))
+                    vals.append(a[r][tuple(builtins.slice(0, x) for x in ln)].reshape(-1))
+                out[f"{k}.indices"] = np.concatenate(idx).astype(np.int64)
+                out[f"{k}.values"] = np.concatenate(vals)
+                dense = [rows] + [w if w is not None else x for w, x in zip(shape, longest)]
+                out[f"{k}.dense_shape"] = np.array(dense, np.int64)
+            return out
+
+        return self.padded_batch(size).map(to_sparse, name=name or f"{op}({size}, {shape})")
+
+    def snapshot(
+        self,
+        path: PathLike,
+        compression: Optional[str] = "AUTO",
+        reader_func: Optional[Callable[..., Any]] = None,
+        shard_func: Optional[Callable[..., Any]] = None,
+        name: Optional[str] = None,
+    ) -> Dataset:
+        """tf.data's ``snapshot``: the first full pass writes this pipeline's elements under
+        the folder ``path``, later passes (and later runs of the same pipeline) read them
+        back. Each pipeline gets its own subfolder named by its fingerprint, so several can
+        share ``path``, and a changed pipeline writes anew. Built on :meth:`cache` with a
+        folder: a shard folder written atomically (the manifest last), so a pass that is
+        interrupted (an iterator dropped early, a process killed) leaves nothing that reads as
+        complete and the next pass writes it again. Every pass yields the input's first epoch
+        (random ops before it are drawn once), as :meth:`cache` does.
+
+        ``compression``: ``"AUTO"`` (default), ``None`` or ``""``: stored uncompressed (use
+        :meth:`save` with ``compression="zstd"`` for a compressed copy). ``reader_func`` and
+        ``shard_func`` must be ``None``: the snapshot is read in its written order (shuffle
+        after it).
+
+        Raises:
+            InvalidArgumentError: another ``compression``, a ``reader_func`` or ``shard_func``.
+        """
+        op = "snapshot"
+        folder = _args.path(op, "path", path)
+        if compression is not None and str(compression).upper() not in ("AUTO", "", "NONE"):
+            raise _args.fail(op, "compression", compression,
+                             'is not supported: a snapshot is stored uncompressed ("AUTO", None or ""); '
+                             'save(path, compression="zstd") writes a compressed copy')
+        for arg, fn in (("reader_func", reader_func), ("shard_func", shard_func)):
+            if fn is not None:
+                raise _args.fail(op, arg, fn, "is not supported: a snapshot is read in its written order "
+                                              "(shuffle after it); pass None")
+        if name is not None:
+            _args.name(op, "name", name)
+        return self.cache(os.path.join(folder, f"snapshot-{self._native.fingerprint()}"))
+
+    def _stream(
+        self, op: str, label: str, run: Callable[[Iterable[Element], int], Iterable[Mapping[str, Any]]]
+    ) -> Dataset:
+        """A stream of what ``run`` yields over an iterator of this dataset's same epoch: the
         Python ops of tf.data that fold or stop (``take_while``, ``scan``, ``unique``,
-        ``choose_from_datasets``). It is a ``from_generator`` source, so its checkpoint is the
-        count of elements yielded and a restore replays ``run`` and skips them; the input's
-        epoch is fixed so that the replay sees the same elements."""
+        ``choose_from_datasets``, ``rejection_resample``). Epoch ``e`` of the result reads epoch
+        ``e`` of the input (a shuffle under it reshuffles, as in tf.data). It is a
+        ``from_generator`` source given the epoch, so its checkpoint is the count of elements
+        yielded and a restore replays ``run`` over the same input epoch and skips them."""
 
-        def factory() -> PyIterator[Mapping[str, Any]]:
-            return builtins.iter(run(self.iter(epoch=0)))
+        def factory(epoch: int) -> PyIterator[Mapping[str, Any]]:
+            return builtins.iter(run(self.iter(epoch=epoch), epoch))
 
-        return self._then(_native.Dataset.from_generator(factory, f"{op}[{label}]"))
+        return self._then(_native.Dataset.from_generator(factory, f"{op}[{label}]", with_epoch=True))
 
     @renamed(name="feature")
     def enumerate(self, feature: Union[str, int] = "index", start: int = 0) -> Dataset:
@@ -1297,7 +1504,13 @@ class Dataset:
         thread lives as long as the iterator; with ``repeat()`` upstream it flows into the next
         epoch with nothing rebuilt (``ds.prefetch(n).repeat()`` is run as
         ``ds.repeat().prefetch(n)``). The result is a stream; see :meth:`epochs` for a loop over
-        epochs with no stall at their boundaries."""
+        epochs with no stall at their boundaries.
+
+        Over a finite random-access input, once the last element of an epoch is taken the
+        thread goes on into the next epoch (the warm next epoch: the next ``for batch in ds``
+        finds its first elements ready), so functions mapped before it run for about
+        ``buffer_size`` more elements (AUTOTUNE: up to 64, plus any in flight in a parallel
+        stage) than the epoch holds, results and states unchanged. ``with_options(warm_start=False)`` turns that off."""
         return self._then(self._native.prefetch(_args.depth("prefetch", "buffer_size", buffer_size)))
 
     @renamed(path="filename")
@@ -1318,15 +1531,27 @@ class Dataset:
             None if filename is None else _args.path("cache", "filename", filename)))
 
     def with_options(
-        self, memory_budget: Optional[int] = None, cores: Optional[int] = None, trace_events: int = 0
+        self,
+        memory_budget: Optional[int] = None,
+        cores: Optional[int] = None,
+        trace_events: int = 0,
+        warm_start: bool = True,
     ) -> Dataset:
         """Runs the pipeline on its own executor: one thread pool for every epoch, a memory
         budget in bytes that every buffer respects (default 1 GiB), the cores AUTOTUNE may use
-        (default: all), and ``trace_events`` recent events kept for :meth:`trace`."""
+        (default: all), and ``trace_events`` recent events kept for :meth:`trace`.
+
+        ``warm_start`` (default True): a :meth:`prefetch` whose last element of an epoch was
+        taken runs on into the next epoch (so that epoch's first batch is ready when a new
+        ``for`` loop starts), calling your ``map`` functions for up to its buffer's depth of
+        elements nobody has asked for yet; False stops every prefetch of this pipeline at the
+        end of each epoch (each ``for`` loop then starts cold)."""
         op = "with_options"
         budget = None if memory_budget is None else _args.count(op, "memory_budget", memory_budget, 1)
         c = None if cores is None else _args.threads(op, "cores", cores)
-        return self._then(self._native.with_options(budget, c, _args.count(op, "trace_events", trace_events)))
+        events = _args.count(op, "trace_events", trace_events)
+        warm = _args.flag(op, "warm_start", warm_start)
+        return self._then(self._native.with_options(budget, c, events, warm))
 
     def stats(self, as_table: bool = False) -> Any:
         """Per-stage statistics of this pipeline, found through it (the nearest
@@ -1510,6 +1735,8 @@ class Dataset:
         advances by ``count``). Needs a finite random-access pipeline; trailing
         ``parallelize()`` / ``prefetch(n)`` stages are looked through and kept (a prefetch of
         depth 2 is added when there is none); ``buffer_size`` replaces the prefetch depth.
+        Running ahead is the point: functions mapped in the pipeline run for the first
+        elements of epoch k+1 while epoch k is consumed (not past the last of ``count``).
         """
         c = None if count is None else _args.count("epochs", "count", count)
         depth = None if buffer_size is None else _args.count("epochs", "buffer_size", buffer_size, 1)
@@ -1537,6 +1764,26 @@ def _padding(
     if isinstance(padding_values, Mapping):
         return shapes, {str(k): v for k, v in padding_values.items()}, None
     return shapes, {}, padding_values
+
+
+def _distribution(op: str, arg: str, value: Any) -> np.ndarray:
+    """A class distribution: a non-empty list of numbers >= 0, as float32 (tf.data's)."""
+    try:
+        d = np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise _args.fail(op, arg, value, "must be a list of numbers, one per class") from None
+    if d.ndim != 1 or d.size == 0 or not np.all(np.isfinite(d)) or np.any(d < 0):
+        raise _args.fail(op, arg, value, "must be a non-empty list of finite numbers >= 0, one per class")
+    return d.astype(np.float32)
+
+
+def _acceptance(initial: np.ndarray, target: np.ndarray) -> Tuple[np.ndarray, np.float32]:
+    """tf.data's ``_calculate_acceptance_probs_with_mixing``: each class's acceptance
+    probability and the probability of taking an element unfiltered (float32, as there)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = target / (initial + np.finfo(np.float32).tiny)
+        m = ratio.min()
+        return ((ratio - m) / (ratio.max() - m)).astype(np.float32), m
 
 
 def _dataset(op: str, value: Any) -> Dataset:

@@ -10,13 +10,14 @@ use crate::errors::guard;
 
 #[pymethods]
 impl PyDataset {
-    /// Runs the pipeline on its own executor (memory budget, cores, trace window).
-    #[pyo3(signature = (memory_budget=None, cores=None, trace_events=0))]
+    /// Runs the pipeline on its own executor (memory budget, cores, trace window, warm start).
+    #[pyo3(signature = (memory_budget=None, cores=None, trace_events=0, warm_start=true))]
     fn with_options(
         &self,
         memory_budget: Option<usize>,
         cores: Option<usize>,
         trace_events: usize,
+        warm_start: bool,
     ) -> PyResult<PyDataset> {
         guard(|| {
             let d = ExecOptions::default();
@@ -24,6 +25,7 @@ impl PyDataset {
                 memory_budget: memory_budget.unwrap_or(d.memory_budget),
                 cores: cores.unwrap_or(d.cores).max(1),
                 trace_events,
+                warm_start,
             };
             Ok(PyDataset::from_dataset(self.dataset().with_options(opts)))
         })

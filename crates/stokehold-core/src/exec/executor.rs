@@ -40,6 +40,10 @@ pub struct ExecOptions {
     pub cores: usize,
     /// Trace events to keep for [`Executor::trace_json`] (default 0: tracing off).
     pub trace_events: usize,
+    /// Whether a prefetch whose consumer reached the end of an epoch runs on into the next one
+    /// (default true: the warm next epoch of [`crate::exec::prefetch`]). False: it stops at the
+    /// end of each epoch, so no user function runs for an epoch nobody asked for.
+    pub warm_start: bool,
 }
 
 impl Default for ExecOptions {
@@ -48,6 +52,7 @@ impl Default for ExecOptions {
             memory_budget: DEFAULT_MEMORY_BUDGET,
             cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
             trace_events: 0,
+            warm_start: true,
         }
     }
 }

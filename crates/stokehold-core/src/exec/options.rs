@@ -58,7 +58,7 @@ pub fn executor_of(ds: &Dataset) -> Option<Executor> {
 }
 
 impl Dataset {
-    /// Runs this pipeline on its own executor with `opts` (memory budget, cores, trace).
+    /// Runs this pipeline on its own executor with `opts` (memory budget, cores, trace, warm start).
     pub fn with_options(&self, opts: ExecOptions) -> Dataset {
         WithOptions::on(self, Executor::new(opts))
     }
@@ -71,8 +71,13 @@ impl IterDataset for WithOptions {
 
     fn name(&self) -> String {
         let o = self.exec.options();
+        let cold = if o.warm_start {
+            ""
+        } else {
+            ", warm_start=false"
+        };
         format!(
-            "with_options(memory_budget={}, cores={})",
+            "with_options(memory_budget={}, cores={}{cold})",
             o.memory_budget, o.cores
         )
     }

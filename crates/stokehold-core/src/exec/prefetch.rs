@@ -28,7 +28,10 @@
 //! **The cost when no iterator comes**: the thread computes up to `depth` elements (an
 //! autotuned prefetch of small elements: about [`AUTOTUNE_BYTES`] of them) of an epoch nobody
 //! takes and holds them (and their budget bytes) until the op is dropped, another
-//! epoch is asked for, or the parked thread is replaced.
+//! epoch is asked for, or the parked thread is replaced: the user's map runs for those elements
+//! (an autotuned prefetch of small elements: up to 64 elements, and the one being made).
+//! `ExecOptions::warm_start = false` (Python: `with_options(warm_start=False)`) turns it off for
+//! every prefetch that runs on that executor: each epoch then stops at its end.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -130,6 +133,9 @@ impl Prefetch {
     /// stream's next epoch might re-run a generator the user owns).
     fn may_warm(&self) -> bool {
         self.may_run_on
+            && super::Executor::current()
+                .or_else(|| super::executor_of(&self.parent))
+                .is_none_or(|e| e.options().warm_start)
             && self.parent.peel_stages().is_some()
             && self
                 .parent

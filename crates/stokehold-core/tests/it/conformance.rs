@@ -203,6 +203,7 @@ fn pipelines() -> Vec<(&'static str, Build)> {
                 memory_budget: 1 << 20,
                 cores: 2,
                 trace_events: 16,
+                ..ExecOptions::default()
             })
         }),
         ("unbatch", |d| d.batch(3, false).unwrap().unbatch()),

@@ -212,3 +212,31 @@ fn every_epoch_of_a_plain_loop_runs_on_the_executor_its_first_iterator_made() {
         assert_eq!(op.elements, 50 * (epoch + 1), "epoch {epoch}: {op:?}");
     }
 }
+
+#[test]
+fn warm_start_false_stops_each_epoch_at_its_end() {
+    // Issue 48 item 7: the map ran for elements of an epoch nobody had asked for yet.
+    use stokehold_core::exec::ExecOptions;
+    let calls = Arc::new(AtomicU64::new(0));
+    let cold = ExecOptions {
+        warm_start: false,
+        ..ExecOptions::default()
+    };
+    let ds = counted(&calls).with_options(cold);
+    assert!(
+        ds.describe().contains("warm_start=false"),
+        "{}",
+        ds.describe()
+    );
+    let fresh = counted(&Arc::new(AtomicU64::new(0)));
+    let e0 = all(&mut PipelineIter::new(ds.clone(), 0).unwrap());
+    assert_eq!(e0, all(&mut PipelineIter::new(fresh.clone(), 0).unwrap()));
+    assert_eq!(
+        settled_at(&calls, N),
+        N,
+        "no call for epoch 1 before it is asked for"
+    );
+    let e1 = all(&mut PipelineIter::new(ds, 1).unwrap());
+    assert_eq!(e1, all(&mut PipelineIter::new(fresh, 1).unwrap()));
+    assert_eq!(settled_at(&calls, 2 * N), 2 * N);
+}
