@@ -34,6 +34,7 @@ import numpy as np
 from . import _args, _native, _shard_io, audio, errors, image
 from ._args import AUTOTUNE, INFINITE, UNKNOWN, PathLike, renamed
 from ._native import OutOfRangeError
+from ._optional import needs
 from .iterator import EpochLoader, Iterator
 from .processes import ProcessOptions, process_map
 from .spec import ElementSpec, spec_of
@@ -373,7 +374,8 @@ class Dataset:
                 cost is then small next to a millisecond function's; 1 for very slow ``fn``).
         """
         # Imported here: _ray_map imports Ray, which ``import stokehold`` never does.
-        from . import _ray_map
+        with needs("ray", "Dataset.remote_map"):
+            from . import _ray_map
 
         return _ray_map.remote_map(self, map_func, num_actors=num_actors, num_cpus_per_actor=num_cpus_per_actor,
                                    depth=depth, max_retries=max_retries, name=name,

@@ -21,6 +21,7 @@ from typing import Any, Dict, Iterator, NamedTuple, Optional
 
 import numpy as np
 
+from ._optional import needs
 from .dataset import Dataset
 from .ragged import Ragged
 
@@ -38,7 +39,8 @@ def to_jax(element: Dict[str, Any], sharding: Optional[Any] = None) -> Dict[str,
     """Puts one element or batch (a dict of numpy arrays / Ragged) on the device(s): returns at
     once, the copies finish in the background. Ragged features ignore ``sharding`` (their
     lengths differ from batch to batch) and go to the default device."""
-    import jax
+    with needs("jax", "stokehold.jax.to_jax"):
+        import jax
 
     out: Dict[str, Any] = {}
     for k, v in element.items():

@@ -23,6 +23,7 @@ from __future__ import annotations
 import threading
 from typing import Any, Dict, Optional, Sequence, Union
 
+from ._optional import needs
 from .dataset import Dataset
 from .ragged import Ragged
 
@@ -65,7 +66,8 @@ def as_keras(
             threads read batches by index from the one pipeline; ``use_multiprocessing`` is
             untested).
     """
-    import keras
+    with needs("keras", "stokehold.keras.as_keras"):
+        import keras
 
     if not ds.is_random_access:
         raise TypeError(

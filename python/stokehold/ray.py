@@ -33,13 +33,16 @@ import uuid
 from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Union
 
 import numpy as np
-import pyarrow as pa
-import ray
-import ray.data
-from ray.data.block import BlockAccessor, BlockMetadata
-from ray.data.datasource import Datasink, Datasource, ReadTask, WriteResult
 
 from . import _args, _native
+from ._optional import needs
+
+with needs("ray", "stokehold.ray"):
+    import pyarrow as pa
+    import ray
+    import ray.data
+    from ray.data.block import BlockAccessor, BlockMetadata
+    from ray.data.datasource import Datasink, Datasource, ReadTask, WriteResult
 
 # The map stage on Ray actors (remote_map) lives below dataset.py, which calls it; exported here.
 from ._ray_map import _pools as _pools

@@ -21,6 +21,7 @@ from typing import Any, Dict, NamedTuple
 
 import numpy as np
 
+from ._optional import needs
 from .dataset import Dataset
 from .ragged import Ragged
 
@@ -44,7 +45,8 @@ def _tensor(torch: Any, a: np.ndarray) -> Any:
 
 def to_torch(element: Dict[str, Any]) -> Dict[str, Any]:
     """Converts one element or batch (a dict of numpy arrays / Ragged) to torch."""
-    import torch
+    with needs("torch", "stokehold.torch.to_torch"):
+        import torch
 
     out: Dict[str, Any] = {}
     for k, v in element.items():
@@ -69,7 +71,8 @@ def as_torch(ds: Dataset) -> Any:
     Either way the workers together yield each element once, and DataLoader's round-robin over
     the workers gives back the order of ``num_workers=0``.
     """
-    import torch.utils.data
+    with needs("torch", "stokehold.torch.as_torch"):
+        import torch.utils.data
 
     class _StokeholdIterable(torch.utils.data.IterableDataset):  # type: ignore[misc]
         def __init__(self, dataset: Dataset) -> None:
@@ -105,7 +108,8 @@ def as_torch_map(ds: Dataset) -> Any:
     ``__len__`` is ``len(ds)``, so torch samplers (``RandomSampler``, ``DistributedSampler``)
     and ``DataLoader(num_workers=k)`` pick the indices. ``set_epoch(e)`` reads epoch ``e`` of
     ``ds`` (its shuffles and random crops drawn for that epoch); the default is epoch 0."""
-    import torch.utils.data
+    with needs("torch", "stokehold.torch.as_torch_map"):
+        import torch.utils.data
 
     if not ds.is_random_access:
         raise TypeError(f"as_torch_map needs a random-access dataset; {ds.describe()} is a stream "

@@ -2,6 +2,9 @@
 of the first hour (the map running ahead into the next epoch, element_spec of varying shapes,
 from_generator's output_signature), each on real files, real folders and real imports."""
 
+import importlib.metadata
+import subprocess
+import sys
 import threading
 import time
 
@@ -55,3 +58,57 @@ def test_warm_start_must_be_a_bool():
     ds, _ = counting_pipeline()
     with pytest.raises(sh.InvalidArgumentError, match="warm_start"):
         ds.with_options(warm_start="no")
+
+
+# ---- item 6: an adapter without its framework -------------------------------------------------
+
+BLOCKED = """
+import sys
+for m in {blocked!r}:
+    sys.modules[m] = None  # the import machinery's own 'not importable' marker
+import numpy as np
+import stokehold as sh
+ds = sh.from_arrays({{"x": np.arange(4)}}).batch(2)
+try:
+    {call}
+except ImportError as e:
+    print(type(e).__name__, "|", e)
+else:
+    print("no error")
+"""
+
+
+@pytest.mark.parametrize(
+    "blocked, call, user, extra",
+    [
+        (["torch"], "sh.torch.as_torch(ds)", "stokehold.torch.as_torch", "torch"),
+        (["torch"], "sh.torch.as_torch_map(ds)", "stokehold.torch.as_torch_map", "torch"),
+        (["torch"], "sh.torch.to_torch(ds[0])", "stokehold.torch.to_torch", "torch"),
+        (["jax"], "sh.jax.to_jax(ds[0])", "stokehold.jax.to_jax", "jax"),
+        (["keras"], "sh.keras.as_keras(ds, x='x')", "stokehold.keras.as_keras", "keras"),
+        (["ray", "ray.data"], "import stokehold.ray", "stokehold.ray", "ray"),
+        (["pyarrow"], "import stokehold.ray", "stokehold.ray", "ray"),
+        (["ray"], "ds.remote_map(lambda e: e)", "Dataset.remote_map", "ray"),
+    ],
+)
+def test_an_adapter_without_its_framework_names_the_extra(blocked, call, user, extra):
+    out = subprocess.run([sys.executable, "-c", BLOCKED.format(blocked=blocked, call=call)],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    kind, _, message = out.stdout.strip().partition(" | ")
+    assert kind == "ImportError", out.stdout  # not a bare ModuleNotFoundError
+    assert message.startswith(f"{user} needs the optional module {blocked[0]!r}, which is not installed"), message
+    assert f"pip install 'stokehold[{extra}]'" in message and f"pip install '.[{extra}]'" in message, message
+
+
+def test_the_install_hint_names_the_extras_requirements():
+    # The hint reads the extras from the installed package's metadata (pyproject.toml's extras):
+    # each one it names exists, and the plain requirement it offers is the extra's own.
+    from stokehold._optional import _install_hint
+
+    extras = importlib.metadata.metadata("stokehold").get_all("Provides-Extra")
+    for extra in ["torch", "jax", "keras", "ray"]:
+        assert extra in extras
+        req = next(r for r in importlib.metadata.requires("stokehold") if f"extra == '{extra}'" in r)
+        plain = req.split(";")[0].replace(" ", "")
+        assert _install_hint(extra).endswith(f"or pip install '{plain}'"), (extra, req)
