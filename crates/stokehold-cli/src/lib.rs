@@ -101,10 +101,21 @@ where
     match cli.command.run() {
         Ok(()) => 0,
         Err(e) => {
-            eprintln!("stokehold: error: {}", message(&e));
+            eprintln!("stokehold: error: {}", flags(&message(&e)));
             EXIT_FAILURE
         }
     }
+}
+
+/// The libraries' messages name Python's arguments (they serve the Python package first); on the
+/// command line each says the flag that does the same.
+const FLAGS: &[(&str, &str)] = &[("pass overwrite", "pass --overwrite")];
+
+/// `text` with Python's argument names replaced by the CLI's flags ([`FLAGS`]).
+fn flags(text: &str) -> String {
+    FLAGS
+        .iter()
+        .fold(text.to_string(), |t, (python, cli)| t.replace(python, cli))
 }
 
 /// The error and its causes, joined by ": ", each cause left out when the text before it already

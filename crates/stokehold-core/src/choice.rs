@@ -22,22 +22,36 @@ pub trait Choice: Copy + PartialEq + Sized + 'static {
     const ARG: &'static str;
     /// Every value with its spelling, in the order the error lists them.
     const CHOICES: &'static [(&'static str, Self)];
+    /// Whether spellings match in any case (TensorFlow's compression names: `"GZIP"` and
+    /// `"gzip"`); the spellings in [`Choice::CHOICES`] are then lower case.
+    const IGNORE_CASE: bool = false;
 
     /// The value spelled `s`, if it is one.
     fn from_name(s: &str) -> Option<Self> {
+        let s = if Self::IGNORE_CASE {
+            std::borrow::Cow::Owned(s.to_ascii_lowercase())
+        } else {
+            std::borrow::Cow::Borrowed(s)
+        };
         Self::CHOICES.iter().find(|(n, _)| *n == s).map(|&(_, v)| v)
+    }
+
+    /// What a valid value is: `must be one of 'float32', 'int16'` (the end of [`Choice::parse`]'s
+    /// message, and of the CLI's, whose parser names the flag itself).
+    fn expected() -> String {
+        let valid: Vec<String> = Self::CHOICES.iter().map(|(n, _)| quote(n)).collect();
+        format!("must be one of {}", valid.join(", "))
     }
 
     /// The value spelled `s`, or an error naming `op`, the argument, `s` and the spellings:
     /// `load_audio(dtype='int8'): must be one of 'float32', 'int16'`.
     fn parse(op: &str, s: &str) -> Result<Self> {
         Self::from_name(s).ok_or_else(|| {
-            let valid: Vec<String> = Self::CHOICES.iter().map(|(n, _)| quote(n)).collect();
             Error::invalid(format!(
-                "{op}({}={}): must be one of {}",
+                "{op}({}={}): {}",
                 Self::ARG,
                 quote(s),
-                valid.join(", ")
+                Self::expected()
             ))
         })
     }
@@ -88,7 +102,30 @@ mod tests {
             e.to_string().split_once("pad").unwrap().1,
             "(side='up'): must be one of 'left', 'right'"
         );
+        assert_eq!(Side::expected(), "must be one of 'left', 'right'");
+        assert_eq!(
+            Side::from_name("Left"),
+            None,
+            "case counts unless IGNORE_CASE"
+        );
         assert_eq!(quote("it's"), "\"it's\"");
         assert_eq!(quote("a\\b"), "'a\\\\b'");
+    }
+
+    #[derive(Clone, Copy, Debug, PartialEq)]
+    enum Loud {
+        Yes,
+    }
+
+    impl Choice for Loud {
+        const ARG: &'static str = "loud";
+        const CHOICES: &'static [(&'static str, Self)] = &[("yes", Loud::Yes)];
+        const IGNORE_CASE: bool = true;
+    }
+
+    #[test]
+    fn ignore_case_matches_any_case() {
+        assert_eq!(Loud::parse("x", "YES").unwrap(), Loud::Yes);
+        assert!(Loud::parse("x", "no").is_err());
     }
 }

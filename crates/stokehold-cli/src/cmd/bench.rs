@@ -30,17 +30,23 @@ pub struct Args {
     /// Epochs to read.
     #[arg(long, default_value_t = 1)]
     epochs: u64,
+    /// TFRecord files: auto (from the names: .gz GZIP, .zz/.zlib ZLIB), none, gzip or zlib.
+    #[arg(long, default_value = "auto", value_parser = super::tfrecord::parse_read_compression)]
+    compression: String,
 }
 
-fn source(paths: &[PathBuf]) -> anyhow::Result<(Dataset, &'static str)> {
+fn source(paths: &[PathBuf], compression: &str) -> anyhow::Result<(Dataset, &'static str)> {
     let first: &Path = &paths[0];
     if paths.len() == 1 && super::tfrecord::is_shard_folder(first) {
         let ds =
             ShardDataset::open(first).with_context(|| format!("opening {}", first.display()))?;
         return Ok((Dataset::from_map(ds), "shard folder"));
     }
-    let (ds, _) =
-        tfrecord_dataset(paths, ReadOptions::default()).context("opening the TFRecord files")?;
+    let opts = ReadOptions {
+        compression: super::tfrecord::read_compression("bench", compression, paths)?,
+        ..Default::default()
+    };
+    let (ds, _) = tfrecord_dataset(paths, opts).context("opening the TFRecord files")?;
     Ok((ds, "TFRecord"))
 }
 
@@ -56,7 +62,7 @@ fn rows(e: &stokehold_core::Example, batched: bool) -> u64 {
 
 /// Runs the benchmark and prints its figures and the stats table.
 pub fn run(args: Args) -> anyhow::Result<()> {
-    let (mut ds, kind) = source(&args.paths)?;
+    let (mut ds, kind) = source(&args.paths, &args.compression)?;
     if let Some(seed) = args.shuffle {
         ds = match ds.is_random_access() {
             true => ds.shuffle(seed),
@@ -87,14 +93,29 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     let secs = start.elapsed().as_secs_f64().max(1e-9);
     println!(
-        "read {} ({}) in {secs:.2} s: {:.0} records/s, {:.1} MB/s",
+        "read {} ({}) in {secs:.2} s: {} records/s, {:.1} MB/s",
         count(records, "record"),
         bytes(total_bytes),
-        records as f64 / secs,
+        indicatif::HumanCount((records as f64 / secs).round() as u64),
         total_bytes as f64 / secs / 1e6
     );
     if let Some(exec) = executor_of(&ds) {
         print!("{}", exec.stats().table());
+        print!("{LEGEND}");
     }
     Ok(())
 }
+
+/// What the stats table's columns and notes mean (docs/GUIDE.md, "Stats and trace", says the
+/// same for `ds.stats()`).
+const LEGEND: &str = "\
+columns: elems, elem/s, MB/s: what the op handed on; busy: the share of its threads' time spent
+  making elements (a batch built inside parallelize counts per thread of that stage); c.wait:
+  how long its consumer waited for it; in.wait: how long it waited for its input; fill: how
+  full its buffer was on average, as a share of the most it may hold at that moment (a bound
+  AUTOTUNE moves: over 100% when it was lowered below what the buffer already held); par: its
+  worker threads (0: it runs on its consumer's thread).
+autotune: \"parallelism N (max M)\": N workers now; M is the cores it may use, which AUTOTUNE
+  passes (up to 4x) only while the workers are blocked on reads or wait for a core.
+verdict: the op the pipeline waits on; \"its threads are busy X%\" is that op's busy column.
+";

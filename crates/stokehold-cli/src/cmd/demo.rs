@@ -3,8 +3,8 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use anyhow::Context;
 use crate::demo::{self, DemoOptions};
+use anyhow::Context;
 
 /// Options of `stokehold demo` (defaults from [`DemoOptions::default`]).
 #[derive(clap::Args)]

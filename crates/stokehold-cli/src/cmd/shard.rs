@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use anyhow::{bail, Context};
+use stokehold_core::choice::{quote, Choice};
 use stokehold_core::{map_fn, Dataset, Example, MapDataset, Tensor};
 use stokehold_io::shard::{self, Compression, Progress, WriteOptions};
 use stokehold_io::tfrecord;
@@ -18,7 +19,9 @@ pub struct ShardArgs {
     /// Target shard size: bytes, or with a suffix (KiB, MiB, GiB, KB, MB, GB).
     #[arg(long, default_value = "256MiB", value_parser = parse_size)]
     shard_size: u64,
-    /// Per-record compression: none, lz4 or zstd.
+    /// Compression of what is written: a shard folder's records none, lz4 or zstd; TFRecord
+    /// files (`convert` from a shard folder) none, gzip or zlib. TFRecord inputs are read as
+    /// their names say (.gz GZIP, .zz/.zlib ZLIB, else uncompressed).
     #[arg(long, default_value = "none")]
     compression: String,
     /// zstd level.
@@ -107,8 +110,14 @@ pub fn synthetic(n: u64, bytes: usize) -> Dataset {
     )
 }
 
-fn tfrecord_source(files: &[PathBuf]) -> anyhow::Result<Dataset> {
-    let (ds, _log) = tfrecord::tfrecord_dataset(files, tfrecord::ReadOptions::default())?;
+/// The Examples of TFRecord `files`, decompressed as their names say (Python's
+/// `TFRecordDataset(compression="auto")`).
+fn tfrecord_source(verb: &str, files: &[PathBuf]) -> anyhow::Result<Dataset> {
+    let opts = tfrecord::ReadOptions {
+        compression: super::tfrecord::read_compression(verb, "auto", files)?,
+        ..Default::default()
+    };
+    let (ds, _log) = tfrecord::tfrecord_dataset(files, opts)?;
     Ok(ds.map(
         "decode_example",
         map_fn(|e, _| {
@@ -118,10 +127,44 @@ fn tfrecord_source(files: &[PathBuf]) -> anyhow::Result<Dataset> {
     ))
 }
 
+/// `--compression` for a shard folder: none, lz4 or zstd.
+fn shard_compression(s: &str) -> anyhow::Result<Compression> {
+    Compression::from_name(s).ok_or_else(|| {
+        let tfrecord = tfrecord::Compression::from_name(s).is_some();
+        anyhow::anyhow!(
+            "--compression {}: a shard folder's records take {}{}",
+            quote(s),
+            Compression::expected().trim_start_matches("must be "),
+            if tfrecord {
+                " (gzip and zlib compress TFRecord files: `convert` a shard folder to get them)"
+            } else {
+                ""
+            }
+        )
+    })
+}
+
+/// `--compression` for TFRecord files: none, gzip or zlib (any case, as Python spells them).
+fn tfrecord_compression(s: &str) -> anyhow::Result<tfrecord::Compression> {
+    tfrecord::Compression::from_name(s).ok_or_else(|| {
+        let shard = Compression::from_name(s).is_some();
+        anyhow::anyhow!(
+            "--compression {}: TFRecord files take {}{}",
+            quote(s),
+            tfrecord::Compression::expected().trim_start_matches("must be "),
+            if shard {
+                " (lz4 and zstd compress a shard folder's records)"
+            } else {
+                ""
+            }
+        )
+    })
+}
+
 fn write(ds: &Dataset, out: &Path, a: &ShardArgs) -> anyhow::Result<()> {
     let mut opts = WriteOptions {
         shard_bytes: a.shard_size,
-        compression: Compression::parse(&a.compression)?,
+        compression: shard_compression(&a.compression)?,
         zstd_level: a.zstd_level,
         shuffle_seed: a.shuffle_seed,
         overwrite: a.overwrite,
@@ -174,7 +217,7 @@ pub(crate) fn byte_rate(n: u64, elapsed: std::time::Duration) -> String {
 pub fn run_write(args: WriteArgs) -> anyhow::Result<()> {
     let ds = match (args.synthetic, args.tfrecord.is_empty()) {
         (Some(n), true) => synthetic(n, args.record_bytes),
-        (None, false) => tfrecord_source(&args.tfrecord)?,
+        (None, false) => tfrecord_source("write", &args.tfrecord)?,
         _ => bail!("give one source: --synthetic N or --tfrecord FILES"),
     };
     write(&ds, &args.out, &args.shard)
@@ -186,9 +229,20 @@ pub fn run_convert(args: ConvertArgs) -> anyhow::Result<()> {
     if args.inputs.len() == 1 && super::tfrecord::is_shard_folder(first) {
         let ds = shard::ShardDataset::open(first)?;
         let n = ds.len();
+        let compression = tfrecord_compression(&args.shard.compression)?;
         let opts = tfrecord::ShardOptions {
             bytes_per_shard: Some(args.shard.shard_size),
             index_side_folder: args.index_side_folder,
+            compression,
+            // Names that say the compression, so every reader's "auto" (the name rule) finds it.
+            suffix: match compression {
+                tfrecord::Compression::None => ".tfrecord",
+                tfrecord::Compression::Gzip => ".tfrecord.gz",
+                tfrecord::Compression::Zlib => ".tfrecord.zz",
+            }
+            .into(),
+            // An index needs random access, which compressed files do not allow.
+            write_index: compression == tfrecord::Compression::None,
             ..Default::default()
         };
         let bar = crate::progress::bar(Some(n), "convert", !args.shard.no_progress);
@@ -208,7 +262,11 @@ pub fn run_convert(args: ConvertArgs) -> anyhow::Result<()> {
         );
         return Ok(());
     }
-    write(&tfrecord_source(&args.inputs)?, &args.out, &args.shard)
+    write(
+        &tfrecord_source("convert", &args.inputs)?,
+        &args.out,
+        &args.shard,
+    )
 }
 
 #[cfg(test)]

@@ -5,28 +5,41 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
+use stokehold_core::choice::Choice;
 use stokehold_io::shard;
 use stokehold_io::tfrecord::index::build_index_in;
-use stokehold_io::tfrecord::inspect::{inspect_file_with, offset_of, verify_file};
+use stokehold_io::tfrecord::inspect::{inspect_file_with, not_a_tfrecord, offset_of, verify_file};
 use stokehold_io::tfrecord::{Compression, OnCorrupt, ReadOptions};
 use stokehold_io::units::{bytes, count, count_with};
 
-/// Compression of the files: `auto` guesses from the name (`.gz` GZIP, `.zz`/`.zlib` ZLIB).
-fn compression(arg: &str, path: &Path) -> anyhow::Result<Compression> {
-    Ok(match arg {
-        "auto" => Compression::from_path(path),
-        other => other.parse()?,
-    })
+/// The `--compression` of a verb that reads TFRecord files: `auto` (from the names, as Python's
+/// `TFRecordDataset` does: `.gz` GZIP, `.zz`/`.zlib` ZLIB) or a spelling Python takes too
+/// (`none`, `gzip`, `zlib`, any case).
+pub(crate) fn parse_read_compression(s: &str) -> Result<String, String> {
+    if s == "auto" || Compression::from_name(s).is_some() {
+        return Ok(s.to_string());
+    }
+    Err(format!("{} or 'auto'", Compression::expected()))
+}
+
+/// The compression of `files` read by `verb` ([`Compression::resolve`]).
+pub(crate) fn read_compression(
+    verb: &str,
+    arg: &str,
+    files: &[impl AsRef<Path>],
+) -> anyhow::Result<Compression> {
+    Ok(Compression::resolve(verb, arg, files)?)
 }
 
 /// Options of `stokehold inspect`.
 #[derive(clap::Args)]
 pub struct InspectArgs {
-    /// TFRecord files, shard folders, or audio files (WAV, FLAC, MP3, Ogg).
+    /// TFRecord files, shard folders, audio files (WAV, FLAC, MP3, Ogg) or images (PNG, JPEG,
+    /// GIF, WebP, BMP).
     #[arg(required = true)]
     files: Vec<PathBuf>,
-    /// auto, none, gzip or zlib (TFRecord files).
-    #[arg(long, default_value = "auto")]
+    /// TFRecord files: auto (from the name: .gz GZIP, .zz/.zlib ZLIB), none, gzip or zlib.
+    #[arg(long, default_value = "auto", value_parser = parse_read_compression)]
     compression: String,
     /// Hide the progress bar (hidden anyway when stderr is not a terminal).
     #[arg(long)]
@@ -47,9 +60,10 @@ pub(crate) fn is_shard_folder(path: &Path) -> bool {
 }
 
 /// Prints records, sizes, features (dtypes, values per record, a suggested spec) per file, or a
-/// shard folder's manifest; fails (exit 1) when a file has corrupt records.
+/// shard folder's manifest; fails (exit 1) when a file has corrupt records or is not a TFRecord
+/// file (the same verdict as `verify`'s: [`not_a_tfrecord`]).
 pub fn inspect(args: InspectArgs) -> anyhow::Result<()> {
-    let mut corrupt = 0u64;
+    let (mut corrupt, mut failed) = (0u64, 0u64);
     for f in &args.files {
         if super::image::inspect(f)? {
             continue;
@@ -63,7 +77,7 @@ pub fn inspect(args: InspectArgs) -> anyhow::Result<()> {
             continue;
         }
         let opts = ReadOptions {
-            compression: compression(&args.compression, f)?,
+            compression: read_compression("inspect", &args.compression, &[f])?,
             ..Default::default()
         };
         // Bytes and rate of the file read: a remote file streams over the network.
@@ -75,9 +89,18 @@ pub fn inspect(args: InspectArgs) -> anyhow::Result<()> {
         let rep = inspect_file_with(f, opts, args.max_records, &mut |o| pb.set_position(o))
             .with_context(|| format!("inspecting {}", f.display()))?;
         pb.finish_and_clear();
+        if let Some(verdict) = not_a_tfrecord(f, opts.compression, rep.records, &rep.first_corrupt)
+        {
+            failed += 1;
+            println!("{}: {verdict}", f.display());
+            continue;
+        }
         println!("{} ({})", f.display(), opts.compression);
         print!("{rep}");
         corrupt += rep.corrupt;
+    }
+    if failed > 0 {
+        bail!("{} could not be read", count(failed, "input"));
     }
     if corrupt > 0 {
         bail!("{} found", count(corrupt, "corrupt record"));
@@ -130,11 +153,12 @@ fn inspect_shards(dir: &Path) -> anyhow::Result<()> {
 /// Options of `stokehold verify`.
 #[derive(clap::Args)]
 pub struct VerifyArgs {
-    /// TFRecord files, shard folders, or audio files (WAV, FLAC, MP3, Ogg).
+    /// TFRecord files, shard folders, audio files (WAV, FLAC, MP3, Ogg) or images (PNG, JPEG,
+    /// GIF, WebP, BMP).
     #[arg(required = true)]
     files: Vec<PathBuf>,
-    /// auto, none, gzip or zlib (TFRecord files).
-    #[arg(long, default_value = "auto")]
+    /// TFRecord files: auto (from the name: .gz GZIP, .zz/.zlib ZLIB), none, gzip or zlib.
+    #[arg(long, default_value = "auto", value_parser = parse_read_compression)]
     compression: String,
     /// Hide the progress bar (hidden anyway when stderr is not a terminal).
     #[arg(long)]
@@ -189,22 +213,16 @@ pub fn verify(args: VerifyArgs) -> anyhow::Result<()> {
             continue;
         }
         let base = pb.position();
-        let rep = verify_file(f, compression(&args.compression, f)?, &mut |o| {
-            pb.set_position(base + o)
-        })
-        .with_context(|| format!("verifying {}", f.display()))?;
+        let c = read_compression("verify", &args.compression, &[f])?;
+        let rep = verify_file(f, c, &mut |o| pb.set_position(base + o))
+            .with_context(|| format!("verifying {}", f.display()))?;
         records += rep.records;
         if rep.corrupt == 0 {
             pb.suspend(|| println!("{}: ok, {}", f.display(), count(rep.records, "record")));
-        } else if rep.records == 0 && rep.first_corrupt.first().is_some_and(|c| offset_of(c) == 0) {
+        } else if let Some(verdict) = not_a_tfrecord(f, c, rep.records, &rep.first_corrupt) {
             // Nothing framed anywhere, from the first byte on: another kind of file.
             failed += 1;
-            pb.suspend(|| {
-                println!(
-                    "{}: not a TFRecord file (no record frame checks out, from offset 0 on)",
-                    f.display()
-                )
-            });
+            pb.suspend(|| println!("{}: {verdict}", f.display()));
         } else {
             bad += rep.corrupt;
             // suspend: print above the bar (println on a hidden bar would print nothing).

@@ -1,6 +1,7 @@
 //! Integration tests of the `stokehold` binary.
 
 mod cli;
+mod first_hour;
 mod image;
 mod polish;
 mod remote;

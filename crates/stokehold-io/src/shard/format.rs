@@ -7,6 +7,7 @@
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
+use stokehold_core::choice::Choice;
 use stokehold_core::{DType, Error, Result};
 
 /// Version of the shard format this build writes and reads.
@@ -67,17 +68,19 @@ impl Compression {
             .copied()
     }
 
-    /// Parses `none`, `lz4` or `zstd`.
+    /// Parses `none`, `lz4` or `zstd` ([`Choice::parse`] for `write_shards`).
     pub fn parse(s: &str) -> Result<Self> {
-        match s {
-            "none" => Ok(Compression::None),
-            "lz4" => Ok(Compression::Lz4),
-            "zstd" => Ok(Compression::Zstd),
-            other => Err(Error::invalid(format!(
-                "unknown compression {other:?}; expected none, lz4 or zstd"
-            ))),
-        }
+        <Self as Choice>::parse("write_shards", s)
     }
+}
+
+impl Choice for Compression {
+    const ARG: &'static str = "compression";
+    const CHOICES: &'static [(&'static str, Self)] = &[
+        ("none", Compression::None),
+        ("lz4", Compression::Lz4),
+        ("zstd", Compression::Zstd),
+    ];
 }
 
 impl std::fmt::Display for Compression {
