@@ -20,6 +20,7 @@ from ._args import AUTOTUNE, INFINITE, UNKNOWN
 from ._malloc import malloc_tuning, tune_malloc
 from ._native import __version__
 from .audio import probe_audio
+from .csvfile import CsvDataset
 from .dataset import Dataset, Element
 from .demo import demo
 from .errors import (
@@ -63,6 +64,7 @@ __all__ = [
     "INFINITE",
     "UNKNOWN",
     "CancelledError",
+    "CsvDataset",
     "DataCorruptionError",
     "Dataset",
     "Element",

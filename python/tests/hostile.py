@@ -267,7 +267,18 @@ SANE_BY_OP: Dict[str, Dict[str, Any]] = {
     "stokehold.open_shards": {"path": Make(lambda c: str(c.d / "shards"))},
     "stokehold.FixedLengthRecordDataset": {"filenames": Make(lambda c: [str(c.d / "fixed.bin")]),
                                            "record_bytes": 8},
+    "stokehold.CsvDataset": {"filenames": Make(lambda c: [_csv_file(c)]), "record_defaults": [0, 0.0],
+                             "select_cols": [0, 1], "exclude_cols": [2]},
+    "Dataset.rejection_resample": {"class_func": lambda e: 0, "target_dist": [0.5, 0.5],
+                                   "initial_dist": [0.25, 0.75]},
+    "Dataset.sparse_batch": {"row_shape": [800]},
 }
+
+
+def _csv_file(c: Context) -> str:
+    path = c.d / f"a-{os.getpid()}.csv"
+    path.write_bytes(b"1,2.5,x\n3,,y\n")
+    return str(path)
 
 #: The base dataset (a ``Context.bases`` kind) each Dataset op is called on; "plain" if not here.
 BASE: Dict[str, str] = {
@@ -276,6 +287,7 @@ BASE: Dict[str, str] = {
     **{f"Dataset.{op}": "audio" for op in ["spectrogram", "mel_spectrogram"]},
     **{f"Dataset.{op}": "seq" for op in ["pack", "padded_batch", "bucket_by_sequence_length"]},
     **{f"Dataset.{op}": "batched" for op in ["unbatch", "rebatch"]},
+    "Dataset.sparse_batch": "audio",
     "Dataset.decode_audio": "wav_bytes", "Dataset.load_audio": "wav_path",
     "Dataset.decode_image": "png_bytes", "Dataset.load_image": "png_path",
     "Dataset.load_npy": "npy_path", "Dataset.read_file": "npy_path", "Dataset.gather": "index",

@@ -309,3 +309,110 @@ def test_counts_must_fit_int64():
     with pytest.raises(sh.InvalidArgumentError, match=past):
         Dataset.range(3).enumerate(start=2**63)
     assert xs(Dataset.range(2**63 - 2, 2**63 - 1)) == [2**63 - 2]
+
+
+# ---- CsvDataset (expected values: tensorflow-cpu 2.21's CsvDataset on the same bytes) ----------
+
+def csv_file(tmp_path, content, name="c.csv"):
+    path = tmp_path / name
+    path.write_bytes(content)
+    return str(path)
+
+
+def rows(ds):
+    return [tuple(v.item() for v in e.values()) for e in ds]
+
+
+def test_csv_types_defaults_and_quotes(tmp_path):
+    p = csv_file(tmp_path, b'1,"a,b",2.5,7\n 3 ,"c""d",,\r\n-4,"e\nf",1e3,"8"')
+    ds = sh.CsvDataset(p, [np.int32, b"", [0.0], np.int64(9)])
+    got = list(ds)
+    assert rows(got) == [(1, b"a,b", 2.5, 7), (3, b'c"d', 0.0, 9), (-4, b"e\nf", 1000.0, 8)]
+    assert list(got[0]) == ["col0", "col1", "col2", "col3"]
+    assert [got[0][k].dtype for k in got[0]] == [np.int32, object, np.float32, np.int64]
+    assert not ds.is_random_access
+
+
+def test_csv_numbers_parse_as_tensorflow_parses_them(tmp_path):
+    ints = csv_file(tmp_path, b" 1 ,+2,-2147483648\n", "i.csv")
+    assert rows(sh.CsvDataset(ints, [np.int32] * 3)) == [(1, 2, -2147483648)]
+    floats = csv_file(tmp_path, b"inf,-INF,.5,5.,0x1p3,1e400\n", "f.csv")
+    got = rows(sh.CsvDataset(floats, [np.float32] * 6))
+    assert got == [(np.inf, -np.inf, 0.5, 5.0, 8.0, np.inf)]
+    for bad, kind in [(b"1.5", "int32"), (b"1e3", "int32"), (b"0x10", "int32"), (b"2147483648", "int32"),
+                      (b"1_0", "float"), (b"-", "double"), (b" ", "int32")]:
+        dt = {"int32": np.int32, "float": np.float32, "double": np.float64}[kind]
+        p = csv_file(tmp_path, bad + b"\n", "bad.csv")
+        where = r"bad\.csv, record 0 \(line 1\): "
+        with pytest.raises(sh.InvalidArgumentError, match=rf"{where}field 0 is not a valid {kind}"):
+            list(sh.CsvDataset(p, [dt]))
+    assert rows(sh.CsvDataset(csv_file(tmp_path, b"99999999999\n"), [np.int64])) == [(99999999999,)]
+
+
+def test_csv_missing_values_take_defaults_or_raise(tmp_path):
+    p = csv_file(tmp_path, b'NA,2\n"",3\n')
+    assert rows(sh.CsvDataset(p, [[5], np.int32], na_value="NA")) == [(5, 2), (5, 3)]
+    with pytest.raises(sh.InvalidArgumentError, match=r"record 0 \(line 1\): field 0 is required .* but missing"):
+        list(sh.CsvDataset(p, [np.int32, np.int32], na_value="NA"))
+    two = csv_file(tmp_path, b"1,2\n\n3,4\n", "blank.csv")   # an empty line is a record of one empty field
+    with pytest.raises(sh.InvalidArgumentError, match=r"blank\.csv, record 1 \(line 2\): expected 2 fields, found 1"):
+        list(sh.CsvDataset(two, [[0], [0]]))
+    with pytest.raises(sh.InvalidArgumentError, match="expected 2 fields, found 3"):
+        list(sh.CsvDataset(csv_file(tmp_path, b"1,2,3\n", "wide.csv"), [[0], [0]]))
+
+
+def test_csv_malformed_quotes_name_file_and_line(tmp_path):
+    cases = [(b'a"b,c\n', "quote inside an unquoted field"), (b'x,y\n"ab"x,c\n', "closing quote"),
+             (b'x,y\n"ab,c\n', "ends inside a quoted field"), (b' "a",3\n', "quote inside an unquoted field")]
+    for content, what in cases:
+        p = csv_file(tmp_path, content, "q.csv")
+        with pytest.raises(sh.InvalidArgumentError, match=rf"q\.csv, record \d \(line \d\): .*{what}"):
+            list(sh.CsvDataset(p, [b"", b""]))
+    # without quote handling a quote is an ordinary character
+    p = csv_file(tmp_path, b'"a,b",c\n', "nq.csv")
+    assert rows(sh.CsvDataset(p, [b"", b"", b""], use_quote_delim=False)) == [(b'"a', b'b"', b"c")]
+
+
+def test_csv_lone_carriage_returns_end_records(tmp_path):
+    assert rows(sh.CsvDataset(csv_file(tmp_path, b"a\rb\r\nc\r"), [b""])) == [(b"a",), (b"b",), (b"c",)]
+    # a quoted field keeps its line ends; the record after it starts on the line it ends on
+    p = csv_file(tmp_path, b'"x\ny",1\n"\r",2\nbad\n', "multi.csv")
+    with pytest.raises(sh.InvalidArgumentError, match=r"record 2 \(line 4\)"):
+        list(sh.CsvDataset(p, [b"", np.int32]))
+
+
+def test_csv_header_columns_delimiter_and_names(tmp_path):
+    p = csv_file(tmp_path, b'"h\n1";h2;h3\n1;2;3\n4;5;6\n')
+    ds = sh.CsvDataset(p, [np.int32, np.int32], header=True, field_delim=";", select_cols=[0, 2])
+    assert [dict((k, int(v)) for k, v in e.items()) for e in ds] == [{"col0": 1, "col2": 3}, {"col0": 4, "col2": 6}]
+    ex = sh.CsvDataset(p, [np.int32, np.int32], header=True, field_delim=";", exclude_cols=[1],
+                       column_names=["a", "c"])
+    assert [(int(e["a"]), int(e["c"])) for e in ex] == [(1, 3), (4, 6)]
+    with pytest.raises(sh.InvalidArgumentError, match="empty; header=True"):
+        list(sh.CsvDataset(csv_file(tmp_path, b"", "e.csv"), [np.int32], header=True))
+    assert rows(sh.CsvDataset(csv_file(tmp_path, b"", "e.csv"), [np.int32])) == []
+
+
+def test_csv_refuses_bad_arguments_when_built(tmp_path):
+    p = csv_file(tmp_path, b"1,2\n")
+    for kwargs, what in [({"select_cols": [1, 0]}, "strictly increasing"), ({"select_cols": [0]}, "has 1 columns"),
+                         ({"select_cols": [0, 1], "exclude_cols": [2]}, "exclude_cols"),
+                         ({"field_delim": ";;"}, "field_delim"), ({"compression_type": "BZIP2"}, "compression_type")]:
+        with pytest.raises(sh.InvalidArgumentError, match=what):
+            sh.CsvDataset(p, [np.int32, np.int32], **kwargs)
+    for defaults, what in [([], "record_defaults"), ([True], "not bool"), ([np.complex64], "int32, int64"),
+                           ([[]], "give a type")]:
+        with pytest.raises(sh.InvalidArgumentError, match=what):
+            sh.CsvDataset(p, defaults)
+
+
+def test_csv_files_compressed_several_and_resumed(tmp_path):
+    import gzip
+
+    a = csv_file(tmp_path, b"1,x\n2,y\n", "a.csv")
+    (tmp_path / "b.csv.gz").write_bytes(gzip.compress(b"3,z\n"))
+    assert rows(sh.CsvDataset(str(tmp_path / "b.csv.gz"), [0, b""], compression_type="GZIP")) == [(3, b"z")]
+    both = sh.CsvDataset([a, a], [0, b""])
+    assert rows(both) == [(1, b"x"), (2, b"y")] * 2
+    rest, want = resumed(lambda: sh.CsvDataset([a, a], [0, b""]), 3)
+    assert rows(rest) == rows(want) == [(2, b"y")]
