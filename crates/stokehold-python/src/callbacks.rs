@@ -297,17 +297,21 @@ pub fn py_window_size_fn(f: Py<PyAny>, label: &str) -> WindowSizeFn {
 }
 
 /// A Python callable returning an iterator of dicts as a generator source: called once per
-/// epoch (and again on `set_state`); each `__next__` takes the GIL for its own duration.
-pub fn py_generator(factory: Py<PyAny>, label: &str) -> GeneratorFactory {
+/// epoch (and again on `set_state`), with the epoch as its one argument when `with_epoch`;
+/// each `__next__` takes the GIL for its own duration.
+pub fn py_generator(factory: Py<PyAny>, label: &str, with_epoch: bool) -> GeneratorFactory {
     let op: Arc<str> = format!("from_generator[{label}]").into();
-    generator_fn(move |_epoch| {
+    generator_fn(move |epoch| {
         let it: Py<PyIterator> = with_python(|py| {
-            factory
-                .bind(py)
-                .call0()
-                .and_then(|it| it.try_iter())
-                .map(Bound::unbind)
-                .map_err(|err| generator_error(&op, 0, err))
+            let f = factory.bind(py);
+            if with_epoch {
+                f.call1((epoch,))
+            } else {
+                f.call0()
+            }
+            .and_then(|it| it.try_iter())
+            .map(Bound::unbind)
+            .map_err(|err| generator_error(&op, 0, err))
         })?;
         let op = op.clone();
         let mut index = 0u64;

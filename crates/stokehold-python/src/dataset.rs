@@ -259,10 +259,15 @@ impl PyDataset {
         })
     }
 
-    /// The dicts of the iterator `factory()` returns, called once per epoch.
+    /// The dicts of the iterator `factory()` returns, called once per epoch; `factory(epoch)`
+    /// when `with_epoch` (a stream over another dataset's same epoch).
     #[staticmethod]
-    fn from_generator(factory: Py<PyAny>, label: &str) -> Self {
-        wrap(Dataset::from_generator(label, py_generator(factory, label)))
+    #[pyo3(signature = (factory, label, with_epoch = false))]
+    fn from_generator(factory: Py<PyAny>, label: &str, with_epoch: bool) -> Self {
+        wrap(Dataset::from_generator(
+            label,
+            py_generator(factory, label, with_epoch),
+        ))
     }
 
     fn random_crop(
