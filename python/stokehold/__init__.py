@@ -38,6 +38,7 @@ from .errors import (
 )
 from .image import ImageInfo, probe_image
 from .iterator import Epoch, EpochLoader, Iterator
+from .options import Options
 from .processes import ProcessOptions, WorkerProcessError
 from .ragged import Ragged
 from .shards import open_shards, verify_shards, write_shards
@@ -75,6 +76,7 @@ __all__ = [
     "FixedLengthRecordDataset",
     "InvalidArgumentError",
     "Iterator",
+    "Options",
     "OutOfRangeError",
     "ProcessOptions",
     "Ragged",

@@ -32,10 +32,12 @@ from typing import Iterator as PyIterator
 import numpy as np
 
 from . import _args, _native, _shard_io, audio, errors, image
+from . import options as _options
 from ._args import AUTOTUNE, INFINITE, UNKNOWN, PathLike, renamed
 from ._native import OutOfRangeError
 from ._optional import needs
 from .iterator import EpochLoader, Iterator
+from .options import Options
 from .processes import ProcessOptions, process_map
 from .spec import ElementSpec, spec_of
 
@@ -569,10 +571,10 @@ class Dataset:
             original = (classed(i, e)[1] for i, e in enumerate(self.iter(epoch=epoch)))
             kept = filtered(elements, epoch)
             for j, m in enumerate(weights):  # sample_from_datasets([original, kept], (m, 1 - m))
-                e = next(original if element_rng(mix_seed, epoch, j).random() < m else kept, None)
-                if e is None:
+                got: Optional[Element] = next(original if element_rng(mix_seed, epoch, j).random() < m else kept, None)
+                if got is None:
                     return  # tf.data's stop_on_empty_dataset=True
-                yield e
+                yield got
 
         return self._stream(op, name or _args.label(fn), run)
 
@@ -599,7 +601,7 @@ class Dataset:
 
         def to_sparse(b: Element) -> Mapping[str, Any]:
             out: Dict[str, Any] = {}
-            names = [k for k in b if not (k.endswith("_lengths") and np.ndim(b.get(k[:-8])) >= 2)]
+            names = [k for k in b if not (k.endswith("_lengths") and k[:-8] in b and np.ndim(b[k[:-8]]) >= 2)]
             for k in names:
                 a = np.asarray(b[k])
                 rows = a.shape[0]
@@ -1534,6 +1536,7 @@ class Dataset:
 
     def with_options(
         self,
+        options: Optional[Options] = None,
         memory_budget: Optional[int] = None,
         cores: Optional[int] = None,
         trace_events: int = 0,
@@ -1543,14 +1546,22 @@ class Dataset:
         budget in bytes that every buffer respects (default 1 GiB), the cores AUTOTUNE may use
         (default: all), and ``trace_events`` recent events kept for :meth:`trace`.
 
+        ``options``: tf.data's spelling, a :class:`stokehold.Options` (or a ``tf.data.Options``):
+        ``options.autotune.ram_budget`` is ``memory_budget``, ``options.autotune.cpu_budget``
+        and ``options.threading.private_threadpool_size`` are ``cores``; what each other field
+        does is in :mod:`stokehold.options`. A keyword given here wins over the same setting in
+        ``options``.
+
         ``warm_start`` (default True): a :meth:`prefetch` whose last element of an epoch was
         taken runs on into the next epoch (so that epoch's first batch is ready when a new
         ``for`` loop starts), calling your ``map`` functions for up to its buffer's depth of
         elements nobody has asked for yet; False stops every prefetch of this pipeline at the
         end of each epoch (each ``for`` loop then starts cold)."""
         op = "with_options"
-        budget = None if memory_budget is None else _args.count(op, "memory_budget", memory_budget, 1)
-        c = None if cores is None else _args.threads(op, "cores", cores)
+        given = {"memory_budget": None, "cores": None} if options is None else _options.resolve(op, options)
+        budget = given["memory_budget"] if memory_budget is None else _args.count(
+            op, "memory_budget", memory_budget, 1)
+        c = given["cores"] if cores is None else _args.threads(op, "cores", cores)
         events = _args.count(op, "trace_events", trace_events)
         warm = _args.flag(op, "warm_start", warm_start)
         return self._then(self._native.with_options(budget, c, events, warm))
