@@ -1,7 +1,6 @@
-"""``python -m stokehold demo``: see :mod:`stokehold.demo`."""
+"""``python -m stokehold <command> ...``: the ``stokehold`` command (every verb; see
+:mod:`stokehold._cli`), for when the venv's ``bin`` is not on the PATH."""
 
-import sys
+from ._cli import main
 
-from .demo import main
-
-sys.exit(main())
+main()

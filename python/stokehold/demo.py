@@ -9,7 +9,6 @@ per-epoch time, steady batch time and the epoch-boundary stall. The same engine 
 
 from __future__ import annotations
 
-import argparse
 import json
 from typing import Any, Dict, List, Optional
 
@@ -47,22 +46,11 @@ def demo(**options: Any) -> Dict[str, Any]:
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    """``python -m stokehold demo [--epochs N] [--clips N] ...``"""
-    defaults = _defaults()
-    parser = argparse.ArgumentParser(prog="python -m stokehold", description=__doc__.splitlines()[0])
-    sub = parser.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("demo", help="run the audio-cache demo")
-    for name, value in defaults.items():
-        flag = "--" + name.replace("_", "-")
-        if isinstance(value, bool):
-            p.add_argument(flag, dest=name, action=argparse.BooleanOptionalAction, default=value)
-        else:
-            p.add_argument(flag, dest=name, type=type(value), default=value, help=f"default {value}")
-    p.add_argument("--json", action="store_true", help="also print the report as JSON")
-    args = vars(parser.parse_args(argv))
-    args.pop("command")
-    as_json = args.pop("json")
-    report = demo(**args)
-    if as_json:
-        print(json.dumps(report, indent=2))
-    return 0
+    """``python -m stokehold demo [--epochs N] [--clips N] ... [--json [PATH]]``: the
+    ``stokehold`` command (:mod:`stokehold._cli`), so its options, ``--help`` and exit codes are
+    the CLI's; returns the exit code."""
+    import sys
+
+    from ._cli import run
+
+    return run(sys.argv[1:] if argv is None else list(argv))

@@ -146,9 +146,15 @@ def _run_python(block: doc_blocks.Block) -> None:
 
 
 def _binary() -> str:
+    """The ``stokehold`` command the shell blocks run: ``$STOKEHOLD_BIN``, else the one this
+    interpreter's environment installed (the wheel's script, as ``pip install`` users have it),
+    else a built ``target/*/stokehold``."""
     env = os.environ.get("STOKEHOLD_BIN")
     if env:
         return env
+    script = Path(sys.executable).parent / "stokehold"
+    if script.is_file() and os.access(script, os.X_OK):
+        return str(script)
     target = Path(os.environ.get("CARGO_TARGET_DIR") or doc_blocks.ROOT / "target")
     for profile in ("release", "debug"):
         exe = target / profile / "stokehold"
@@ -163,7 +169,7 @@ def _run_shell(block: doc_blocks.Block, tmp_path: Path) -> None:
         pytest.skip(why)
     exe = _binary()
     if not exe:
-        pytest.skip("no stokehold binary (target/release/stokehold: `make demo` builds it)")
+        pytest.skip("no stokehold command (the package's script, or target/release/stokehold)")
     bindir = tmp_path / "bin"
     bindir.mkdir()
     (bindir / "stokehold").symlink_to(exe)

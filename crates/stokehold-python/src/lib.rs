@@ -19,6 +19,7 @@
 
 mod audio;
 mod callbacks;
+mod cli;
 mod combine;
 pub mod convert;
 pub mod dataset;
@@ -93,6 +94,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     epochs::register(m)?;
     callbacks::register(m)?;
     demo::register(m)?;
+    cli::register(m)?;
     table::register(m)?;
     tfrecord::register(m)?;
     // One line per module file, e.g. `tfrecord::register(m)?;`

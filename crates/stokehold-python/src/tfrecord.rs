@@ -30,24 +30,7 @@ fn read_options(
     verify: bool,
     on_corrupt: Wrap<OnCorrupt>,
 ) -> PyResult<ReadOptions> {
-    let compression = match compression {
-        "auto" => {
-            let guess = files
-                .first()
-                .map(|f| Compression::from_path(f))
-                .unwrap_or_default();
-            if let Some(f) = files.iter().find(|f| Compression::from_path(f) != guess) {
-                let e = Error::invalid(format!(
-                    "compression=\"auto\": {} and {} look differently compressed; say which",
-                    files[0].display(),
-                    f.display()
-                ));
-                return Err(to_pyerr(py, e, None));
-            }
-            guess
-        }
-        c => ok(py, c.parse())?,
-    };
+    let compression = ok(py, Compression::resolve(op, compression, files))?;
     let on_corrupt = ok(py, on_corrupt.get(op))?;
     Ok(ReadOptions {
         compression,

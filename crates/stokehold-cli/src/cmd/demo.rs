@@ -39,8 +39,12 @@ pub struct Args {
     /// Hide the progress bars (they are hidden anyway when stderr is not a terminal).
     #[arg(long)]
     no_progress: bool,
-    /// Also write the figures as JSON to this file.
-    #[arg(long, value_name = "PATH")]
+    /// Sample rate of the synthetic clips, in Hz.
+    #[arg(long, default_value_t = DemoOptions::default().sample_rate)]
+    sample_rate: u32,
+    /// Also write the figures as JSON to PATH; with no PATH (or `-`), print them on stdout after
+    /// the table.
+    #[arg(long, value_name = "PATH", num_args = 0..=1, default_missing_value = "-")]
     json: Option<PathBuf>,
 }
 
@@ -56,16 +60,23 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         seed: args.seed,
         min_seconds: args.min_seconds,
         max_seconds: args.max_seconds,
+        sample_rate: args.sample_rate,
         progress: !args.no_progress,
         ..DemoOptions::default()
     };
     let mut stdout = std::io::stdout().lock();
     let report = demo::run(&opts, &mut stdout)?;
     stdout.flush()?;
-    if let Some(path) = &args.json {
-        let text = serde_json::to_string_pretty(&report)?;
-        write_atomic(path, text.as_bytes())
-            .with_context(|| format!("writing the report to {}", path.display()))?;
+    match &args.json {
+        Some(path) if path.as_os_str() == "-" => {
+            writeln!(stdout, "{}", serde_json::to_string_pretty(&report)?)?;
+        }
+        Some(path) => {
+            let text = serde_json::to_string_pretty(&report)?;
+            write_atomic(path, text.as_bytes())
+                .with_context(|| format!("writing the report to {}", path.display()))?;
+        }
+        None => {}
     }
     Ok(())
 }
