@@ -1750,11 +1750,26 @@ class Dataset:
         depth 2 is added when there is none); ``buffer_size`` replaces the prefetch depth.
         Running ahead is the point: functions mapped in the pipeline run for the first
         elements of epoch k+1 while epoch k is consumed (not past the last of ``count``).
+
+        A stream (TFRecord files read in order, a filter, a buffer shuffle...) has epochs too,
+        as tf.data's ``repeat()`` gives them: each is a fresh pass, ``iter(epoch=k)``, whose
+        length is known only at its end (``len(ep)`` raises ``TypeError``), with the same
+        ``get_state()`` / ``set_state()``; its prefetch starts with the pass (no running ahead
+        across the boundary: where the pass ends is not known before), ``buffer_size`` adds a
+        prefetch of that depth. An endless pipeline (``repeat()``) is refused.
         """
         c = None if count is None else _args.count("epochs", "count", count)
         depth = None if buffer_size is None else _args.count("epochs", "buffer_size", buffer_size, 1)
         start = self._epoch
-        loader = EpochLoader(self._native.epochs(start, c, depth))
+        if self._native.epochs_by_index():
+            loader = EpochLoader(self._native.epochs(start, c, depth))
+        else:
+            if self._native.cardinality() == _native.INFINITE:
+                raise _native.InvalidArgumentError(f"epochs() needs a finite dataset (no repeat()), and "
+                                                   f"{self._native.describe()} is endless")
+            from ._stream_epochs import StreamEpochLoader
+
+            loader = StreamEpochLoader(self if depth is None else self.prefetch(depth), start, c)
         self._epoch = start + c if c is not None else start
         return loader
 

@@ -2,7 +2,8 @@
 //! `Epochs` wrapping core's [`Epochs`] (see `stokehold_core::ops::plan`): epochs `start ..
 //! start + count` through one prefetching iterator, each exactly `per_epoch()` elements, with a
 //! checkpointable state. The flat API (no sub-iterator objects) is what `python/stokehold`'s
-//! `EpochLoader` / `Epoch` drive.
+//! `EpochLoader` / `Epoch` drive. A stream (no random-access base) has no such loader:
+//! `epochs_by_index` says so, and the Python package runs its epochs as fresh passes.
 //!
 //! Every call runs under [`guard`] with the GIL released around the Rust work and Python's
 //! signal handlers run while it waits, through [`run_detached`], as for the native `Iterator`.
@@ -54,6 +55,13 @@ impl PyDataset {
                 inner: Mutex::new(loader),
             })
         })
+    }
+
+    /// Whether `epochs` can cut one iterator into epochs: the pipeline is random access under
+    /// its trailing parallelize / prefetch stages. A stream's epochs are fresh passes instead
+    /// (`python/stokehold/_stream_epochs.py`).
+    fn epochs_by_index(&self) -> bool {
+        self.dataset().peel_stages().is_some()
     }
 }
 
