@@ -19,6 +19,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use bytes::Bytes;
+use stokehold_core::suggest::names_present;
 use stokehold_core::{map_fn, DType, Error, Example, MapFn, Ragged, Result, Tensor, Value};
 
 use super::spec::{ParseFeature, ParseSpec};
@@ -109,33 +110,72 @@ impl Parser {
     }
 
     /// A map function over batches whose feature `record` holds `[n]` serialized Examples: it
-    /// replaces `record` by the parsed features and keeps the others.
+    /// replaces `record` by the parsed features and keeps the others. A scalar `record` (one
+    /// record) is refused, naming both, rather than parsed into a batch of one.
     pub fn batch_fn(&self, record: &str) -> MapFn {
+        self.parse_fn(record, Some(true))
+    }
+
+    /// A map function over single elements whose feature `record` holds one serialized Example
+    /// (a scalar); a batch of records (`[n]`, even `[1]`) is refused, naming both.
+    pub fn element_fn(&self, record: &str) -> MapFn {
+        self.parse_fn(record, Some(false))
+    }
+
+    /// A map function that parses `record` as the input holds it: a scalar is one record
+    /// (features get their spec's shape), a rank-1 feature a batch (`[n, *shape]`), as
+    /// `tf.io.parse_single_example` / `tf.io.parse_example` would. `batched` (`Some`) insists
+    /// on one of them: a mismatch is an error naming both, never a silent change of shape.
+    pub fn parse_fn(&self, record: &str, batched: Option<bool>) -> MapFn {
         let (p, record) = (self.clone(), record.to_string());
-        map_fn(move |mut e, _ctx| {
+        map_fn(move |mut e, ctx| {
             let t = take_records(&mut e, &record)?;
+            let is_batch = match t.shape().len() {
+                0 => false,
+                1 => true,
+                _ => {
+                    return Err(Error::schema(
+                        "parse_example",
+                        format!(
+                            "element {}: feature {record:?} has shape {:?}; it must hold one \
+                             serialized Example (a scalar) or a batch of them (rank 1)",
+                            ctx.index,
+                            t.shape()
+                        ),
+                    ))
+                }
+            };
+            if let Some(want) = batched.filter(|&b| b != is_batch) {
+                return Err(batch_mismatch(&record, &t, want, ctx.index));
+            }
+            if !is_batch {
+                return merge(e, p.parse_one(t.string(0).unwrap_or(b""))?);
+            }
             let recs: Vec<&[u8]> = (0..t.len()).map(|i| t.string(i).unwrap_or(b"")).collect();
             merge(e, p.parse_batch(&recs)?)
         })
     }
+}
 
-    /// A map function over single elements whose feature `record` holds one serialized Example.
-    pub fn element_fn(&self, record: &str) -> MapFn {
-        let (p, record) = (self.clone(), record.to_string());
-        map_fn(move |mut e, _ctx| {
-            let t = take_records(&mut e, &record)?;
-            if t.len() != 1 {
-                return Err(Error::schema(
-                    "parse_example",
-                    format!(
-                        "feature {record:?} holds {} records; use the batch parser",
-                        t.len()
-                    ),
-                ));
-            }
-            merge(e, p.parse_one(t.string(0).unwrap_or(b""))?)
-        })
-    }
+/// `batched=` says one thing and feature `record` another: both named, and what to pass.
+fn batch_mismatch(record: &str, t: &Tensor, batched: bool, index: u64) -> Error {
+    let holds = if batched {
+        "one record (a scalar)".to_string()
+    } else {
+        format!("a batch of {} records (shape {:?})", t.len(), t.shape())
+    };
+    let wants = if batched {
+        "batched=True wants a batch (rank 1: after .batch(n))"
+    } else {
+        "batched=False wants one record per element (a scalar)"
+    };
+    Error::schema(
+        "parse_example",
+        format!(
+            "element {index}: feature {record:?} holds {holds}, but {wants}; leave batched out \
+             (None) to parse what the input holds"
+        ),
+    )
 }
 
 /// A batch being parsed; see [`Parser::builder`].
@@ -163,9 +203,15 @@ impl BatchBuilder<'_> {
         for ((name, spec), (slot, sink)) in feats.iter().zip(self.slots.iter().zip(&mut self.sinks))
         {
             sink.push(rec, slot, spec).map_err(|why| {
+                // A missing feature is most often a typo in the spec: say what the record has.
+                let present = if slot.present {
+                    String::new()
+                } else {
+                    format!("; {}", names_present(name, &record_features(rec)))
+                };
                 Error::schema(
                     "parse_example",
-                    format!("record {r}, feature {name:?}: {why}"),
+                    format!("record {r}, feature {name:?}: {why}{present}"),
                 )
             })?;
         }
@@ -191,6 +237,21 @@ impl BatchBuilder<'_> {
         }
         Ok(out)
     }
+}
+
+/// The feature names a serialized Example holds (an error path: it scans the record again).
+fn record_features(rec: &[u8]) -> Vec<String> {
+    let names = std::cell::RefCell::new(Vec::new());
+    let _ = scan_example(rec, &mut [], &|k| {
+        names
+            .borrow_mut()
+            .push(String::from_utf8_lossy(k).into_owned());
+        None
+    });
+    let mut names = names.into_inner();
+    names.sort_unstable();
+    names.dedup();
+    names
 }
 
 fn take_records(e: &mut Example, record: &str) -> Result<Tensor> {
@@ -346,5 +407,53 @@ impl Sink {
             None => Value::Tensor(values),
             Some(s) => Value::Ragged(Ragged::new(values, s.into())?),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tfrecord::encode_example;
+    use stokehold_core::Ctx;
+
+    fn parse(records: Tensor, batched: Option<bool>) -> Result<Example> {
+        let spec = ParseSpec::new()
+            .with("label", ParseFeature::fixed(vec![], DType::I64))
+            .unwrap();
+        let ctx = Ctx {
+            op: "parse",
+            index: 4,
+            epoch: 0,
+        };
+        Parser::new(spec).parse_fn("record", batched)(Example::new().with("record", records), &ctx)
+    }
+
+    #[test]
+    fn batched_is_inferred_from_the_input_and_a_mismatch_names_both() {
+        // Issue 48: unbatched records parsed as batches gave `label` shape [1], silently.
+        let rec = encode_example(&Example::new().with("label", Tensor::scalar(7i64))).unwrap();
+        let one = Tensor::strings(&[&rec]).reshape(vec![]).unwrap();
+        let two = Tensor::strings(&[&rec, &rec]);
+        let shape = |e: Result<Example>| e.unwrap().tensor("t", "label").unwrap().shape().to_vec();
+        assert_eq!(shape(parse(one.clone(), None)), Vec::<usize>::new());
+        assert_eq!(shape(parse(one.clone(), Some(false))), Vec::<usize>::new());
+        assert_eq!(shape(parse(two.clone(), None)), vec![2]);
+        assert_eq!(shape(parse(two.clone(), Some(true))), vec![2]);
+        let e = parse(one, Some(true)).unwrap_err().to_string();
+        assert!(
+            e.contains("element 4")
+                && e.contains("one record (a scalar)")
+                && e.contains("batched=True wants a batch")
+                && e.contains("leave batched out"),
+            "{e}"
+        );
+        let e = parse(Tensor::strings(&[&rec]), Some(false))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("a batch of 1 records (shape [1])"), "{e}");
+        let e = parse(two.reshape(vec![1, 2]).unwrap(), None)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("shape [1, 2]"), "{e}");
     }
 }
