@@ -116,7 +116,13 @@ impl Filler {
     pub fn claim(&mut self, index: u64, e: &Example) -> Result<Option<Claim>> {
         if let Some(n) = self.len {
             if self.slot_of.is_empty() {
-                self.slot_of = vec![0; n as usize];
+                // One word per element of the input: sized by its length, so checked (a cache
+                // of `range(10**13)` is an error naming the op, not an abort). `vec!` of zeros
+                // stays lazily zeroed pages, untouched until claimed.
+                let n = crate::checked::to_usize("cache", "the input's length", n)?;
+                let what = format_args!("the slot index of its {n} elements");
+                crate::alloc::checked_bytes("cache", what, n, std::mem::size_of::<u64>())?;
+                self.slot_of = vec![0; n];
             }
             if self.claimed(index) {
                 return Ok(None);

@@ -48,6 +48,10 @@ pub struct StftOptions {
     pub pad_mode: PadMode,
     /// Exponent of the magnitude: 1 magnitude, 2 power (default).
     pub power: f32,
+    /// The input's time axis (default -1, the last, as decoded audio `[channels, frames]` has
+    /// it; a negative axis counts from the end, as in numpy and `scipy.signal.stft`). The
+    /// output puts frequency and frames last: `[...other axes, bins, frames]`.
+    pub axis: isize,
 }
 
 impl StftOptions {
@@ -61,6 +65,7 @@ impl StftOptions {
             center: true,
             pad_mode: PadMode::Reflect,
             power: 2.0,
+            axis: -1,
         }
     }
 
@@ -107,6 +112,7 @@ impl StftOptions {
             center,
             pad_mode,
             power,
+            axis: -1,
         })
     }
 }

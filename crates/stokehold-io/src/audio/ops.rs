@@ -373,10 +373,12 @@ fn insert(e: &mut Example, out: &str, audio: Audio, opts: &DecodeOptions) -> Res
 }
 
 /// The signal of feature `feature` as float32 rows `[rows, time]` (int16 scaled by 1/32768),
-/// with the leading shape; errors name the element.
+/// time taken from `axis` (negative: from the end), with the shape of the other axes; errors
+/// name the element and the time axis.
 fn signal<'a>(
     e: &'a Example,
     feature: &str,
+    axis: isize,
     ctx: &Ctx,
 ) -> Result<(Vec<usize>, usize, Cow<'a, [f32]>)> {
     let t = e.tensor(ctx.op, feature)?;
@@ -387,12 +389,46 @@ fn signal<'a>(
             format!("element {}: feature {feature:?} {why}", ctx.index),
         )
     };
-    let Some((&time, lead)) = shape.split_last() else {
-        return Err(bad("is a scalar; need samples along the last axis".into()));
-    };
-    if time == 0 {
-        return Err(bad(format!("has no samples (shape {shape:?})")));
+    let rank = shape.len() as isize;
+    let at = if axis < 0 { axis + rank } else { axis };
+    if !(0..rank).contains(&at) {
+        return Err(bad(format!(
+            "has shape {shape:?}, no axis {axis} to take as time (axis=-1, the default, is the \
+             last: decoded audio is [channels, frames]; with channels_first=False it is \
+             [frames, channels], time on axis 0)"
+        )));
     }
+    let at = at as usize;
+    let time = shape[at];
+    if time == 0 {
+        return Err(bad(format!(
+            "has no samples on its time axis {axis} (shape {shape:?})"
+        )));
+    }
+    let mut lead = shape.clone();
+    lead.remove(at);
+    if at + 1 != shape.len() {
+        // Time elsewhere than last: the rows are gathered (a copy of the clip, as float32).
+        let scale = match t.dtype() {
+            DType::I16 => 1.0 / 32768.0,
+            DType::F32 | DType::F64 => 1.0,
+            other => {
+                return Err(bad(format!(
+                    "is {other}; need float32, float64 or int16 samples"
+                )))
+            }
+        };
+        let v = stokehold_core::cast::cast(t, DType::F32)?.to_vec::<f32>()?;
+        let inner: usize = shape[at + 1..].iter().product();
+        let mut rows = Vec::with_capacity(v.len());
+        for outer in v.chunks_exact(time * inner) {
+            for i in 0..inner {
+                rows.extend((0..time).map(|k| outer[k * inner + i] * scale));
+            }
+        }
+        return Ok((lead, time, Cow::Owned(rows)));
+    }
+    let lead = &lead[..];
     let values = match t.dtype() {
         // Float32 samples are read in place (no copy of the clip).
         DType::F32 => match t.as_slice::<f32>()? {
@@ -426,15 +462,16 @@ fn per_row_fn(
 ) -> MapFn {
     let (feature, out) = (feature.to_string(), out.to_string());
     Arc::new(move |mut e: Example, ctx: &Ctx| {
-        let (mut shape, time, values) = signal(&e, &feature, ctx)?;
+        let (mut shape, time, values) = signal(&e, &feature, stft.options().axis, ctx)?;
         let frames = stft.frames(time);
         if frames == 0 {
             return Err(Error::schema(
                 ctx.op,
                 format!(
-                    "element {}: feature {feature:?} has {time} samples, fewer than n_fft \
-                     without center padding",
-                    ctx.index
+                    "element {}: feature {feature:?} has {time} samples on its time axis {}, \
+                     fewer than n_fft without center padding",
+                    ctx.index,
+                    stft.options().axis
                 ),
             ));
         }
@@ -506,6 +543,34 @@ pub fn mel_spectrogram_fn(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::audio::StftOptions;
+
+    #[test]
+    fn the_time_axis_is_an_argument_and_errors_name_it() {
+        let ctx = Ctx {
+            op: "spectrogram",
+            index: 2,
+            epoch: 0,
+        };
+        let run = |t: Tensor, axis: isize| {
+            let stft = Stft::new(StftOptions {
+                axis,
+                ..StftOptions::new(16)
+            })
+            .unwrap();
+            let e = Example::new().with("a", t);
+            spectrogram_fn("a", "s", stft)(e, &ctx).map(|e| e.tensor("t", "s").unwrap().clone())
+        };
+        let v: Vec<i16> = (0..200).map(|k| ((k * 37) % 101) as i16 * 100).collect();
+        // [channels, frames] with time last (the default), and [frames, channels] with axis 0
+        // (decode_audio(channels_first=False)): the same spectrogram.
+        let first = run(Tensor::from_vec(vec![1, 200], v.clone()).unwrap(), -1).unwrap();
+        let last = run(Tensor::from_vec(vec![200, 1], v.clone()).unwrap(), 0).unwrap();
+        assert_eq!(first, last);
+        assert_eq!(first.shape(), &[1, 9, 26]);
+        let e = run(Tensor::from_vec(vec![200], v).unwrap(), 1).unwrap_err().to_string();
+        assert!(e.contains("element 2") && e.contains("no axis 1 to take as time"), "{e}");
+    }
 
     #[test]
     fn the_python_window_arguments_make_one_window_or_name_the_bad_one() {
