@@ -112,3 +112,36 @@ def test_the_install_hint_names_the_extras_requirements():
         req = next(r for r in importlib.metadata.requires("stokehold") if f"extra == '{extra}'" in r)
         plain = req.split(";")[0].replace(" ", "")
         assert _install_hint(extra).endswith(f"or pip install '{plain}'"), (extra, req)
+
+
+# ---- item 6: a spec naming a feature the data does not have -----------------------------------
+
+
+@pytest.fixture
+def tfrecords(tmp_path):
+    from stokehold import tfrecord as tfr
+
+    ds = sh.from_arrays({"label": np.arange(4), "image": np.zeros((4, 3), np.float32)})
+    return tfr.write_tfrecord(ds, tmp_path / "tfr")
+
+
+def test_a_parse_spec_with_a_typo_lists_the_features_and_the_closest(tfrecords):
+    from stokehold import tfrecord as tfr
+
+    spec = {"lable": tfr.FixedLen([], "int64")}
+    for ds in [tfr.read_tfrecord(tfrecords, spec, 2), tfr.parse_examples(tfr.TFRecordDataset(tfrecords).batch(2), spec)]:
+        with pytest.raises(sh.SchemaError) as e:
+            list(ds)
+        msg = str(e.value)
+        assert 'feature "lable": is missing' in msg, msg
+        assert '"image"' in msg and '"label"' in msg and 'did you mean "label"?' in msg, msg
+
+
+def test_an_op_naming_a_missing_feature_suggests_the_closest():
+    ds = sh.from_arrays({"label": np.arange(3), "image": np.zeros((3, 8, 8, 3), np.uint8)})
+    with pytest.raises(sh.SchemaError, match=r'no feature "imgae"; the features present are \["image", "label"\]; '
+                                             r'did you mean "image"\?'):
+        ds.random_crop("imgae", 4, seed=1)[0]
+    with pytest.raises(sh.SchemaError) as e:
+        ds.random_crop("weights", 4, seed=1)[0]
+    assert "did you mean" not in str(e.value), "nothing close: no guess"

@@ -298,7 +298,10 @@ impl Example {
             .ok_or_else(|| {
                 Error::schema(
                     op,
-                    format!("no feature {name:?}; features are {:?}", self.names()),
+                    format!(
+                        "no feature {name:?}; {}",
+                        crate::suggest::names_present(name, &self.names())
+                    ),
                 )
             })?
             .as_tensor(op, name)
@@ -489,8 +492,8 @@ fn missing(op: &str, name: &str, e: &Example) -> Error {
     Error::schema(
         op,
         format!(
-            "feature {name:?} is missing in an element with features {:?}",
-            e.names()
+            "feature {name:?} is missing: {}",
+            crate::suggest::names_present(name, &e.names())
         ),
     )
 }

@@ -27,6 +27,7 @@ pub mod ops;
 pub mod rng;
 pub mod skip;
 pub mod state;
+pub mod suggest;
 pub mod tensor;
 pub mod testing;
 

@@ -26,8 +26,9 @@ pub fn table_from_shards(
     let spec = schema.iter().find(|f| f.name == feature).ok_or_else(|| {
         let names: Vec<_> = schema.iter().map(|f| f.name.as_str()).collect();
         Error::invalid(format!(
-            "{}: no feature {feature:?}; features are {names:?}",
-            dir.display()
+            "{}: no feature {feature:?}; {}",
+            dir.display(),
+            stokehold_core::suggest::names_present(feature, &names)
         ))
     })?;
     let fixed: Option<Vec<usize>> = match (&spec.kind, &spec.shape) {
