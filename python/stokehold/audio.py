@@ -65,27 +65,34 @@ def decode(
         **_args.native_options(op, options)))
 
 
-def _stft(op: str, n_fft: int, win_length: Optional[int], hop_length: Optional[int]) -> Dict[str, Any]:
-    """The STFT sizes as ints (their ranges and defaults are Rust's ``StftOptions::from_args``)."""
+#: The most axes an array has (numpy's limit): a time axis past it is refused by name.
+_MAX_AXIS = 64
+
+
+def _stft(op: str, n_fft: int, win_length: Optional[int], hop_length: Optional[int],
+          axis: int) -> Dict[str, Any]:
+    """The STFT sizes as ints (their ranges and defaults are Rust's ``StftOptions::from_args``),
+    and the time axis (checked against each element's rank in Rust)."""
     return {"n_fft": _args.count(op, "n_fft", n_fft), "win_length": _count(op, "win_length", win_length),
-            "hop_length": _count(op, "hop_length", hop_length)}
+            "hop_length": _count(op, "hop_length", hop_length),
+            "axis": _args.count(op, "axis", axis, -_MAX_AXIS, _MAX_AXIS)}
 
 
 def spectrogram(
     ds: Dataset, feature: str, out: str, *, n_fft: int, win_length: Optional[int],
-    hop_length: Optional[int], **options: Any,
+    hop_length: Optional[int], axis: int = -1, **options: Any,
 ) -> Dataset:
     """``Dataset.spectrogram``: the native op; ``options`` are parsed and checked in Rust."""
     op = "spectrogram"
     return ds._then(ds._native.spectrogram(
         _args.name(op, "feature", feature), _args.name(op, "out", out),
-        **_stft(op, n_fft, win_length, hop_length), **_args.native_options(op, options)))
+        **_stft(op, n_fft, win_length, hop_length, axis), **_args.native_options(op, options)))
 
 
 def mel_spectrogram(
     ds: Dataset, feature: str, out: str, *, sample_rate: int, n_fft: int,
     win_length: Optional[int], hop_length: Optional[int], n_mels: int,
-    top_db: Optional[float], **options: Any,
+    top_db: Optional[float], axis: int = -1, **options: Any,
 ) -> Dataset:
     """``Dataset.mel_spectrogram``: the native op; ``options`` are parsed and checked in Rust."""
     op = "mel_spectrogram"
@@ -95,4 +102,4 @@ def mel_spectrogram(
         _args.name(op, "feature", feature), _args.name(op, "out", out),
         sample_rate=_args.count(op, "sample_rate", sample_rate, 0, _MAX_RATE),
         n_mels=_args.count(op, "n_mels", n_mels), top_db=top_db,
-        **_stft(op, n_fft, win_length, hop_length), **_args.native_options(op, options)))
+        **_stft(op, n_fft, win_length, hop_length, axis), **_args.native_options(op, options)))

@@ -706,10 +706,15 @@ class Dataset:
     def random_crop(
         self, feature: str, size: int, axis: int = 0, seed: Optional[int] = None, pad: bool = False
     ) -> Dataset:
-        """A random window of ``size`` along ``axis`` of ``feature`` (native, no Python per
-        element); the offset is drawn from (seed, epoch, index). An element shorter than
-        ``size`` is a :class:`SchemaError` naming the element, or with ``pad=True`` is
-        zero-padded at the end to ``size``. ``seed=None`` draws one now (see :meth:`shuffle`)."""
+        """A random window of ``size`` along ``axis`` (default 0) of ``feature`` (native, no
+        Python per element); the offset is drawn from (seed, epoch, index). Decoded audio is
+        ``[channels, frames]``: crop its time with ``axis=1`` (``axis=0`` after
+        ``decode_audio(channels_first=False)``). An element shorter than ``size`` is a
+        :class:`SchemaError` naming the element and the likely fix (a longer axis, or
+        ``pad=True`` where padding fits in memory), or with ``pad=True`` is zero-padded at the
+        end to ``size``; a padded element larger than the memory budget is an
+        :class:`InvalidArgumentError` naming the op, the feature and the bytes.
+        ``seed=None`` draws one now (see :meth:`shuffle`)."""
         op = "random_crop"
         return self._then(self._native.random_crop(
             _args.name(op, "feature", feature), _args.count(op, "size", size),
@@ -818,10 +823,12 @@ class Dataset:
         self, feature: str = "audio", out: str = "spectrogram", *, n_fft: int = 400,
         win_length: Optional[int] = None, hop_length: Optional[int] = None, power: float = 2.0,
         center: bool = True, pad_mode: str = "reflect", num_parallel_calls: Optional[int] = None,
-        deterministic: Optional[bool] = None,
+        deterministic: Optional[bool] = None, axis: int = -1,
     ) -> Dataset:
-        """``|STFT|**power`` of ``feature`` (samples on the last axis; float32, float64 or int16
-        scaled by 1/32768) as float32 ``[..., n_fft // 2 + 1, frames]``, with
+        """``|STFT|**power`` of ``feature`` (samples on its time axis ``axis``, default -1, the
+        last: decoded audio's ``[channels, frames]``; ``axis=0`` for ``channels_first=False``'s
+        ``[frames, channels]``; float32, float64 or int16 scaled by 1/32768) as float32
+        ``[...other axes, n_fft // 2 + 1, frames]``, with
         torchaudio.transforms.Spectrogram's defaults: periodic Hann window of ``win_length``
         (default ``n_fft``), ``hop_length`` default ``win_length // 2``, ``center`` padding of
         ``n_fft // 2`` (``pad_mode`` ``"reflect"``, or ``"constant"`` zeros as librosa).
@@ -829,7 +836,7 @@ class Dataset:
         return audio.spectrogram(self, feature, out, n_fft=n_fft, win_length=win_length,
                                  hop_length=hop_length, power=power, center=center,
                                  pad_mode=pad_mode, num_parallel_calls=num_parallel_calls,
-                                 deterministic=deterministic)
+                                 deterministic=deterministic, axis=axis)
 
     def mel_spectrogram(
         self, feature: str = "audio", out: str = "mel", *, sample_rate: int, n_fft: int = 400,
@@ -838,8 +845,10 @@ class Dataset:
         pad_mode: str = "reflect", mel_scale: str = "htk", norm: Optional[str] = None,
         log: bool = False, top_db: Optional[float] = None,
         num_parallel_calls: Optional[int] = None, deterministic: Optional[bool] = None,
+        axis: int = -1,
     ) -> Dataset:
-        """The mel spectrogram of ``feature`` as float32 ``[..., n_mels, frames]``:
+        """The mel spectrogram of ``feature`` (time on axis ``axis``, as in :meth:`spectrogram`)
+        as float32 ``[...other axes, n_mels, frames]``:
         :meth:`spectrogram`'s STFT through triangular mel filters, with
         torchaudio.transforms.MelSpectrogram's defaults (``mel_scale="htk"``, ``norm=None``);
         ``mel_scale="slaney", norm="slaney", pad_mode="constant"`` gives librosa's. ``log=True``
@@ -852,7 +861,7 @@ class Dataset:
                                      f_max=f_max, n_mels=n_mels, power=power, center=center,
                                      pad_mode=pad_mode, mel_scale=mel_scale, norm=norm, log=log,
                                      top_db=top_db, num_parallel_calls=num_parallel_calls,
-                                     deterministic=deterministic)
+                                     deterministic=deterministic, axis=axis)
 
     @renamed(output="out")
     def gather(

@@ -12,7 +12,7 @@
     [(4, 3), (4, 3), (2, 3)]
     >>> ds = tfr.TFRecordDataset(paths)      # indexes were written too: random access
     >>> len(ds), tfr.decode_example(ds[3]["record"].item())["label"]
-    (10, array([3]))
+    (10, array(3))
 
 * :func:`TFRecordDataset` yields ``{"record": bytes}`` per record, as tf.data does; with an index
   next to every file (``write_tfrecord`` writes them, :func:`build_index` or ``stokehold index``
@@ -43,6 +43,8 @@ __all__ = [
     "TFRecordDataset",
     "read_tfrecord",
     "parse_examples",
+    "parse_example",
+    "parse_single_example",
     "build_index",
     "write_tfrecord",
     "encode_example",
@@ -207,13 +209,41 @@ def read_tfrecord(
     return TFRecordSource(native)
 
 
-def parse_examples(ds: Dataset, features: Spec, batched: bool = True, record: str = "record") -> Dataset:
+def parse_examples(
+    ds: Dataset, features: Spec, batched: Optional[bool] = None, record: str = "record"
+) -> Dataset:
     """Parses the serialized Examples in feature ``record`` of ``ds`` (other features are kept).
-    ``batched`` (default): each element holds a batch of records (after ``batch``); otherwise one
-    record per element."""
+    ``batched=None`` (default) parses what each element holds: one record (a scalar, as
+    :func:`TFRecordDataset` yields) gives each feature its spec's shape, as
+    ``tf.io.parse_single_example``; a batch of records (rank 1, after ``batch``) gives
+    ``[n, *shape]``, as ``tf.io.parse_example``. ``True`` / ``False`` insist on a batch / one
+    record: an element holding the other raises :class:`SchemaError` naming both, never a
+    silent change of shape.
+
+        >>> import numpy as np, tempfile, stokehold
+        >>> from stokehold import tfrecord as tfr
+        >>> d = tempfile.mkdtemp()
+        >>> paths = tfr.write_tfrecord(stokehold.from_arrays({"label": np.arange(4)}), d)
+        >>> spec = {"label": tfr.FixedLen([], "int64")}
+        >>> tfr.parse_examples(tfr.TFRecordDataset(paths), spec)[0]["label"].shape
+        ()
+        >>> tfr.parse_examples(tfr.TFRecordDataset(paths).batch(2), spec)[0]["label"].shape
+        (2,)
+    """
     op = "parse_examples"
-    return Dataset._wrap(ds._native.parse_examples(_spec(features), _args.flag(op, "batched", batched),
-                                                   _args.name(op, "record", record)))
+    if batched is not None:
+        batched = _args.flag(op, "batched", batched)
+    return Dataset._wrap(ds._native.parse_examples(_spec(features), batched, _args.name(op, "record", record)))
+
+
+def parse_example(ds: Dataset, features: Spec, record: str = "record") -> Dataset:
+    """tf.io.parse_example's spelling: :func:`parse_examples` of batches of records."""
+    return parse_examples(ds, features, batched=True, record=record)
+
+
+def parse_single_example(ds: Dataset, features: Spec, record: str = "record") -> Dataset:
+    """tf.io.parse_single_example's spelling: :func:`parse_examples` of one record per element."""
+    return parse_examples(ds, features, batched=False, record=record)
 
 
 @renamed(skip_corrupt=("on_error", lambda skip: "skip" if skip else "raise"))
@@ -256,7 +286,8 @@ def write_tfrecord(
     by ``num_shards`` (equal record counts; needs a known length), ``records_per_shard``, or
     ``shard_size`` bytes (default 256 MiB). ``compression``: ``None`` (default, uncompressed;
     ``""`` and ``"NONE"`` too), ``"GZIP"`` or ``"ZLIB"``. Elements that are
-    exactly ``{"record": bytes}`` are written as is; others are encoded as tf.train.Examples.
+    exactly ``{"record": bytes}`` are written as is; others are encoded as tf.train.Examples
+    that keep every feature's dtype and shape (:func:`encode_example`).
     ``seed``: write in a seeded global shuffle order (random-access datasets). ``index``
     (default True, uncompressed only): write ``.idx`` sidecars beside the shards; ``"side"``: in
     ``<path>/.stokehold-idx/`` instead, where readers find them and a glob over the folder
@@ -291,12 +322,17 @@ def _index_side(op: str, index: Union[bool, str]) -> bool:
 
 
 def encode_example(example: Dict[str, Any]) -> bytes:
-    """A dict of arrays as a serialized tf.train.Example (integers become Int64List, floats
-    FloatList, bytes BytesList; arrays are flattened)."""
+    """A dict of arrays as a serialized tf.train.Example, flattened: integers and bool become an
+    Int64List, float32/float16/bfloat16 a FloatList, float64 its raw bytes, bytes a BytesList;
+    a dtype other than int64, float32 and bytes, and a rank other than 1, are recorded in side
+    features ``<name>:dtype`` / ``<name>:shape`` so that :func:`decode_example` gives the same
+    arrays back (docs/FORMAT.md, "Dtypes and shapes in tf.train.Example")."""
     return _native.encode_example(example)
 
 
 def decode_example(record: bytes) -> Dict[str, Any]:
-    """A serialized tf.train.Example as a dict of 1-D arrays (int64, float32 or object arrays of
-    bytes), sorted by name."""
+    """A serialized tf.train.Example as a dict of arrays, sorted by name: each in the dtype and
+    shape its side features record (what :func:`encode_example` and :func:`write_tfrecord`
+    write; the side features are dropped), else 1-D (int64, float32 or object arrays of
+    bytes)."""
     return _native.decode_example(bytes(record))

@@ -79,11 +79,13 @@ fn stft(
     power: f32,
     center: bool,
     pad_mode: Wrap<PadMode>,
+    axis: isize,
 ) -> stokehold_core::Result<Stft> {
     let pad_mode = pad_mode.get(op)?;
-    Stft::new(StftOptions::from_args(
-        op, n_fft, win_length, hop_length, power, center, pad_mode,
-    )?)
+    Stft::new(StftOptions {
+        axis,
+        ..StftOptions::from_args(op, n_fft, win_length, hop_length, power, center, pad_mode)?
+    })
 }
 
 #[pymethods]
@@ -194,7 +196,7 @@ impl PyDataset {
 
     /// `|STFT|^power` of feature `feature` into feature `out`.
     #[pyo3(signature = (feature, out, *, n_fft, win_length, hop_length, power, center,
-        pad_mode, num_parallel_calls, deterministic))]
+        pad_mode, num_parallel_calls, deterministic, axis=-1))]
     #[allow(clippy::too_many_arguments)]
     fn spectrogram(
         &self,
@@ -209,10 +211,13 @@ impl PyDataset {
         pad_mode: Wrap<PadMode>,
         num_parallel_calls: Option<i64>,
         deterministic: Option<bool>,
+        axis: isize,
     ) -> PyResult<PyDataset> {
         guard(|| {
             let op = "spectrogram";
-            let s = stft(op, n_fft, win_length, hop_length, power, center, pad_mode);
+            let s = stft(
+                op, n_fft, win_length, hop_length, power, center, pad_mode, axis,
+            );
             let f = spectrogram_fn(feature, out, ok(py, s)?);
             let (ds, raise) = (self.dataset(), "raise");
             apply(py, ds, op, out, f, raise, num_parallel_calls, deterministic)
@@ -222,7 +227,7 @@ impl PyDataset {
     /// The (log-)mel spectrogram of feature `feature` into feature `out`.
     #[pyo3(signature = (feature, out, *, sample_rate, n_fft, win_length, hop_length, f_min,
         f_max, n_mels, power, center, pad_mode, mel_scale, norm, log, top_db,
-        num_parallel_calls, deterministic))]
+        num_parallel_calls, deterministic, axis=-1))]
     #[allow(clippy::too_many_arguments)]
     fn mel_spectrogram(
         &self,
@@ -245,17 +250,20 @@ impl PyDataset {
         top_db: Option<f32>,
         num_parallel_calls: Option<i64>,
         deterministic: Option<bool>,
+        axis: isize,
     ) -> PyResult<PyDataset> {
         guard(|| {
             let op = "mel_spectrogram";
-            let built =
-                stft(op, n_fft, win_length, hop_length, power, center, pad_mode).and_then(|s| {
-                    let (scale, norm) = (mel_scale.get(op)?, get_opt(norm, op)?);
-                    let mel =
-                        MelOptions::from_args(op, sample_rate, n_mels, f_min, f_max, scale, norm)?;
-                    let bank = MelBank::new(s.n_freqs(), &mel)?;
-                    Ok((s, bank))
-                });
+            let s = stft(
+                op, n_fft, win_length, hop_length, power, center, pad_mode, axis,
+            );
+            let built = s.and_then(|s| {
+                let (scale, norm) = (mel_scale.get(op)?, get_opt(norm, op)?);
+                let mel =
+                    MelOptions::from_args(op, sample_rate, n_mels, f_min, f_max, scale, norm)?;
+                let bank = MelBank::new(s.n_freqs(), &mel)?;
+                Ok((s, bank))
+            });
             let (s, bank) = ok(py, built)?;
             let f = mel_spectrogram_fn(feature, out, s, bank, log.then_some(top_db));
             let (ds, raise) = (self.dataset(), "raise");

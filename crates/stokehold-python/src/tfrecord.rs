@@ -170,21 +170,18 @@ impl PyDataset {
         })
     }
 
-    /// `ds` with its bytes feature `record` parsed (per batch when `batched`, else per element).
+    /// `ds` with its bytes feature `record` parsed: per batch when `batched`, per element when
+    /// not, as each element holds them when `None` (a mismatch is an error naming both).
     fn parse_examples(
         &self,
         py: Python<'_>,
         features: Vec<SpecItem<'_>>,
-        batched: bool,
+        batched: Option<bool>,
         record: &str,
     ) -> PyResult<PyDataset> {
         guard(|| {
             let parser = Parser::new(parse_spec(py, features)?);
-            let f = if batched {
-                parser.batch_fn(record)
-            } else {
-                parser.element_fn(record)
-            };
+            let f = parser.parse_fn(record, batched);
             let label = format!("parse_example[{}]", parser.spec().describe());
             Ok(PyDataset::from_dataset(self.dataset().map(&label, f)))
         })
