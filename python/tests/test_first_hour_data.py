@@ -68,6 +68,21 @@ def test_the_old_hint_under_a_memory_limit_is_a_named_error_not_an_abort() -> No
     assert "4608000000 bytes" in out, out
 
 
+def test_a_cache_of_an_absurd_length_is_a_named_error_not_an_abort() -> None:
+    # The cache's slot index is sized by the input's length: 8 bytes an element.
+    script = (
+        "import stokehold as sh\n"
+        "try:\n"
+        "    next(iter(sh.Dataset.range(10**13).cache()))\n"
+        "except sh.InvalidArgumentError as e:\n"
+        "    print('ERROR', e)\n"
+    )
+    r = run_limited(script, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.startswith("ERROR invalid argument: cache: the slot index of its "
+                               "10000000000000 elements would take 80000000000000 bytes"), r.stdout
+
+
 def test_spectrograms_take_the_time_axis() -> None:
     first = next(iter(_mono().spectrogram(n_fft=400)))["spectrogram"]
     last_ds = sh.from_arrays({"path": [SPEECH]}).load_audio(mono=True, channels_first=False)
