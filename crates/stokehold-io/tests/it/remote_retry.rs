@@ -231,3 +231,30 @@ fn malformed_options_and_endpoints_are_refused_by_name_before_any_request() {
         assert!(e.to_string().contains("not a valid endpoint URL"), "{e}");
     }
 }
+
+/// An `https://` store speaks TLS through ring (Cargo.toml: no aws-lc-rs): against a server
+/// that answers the ClientHello with plain text, the request fails with a named error after
+/// its handshake; a missing crypto provider would panic in reqwest's client builder instead.
+#[test]
+fn an_https_store_handshakes_with_the_ring_provider() {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let hellos = Arc::new(Mutex::new(0usize));
+    let seen = hellos.clone();
+    std::thread::spawn(move || {
+        for mut conn in listener.incoming().flatten() {
+            let mut first = [0u8; 1];
+            // A TLS record starts with content type 22 (handshake): the ClientHello.
+            if conn.read_exact(&mut first).is_ok() && first[0] == 22 {
+                *seen.lock().unwrap() += 1;
+            }
+            let _ = conn.write_all(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n");
+        }
+    });
+    let base = format!("https://127.0.0.1:{port}");
+    remote::set_options(&base, vec![("max_retries".into(), "0".into())]).unwrap();
+    let e = remote::head(&format!("{base}/x.bin")).unwrap_err();
+    assert!(e.to_string().contains(&base), "{e}");
+    assert!(*hellos.lock().unwrap() >= 1, "no TLS ClientHello reached the server: {e}");
+}

@@ -190,6 +190,10 @@ pub(super) struct RetryConnector {
 
 impl HttpConnector for RetryConnector {
     fn connect(&self, options: &ClientOptions) -> object_store::Result<HttpClient> {
+        // reqwest's rustls is built without a crypto provider (Cargo.toml: ring, not aws-lc-rs);
+        // ring's becomes rustls' default on the first connection. `Err` means one is set already
+        // (by an earlier call), which is as good.
+        let _ = rustls::crypto::ring::default_provider().install_default();
         let inner = ReqwestConnector::default().connect(options)?;
         Ok(HttpClient::new(RetryService {
             inner,
