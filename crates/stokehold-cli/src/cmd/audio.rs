@@ -4,8 +4,11 @@
 use std::io::Read;
 use std::path::Path;
 
+#[cfg(feature = "audio")]
 use anyhow::Context;
+#[cfg(feature = "audio")]
 use stokehold_io::audio::{decode_bytes, probe_file};
+#[cfg(feature = "audio")]
 use stokehold_io::units::count;
 
 /// True when `path` looks like audio: a known extension, or the first bytes of a WAV, FLAC, Ogg
@@ -34,6 +37,7 @@ pub fn is_audio(path: &Path) -> bool {
 }
 
 /// Prints what the headers of the audio file at `path` say.
+#[cfg(feature = "audio")]
 pub fn inspect(path: &Path) -> anyhow::Result<()> {
     let i = probe_file(path).with_context(|| format!("inspecting {}", path.display()))?;
     println!("{} (audio)", path.display());
@@ -55,6 +59,7 @@ pub fn inspect(path: &Path) -> anyhow::Result<()> {
 
 /// `stokehold verify` on an audio file: decodes every frame (a corrupt frame is an error naming
 /// the file).
+#[cfg(feature = "audio")]
 pub fn verify(path: &Path) -> anyhow::Result<String> {
     let data = stokehold_io::storage::read(path)?;
     let a = decode_bytes(data, path)?;
@@ -64,4 +69,16 @@ pub fn verify(path: &Path) -> anyhow::Result<String> {
         a.sample_rate,
         count(a.channels.len() as u64, "channel")
     ))
+}
+
+/// Without the `audio` feature: an error saying how to get the full command.
+#[cfg(not(feature = "audio"))]
+pub fn inspect(path: &Path) -> anyhow::Result<()> {
+    Err(super::not_built(path, "audio", "audio"))
+}
+
+/// Without the `audio` feature: an error saying how to get the full command.
+#[cfg(not(feature = "audio"))]
+pub fn verify(path: &Path) -> anyhow::Result<String> {
+    Err(super::not_built(path, "audio", "audio"))
 }

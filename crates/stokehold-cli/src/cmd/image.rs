@@ -1,17 +1,22 @@
 //! `stokehold inspect` on image files (JPEG, PNG, WebP): format, size, channels and bit depth,
 //! read from the header alone.
 
+#[cfg(feature = "image")]
 use std::io::Read;
 use std::path::Path;
 
+#[cfg(feature = "image")]
 use anyhow::Context;
+#[cfg(feature = "image")]
 use stokehold_io::{image, storage};
 
 /// Whether `path` starts with an image signature; read this many bytes to tell.
+#[cfg(feature = "image")]
 const SIGNATURE_BYTES: u64 = 16;
 
 /// Whether `path` is a JPEG, PNG or WebP file, by its first bytes (a folder, or a URL that is no
 /// object, is not).
+#[cfg(feature = "image")]
 fn is_image(path: &Path) -> anyhow::Result<bool> {
     if path.is_dir() {
         return Ok(false);
@@ -37,6 +42,7 @@ fn is_image(path: &Path) -> anyhow::Result<bool> {
 
 /// `stokehold verify` on an image: `None` when `path` is no image or cannot be read (the caller
 /// tries the other formats), else the outcome of decoding every pixel.
+#[cfg(feature = "image")]
 pub fn verify(path: &Path) -> Option<anyhow::Result<String>> {
     // A file that cannot be read is reported by the TFRecord path, once.
     if !is_image(path).unwrap_or(false) {
@@ -56,6 +62,7 @@ pub fn verify(path: &Path) -> Option<anyhow::Result<String>> {
 
 /// Prints the image's header when `path` is a JPEG, PNG or WebP file and returns true; returns
 /// false for anything else (the caller tries the other formats).
+#[cfg(feature = "image")]
 pub fn inspect(path: &Path) -> anyhow::Result<bool> {
     if !is_image(path)? {
         return Ok(false);
@@ -74,4 +81,28 @@ pub fn inspect(path: &Path) -> anyhow::Result<bool> {
         i.bit_depth
     );
     Ok(true)
+}
+
+/// Without the `image` feature: a file named as an image is an error saying how to get the
+/// full command; anything else is left to the other formats.
+#[cfg(not(feature = "image"))]
+pub fn inspect(path: &Path) -> anyhow::Result<bool> {
+    match named_image(path) {
+        true => Err(super::not_built(path, "an image", "image")),
+        false => Ok(false),
+    }
+}
+
+/// See [`inspect`] (no feature).
+#[cfg(not(feature = "image"))]
+pub fn verify(path: &Path) -> Option<anyhow::Result<String>> {
+    named_image(path).then(|| Err(super::not_built(path, "an image", "image")))
+}
+
+#[cfg(not(feature = "image"))]
+fn named_image(path: &Path) -> bool {
+    let ext = path
+        .extension()
+        .map(|e| e.to_string_lossy().to_ascii_lowercase());
+    matches!(ext.as_deref(), Some("jpg" | "jpeg" | "png" | "webp"))
 }
