@@ -20,8 +20,11 @@ PY_TEST_DEPS := "maturin>=1.16,<2" "pytest>=8" "pytest-timeout>=2.3" "numpy>=1.2
 
 .PHONY: demo test test-rust test-python check check-cycles check-rust check-python wheel check-wheel bench bench-quick oracle
 
+# The demo's command is built without the audio, image and object-store features (it uses none
+# of them; they are most of a cold build): `cargo build --release -p stokehold-cli` builds the
+# full command, as the wheel's `stokehold` is.
 demo:
-	$(CARGO) build --release -p stokehold-cli
+	$(CARGO) build --release -p stokehold-cli --no-default-features
 	$(TARGET_DIR)/release/stokehold demo $(DEMO_ARGS)
 
 test: test-rust test-python
