@@ -103,6 +103,7 @@ check-wheel: wheel
 		ds = sh.from_arrays({"x": np.arange(10)}).shuffle(seed=1).batch(4); \
 		assert sorted(int(v) for b in ds for v in b["x"]) == list(range(10)); \
 		print("wheel ok:", sh.__file__)'
+	$(WHEEL_VENV)/bin/stokehold --version    # the wheel's entry point: the CLI on the PATH
 
 # bench: side-by-side benchmarks (bench/README.md); never part of the test command.
 bench:

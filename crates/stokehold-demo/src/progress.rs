@@ -92,7 +92,7 @@ mod tests {
 
     #[test]
     fn rates_print_whole_numbers_with_separators() {
-        assert_eq!(rate(49_473.9396), "49,474/s");
+        assert_eq!(rate(49_473.939_6), "49,474/s");
         assert_eq!(rate(3.25), "3.2/s");
     }
 }

@@ -62,7 +62,6 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         max_seconds: args.max_seconds,
         sample_rate: args.sample_rate,
         progress: !args.no_progress,
-        ..DemoOptions::default()
     };
     let mut stdout = std::io::stdout().lock();
     let report = demo::run(&opts, &mut stdout)?;
