@@ -409,12 +409,14 @@ class Dataset:
 
     def unique(self) -> Dataset:
         """tf.data's ``unique``: the elements whose value has not appeared before, in order of
-        first appearance. The elements must have one scalar feature (tf.data's rule: int or
-        string). A stream, checkpointed as :meth:`take_while` is.
+        first appearance. The elements must have one feature (tf.data's rule: one component);
+        values are equal when their shapes and contents are (a scalar, a vector, a ragged
+        batch: any shape, as in tf.data; any dtype, where tf.data takes int32, int64 and strings
+        only). A stream, checkpointed as :meth:`take_while` is.
 
         Raises:
-            InvalidArgumentError: an element with several features or a non-scalar one (naming
-                them), at the first such element.
+            InvalidArgumentError: an element with several features (naming them), at the first
+                such element.
         """
         op = "unique"
 
@@ -424,12 +426,8 @@ class Dataset:
                 if len(e) != 1:
                     raise _native.InvalidArgumentError(
                         f"{op}: element {i} has features {sorted(e)}; unique needs one scalar feature")
-                ((k, v),) = e.items()
-                a = np.asarray(v)
-                if a.ndim != 0:
-                    raise _native.InvalidArgumentError(
-                        f"{op}: feature {k!r} of element {i} has shape {a.shape}; unique needs a scalar")
-                key = a.item()
+                ((_, v),) = e.items()
+                key = _value_key(v)
                 if key not in seen:
                     seen.add(key)
                     yield e
@@ -619,7 +617,7 @@ class Dataset:
                     longest = [max(x, y) for x, y in zip(longest, ln)]
                     grid = np.indices(ln).reshape(len(ln), -1).T if ln else np.zeros((1, 0), np.int64)
                     idx.append(np.concatenate([np.full((len(grid), 1), r), grid], axis=1))
-                    vals.append(a[r][tuple(builtins.slice(0, x) for x in ln)].reshape(-1))
+                    vals.append(a[r:r + 1][(builtins.slice(None), *(builtins.slice(0, x) for x in ln))].reshape(-1))
                 out[f"{k}.indices"] = np.concatenate(idx).astype(np.int64)
                 out[f"{k}.values"] = np.concatenate(vals)
                 dense = [rows] + [w if w is not None else x for w, x in zip(shape, longest)]
@@ -1801,6 +1799,16 @@ def _padding(
     if isinstance(padding_values, Mapping):
         return shapes, {str(k): v for k, v in padding_values.items()}, None
     return shapes, {}, padding_values
+
+
+def _value_key(v: Any) -> Any:
+    """A hashable key equal for equal values: dtype, shape and contents (a Ragged's rows)."""
+    if hasattr(v, "to_list") and not isinstance(v, np.ndarray):
+        return ("ragged", tuple(_value_key(r) for r in v.to_list()))
+    a = np.asarray(v)
+    if a.dtype.kind == "O":
+        return (a.shape, tuple(a.reshape(-1).tolist()))
+    return (a.dtype.str, a.shape, a.tobytes())
 
 
 def _distribution(op: str, arg: str, value: Any) -> np.ndarray:

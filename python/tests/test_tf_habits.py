@@ -24,6 +24,9 @@ OPS = [
     "parallelize", "prefetch", "cache", "with_options", "stats", "trace", "gather", "read_file",
     "load_npy", "random_crop", "pad_to", "cast", "epochs", "iter", "get_batch", "describe",
     "list_files", "zip", "sample_from_datasets", "range", "element_spec", "cardinality",
+    "take_while", "scan", "unique", "choose_from_datasets", "rejection_resample", "sparse_batch",
+    "snapshot", "save", "load", "counter", "random", "from_tensors", "apply", "reduce",
+    "get_single_element",
 ]
 
 

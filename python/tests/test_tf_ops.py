@@ -138,8 +138,17 @@ def test_unique_keeps_first_appearances_in_order():
 def test_unique_names_what_it_cannot_take():
     with pytest.raises(sh.InvalidArgumentError, match=r"\['a', 'b'\]"):
         list(sh.from_arrays({"a": np.arange(3), "b": np.arange(3)}).unique())
-    with pytest.raises(sh.InvalidArgumentError, match="'v'.*shape"):
-        list(sh.from_arrays({"v": np.zeros((3, 2))}).unique())
+
+
+def test_unique_compares_whole_values_of_any_shape():
+    # tensorflow 2.21: [[1, 2], [1, 2], [3], [], [], [2, 1], [1, 2, 0]] -> [[1, 2], [3], [], [2, 1], [1, 2, 0]]
+    rows = [[1, 2], [1, 2], [3], [], [], [2, 1], [1, 2, 0]]
+    vectors = sh.from_generator(lambda: iter([{"v": np.array(r, np.int64)} for r in rows])).unique()
+    assert [e["v"].tolist() for e in vectors] == [[1, 2], [3], [], [2, 1], [1, 2, 0]]
+    mats = sh.from_arrays({"m": np.array([[[1, 2]], [[1, 2]], [[3, 4]]])}).unique()
+    assert [e["m"].tolist() for e in mats] == [[[1, 2]], [[3, 4]]]
+    ragged = sh.from_list([{"v": np.arange(n)} for n in (1, 2, 1, 2, 3)]).batch(2).unique()
+    assert len(list(ragged)) == 2                          # [[0], [0, 1]] twice, then [[0, 1, 2]]
 
 
 def test_scan_carries_a_state():
@@ -416,3 +425,229 @@ def test_csv_files_compressed_several_and_resumed(tmp_path):
     assert rows(both) == [(1, b"x"), (2, b"y")] * 2
     rest, want = resumed(lambda: sh.CsvDataset([a, a], [0, b""]), 3)
     assert rows(rest) == rows(want) == [(2, b"y")]
+
+
+# ---- the Python streams read their own epoch of the input -------------------------------------
+
+def test_stream_ops_read_the_same_epoch_of_their_input():
+    import itertools
+
+    shuffled = Dataset.range(20).shuffle(seed=3)
+    ops = {
+        "take_while": (lambda ds: ds.take_while(lambda e: e["x"] != 7),
+                       lambda xs_: list(itertools.takewhile(lambda v: v != 7, xs_))),
+        "scan": (lambda ds: ds.scan(0, lambda s, e: (s + int(e["x"]), {"x": s})),
+                 lambda xs_: [sum(xs_[:i]) for i in range(len(xs_))]),
+        "unique": (lambda ds: ds.map(lambda e: {"x": e["x"] % 5}).unique(),
+                   lambda xs_: list(dict.fromkeys(v % 5 for v in xs_))),
+    }
+    for name, (op, by_hand) in ops.items():
+        ds = op(shuffled)
+        epochs = [xs(ds.iter(epoch=k)) for k in range(3)]
+        assert epochs == [by_hand(xs(shuffled.iter(epoch=k))) for k in range(3)], name
+        assert epochs[0] != epochs[1] or name == "unique", name   # the input reshuffles
+        run = ds.iter(epoch=2)
+        head = [next(run) for _ in range(2)]
+        again = op(Dataset.range(20).shuffle(seed=3)).iter(epoch=2)
+        again.set_state(run.get_state())
+        assert xs(head) + xs(again) == epochs[2], name
+    picks = Dataset.range(6).map(lambda e: {"c": e["x"] % 2})
+    chosen = Dataset.choose_from_datasets([shuffled, Dataset.range(100, 120)], picks)
+    assert xs(chosen.iter(epoch=1))[::2] == xs(shuffled.iter(epoch=1))[:3]
+
+
+# ---- rejection_resample (expected values from tf.data's formulas, worked by hand) ---------------
+
+def classes(ds):
+    return [int(e["class"]) for e in ds]
+
+
+def test_rejection_resample_passes_everything_when_the_distributions_agree():
+    ds = Dataset.range(6).rejection_resample(lambda e: e["x"] % 2, [0.5, 0.5], initial_dist=[0.5, 0.5], seed=1)
+    got = list(ds)
+    assert xs(got) == [0, 1, 2, 3, 4, 5] and classes(got) == [0, 1, 0, 1, 0, 1]
+    assert got[0]["class"].dtype == np.int64
+
+
+def test_rejection_resample_with_a_zero_target_only_filters():
+    # r = target / initial = [2, 0], m = 0: acceptance (r - m) / (max r - m) = [1, 0], no mixing
+    ds = Dataset.range(10).rejection_resample(lambda e: int(e["x"]) % 2, [1.0, 0.0], [0.5, 0.5], seed=1)
+    assert xs(ds) == [0, 2, 4, 6, 8] and set(classes(ds)) == {0}
+
+
+@pytest.mark.parametrize("initial", [[0.9, 0.1], None])
+def test_rejection_resample_reaches_the_target(initial):
+    labels = np.array([0] * 9 + [1]) [np.arange(20000) % 10]
+    src = sh.from_arrays({"label": labels})
+    ds = src.rejection_resample(lambda e: e["label"], [0.5, 0.5], initial_dist=initial, seed=7)
+    got = classes(ds)
+    assert len(got) > 2000 and abs(np.mean(got) - 0.5) < 0.05
+    assert classes(src.rejection_resample(lambda e: e["label"], [0.5, 0.5], initial, seed=7)) == got  # keyed
+    assert classes(ds.iter(epoch=1)) != got                                     # each epoch draws anew
+    rest, want = resumed(lambda: src.rejection_resample(lambda e: e["label"], [0.5, 0.5], initial, seed=7), 50)
+    assert classes(rest) == classes(want) == got[50:]
+
+
+def test_rejection_resample_names_bad_arguments_and_classes():
+    ds = Dataset.range(4)
+    with pytest.raises(sh.InvalidArgumentError, match="initial_dist.*has 3 classes"):
+        ds.rejection_resample(lambda e: 0, [0.5, 0.5], [0.2, 0.3, 0.5])
+    with pytest.raises(sh.InvalidArgumentError, match="target_dist"):
+        ds.rejection_resample(lambda e: 0, [-1.0, 2.0])
+    with pytest.raises(sh.InvalidArgumentError, match="returned 2 for element 0; classes are 0..1"):
+        list(ds.rejection_resample(lambda e: 2, [0.5, 0.5], seed=0))
+    with pytest.raises(sh.InvalidArgumentError, match="has a feature 'x' already"):
+        list(ds.rejection_resample(lambda e: 0, [1.0], seed=0, class_feature="x"))
+
+
+# ---- sparse_batch (expected values: tensorflow 2.21's sparse_batch on the same elements) -------
+
+def sparse(ds, k="v"):
+    return [(b[f"{k}.indices"].tolist(), b[f"{k}.values"].tolist(), b[f"{k}.dense_shape"].tolist()) for b in ds]
+
+
+def ragged_rows(rows, dtype=np.int64):
+    return sh.from_list([{"v": np.array(r, dtype)} for r in rows])
+
+
+def test_sparse_batch_gives_tf_datas_coo_parts():
+    ds = ragged_rows([[1], [2, 0, 3], [], [4, 5]]).sparse_batch(2, [5])
+    assert sparse(ds) == [([[0, 0], [1, 0], [1, 1], [1, 2]], [1, 2, 0, 3], [2, 5]),
+                          ([[1, 0], [1, 1]], [4, 5], [2, 5])]
+    assert ds.is_random_access and len(ds) == 2
+    b = ds[0]
+    assert b["v.indices"].dtype == np.int64 and b["v.dense_shape"].dtype == np.int64
+    unknown = ragged_rows([[1], [2, 0, 3], [], [4, 5]]).sparse_batch(3, [None])
+    assert sparse(unknown) == [([[0, 0], [1, 0], [1, 1], [1, 2]], [1, 2, 0, 3], [3, 3]),
+                               ([[0, 0], [0, 1]], [4, 5], [1, 2])]
+
+
+def test_sparse_batch_of_matrices_scalars_and_bytes():
+    mats = sh.from_generator(lambda: iter([{"v": np.ones((2, 1))}, {"v": np.arange(3.0).reshape(1, 3)}]))
+    mats = mats.sparse_batch(2, [3, 4])
+    assert sparse(mats) == [([[0, 0, 0], [0, 1, 0], [1, 0, 0], [1, 0, 1], [1, 0, 2]],
+                             [1.0, 1.0, 0.0, 1.0, 2.0], [2, 3, 4])]
+    assert sparse(Dataset.range(3).sparse_batch(2, []), "x") == [([[0], [1]], [0, 1], [2]), ([[0]], [2], [1])]
+    words = sh.from_arrays({"s": np.array([[b"a"], [b"b"]], dtype=object)}).sparse_batch(2, [3])
+    assert sparse(words, "s") == [([[0, 0], [1, 0]], [b"a", b"b"], [2, 3])]
+    scalars = sh.from_arrays({"s": np.array([b"a", b"b"], dtype=object)}).sparse_batch(1, [])
+    assert sparse(scalars, "s") == [([[0]], [b"a"], [1]), ([[0]], [b"b"], [1])]
+
+
+def test_sparse_batch_names_an_element_that_does_not_fit():
+    too_long = r"'v' of batch row 0 has shape \(3,\), larger than row_shape \[2\]"
+    with pytest.raises(sh.InvalidArgumentError, match=too_long):
+        list(ragged_rows([[1, 2, 3]]).sparse_batch(2, [2]))
+    with pytest.raises(sh.InvalidArgumentError, match="rank 1; row_shape"):
+        list(ragged_rows([[1, 2, 3]]).sparse_batch(2, [2, 2]))
+    with pytest.raises(sh.InvalidArgumentError, match="row_shape"):
+        Dataset.range(3).sparse_batch(2, 5)
+
+
+# ---- snapshot --------------------------------------------------------------------------------
+
+def counted(calls):
+    def f(e):
+        calls.append(int(e["x"]))
+        return {"x": e["x"], "y": e["x"] * 10}
+
+    return f
+
+
+def test_snapshot_writes_the_first_pass_and_reads_it_after(tmp_path):
+    calls = []
+    ds = Dataset.range(5).map(counted(calls)).snapshot(tmp_path / "snap")
+    assert [int(e["y"]) for e in ds] == [0, 10, 20, 30, 40] and len(calls) == 5
+    assert [int(e["y"]) for e in ds] == [0, 10, 20, 30, 40] and len(calls) == 5   # read back
+    again = Dataset.range(5).map(counted(calls)).snapshot(tmp_path / "snap")     # a later run
+    assert xs(again) == [0, 1, 2, 3, 4] and len(calls) == 5
+    other = Dataset.range(3).map(counted(calls)).snapshot(tmp_path / "snap")     # its own snapshot
+    assert xs(other) == [0, 1, 2] and len(calls) == 8
+    assert len(list((tmp_path / "snap").iterdir())) == 2
+
+
+def test_an_interrupted_snapshot_is_written_again(tmp_path):
+    import subprocess
+    import sys
+
+    code = ("import os, stokehold as sh\n"
+            f"it = iter(sh.Dataset.range(50).map(lambda e: {{'x': e['x']}}, name='m').snapshot({str(tmp_path)!r}))\n"
+            "[next(it) for _ in range(20)]\n"
+            "os._exit(0)\n")
+    subprocess.run([sys.executable, "-c", code], check=True)
+    calls = []
+
+    def make():
+        return Dataset.range(50).map(lambda e: counted(calls)(e) and {"x": e["x"]}, name="m").snapshot(tmp_path)
+
+    ds = make()
+    it = iter(ds)
+    [next(it) for _ in range(10)]
+    del it                                                           # dropped early: nothing kept
+    assert xs(ds) == list(range(50)) and len(calls) == 60
+    assert xs(make()) == list(range(50)) and len(calls) == 60        # complete now: read back
+
+
+def test_snapshot_refuses_what_it_cannot_honour(tmp_path):
+    with pytest.raises(sh.InvalidArgumentError, match=r"compression.*save\(path, compression=\"zstd\"\)"):
+        Dataset.range(3).snapshot(tmp_path, compression="GZIP")
+    with pytest.raises(sh.InvalidArgumentError, match="reader_func"):
+        Dataset.range(3).snapshot(tmp_path, reader_func=lambda datasets: datasets)
+    assert xs(Dataset.range(3).snapshot(tmp_path, compression=None)) == [0, 1, 2]
+
+
+# ---- with_options takes tf.data's Options ------------------------------------------------------
+
+def ran(ds):
+    assert xs(ds) == list(range(50))
+    return ds.stats()
+
+
+def mapped():
+    return Dataset.range(50).map(lambda e: e, num_parallel_calls=sh.AUTOTUNE)
+
+
+def test_with_options_reads_tf_datas_options():
+    options = sh.Options()
+    options.autotune.ram_budget = 1 << 24
+    options.threading.private_threadpool_size = 2
+    stats = ran(mapped().with_options(options))
+    assert stats["memory_budget"] == 1 << 24 and stats["cores"] == 2
+    options.autotune.cpu_budget = 1                                  # both given: the smaller
+    assert ran(mapped().with_options(options))["cores"] == 1
+    assert ran(mapped().with_options(options, memory_budget=1 << 25))["memory_budget"] == 1 << 25
+    assert ran(mapped().with_options(memory_budget=1 << 23, cores=1))["memory_budget"] == 1 << 23
+
+
+def test_with_options_accepts_the_fields_without_a_meaning_here():
+    options = sh.Options()
+    options.deterministic = False
+    options.threading.max_intra_op_parallelism = 1
+    options.experimental_optimization.map_and_batch_fusion = True
+    options.experimental_distribute.auto_shard_policy = 1
+    options.experimental_slack = True
+    assert xs(Dataset.range(5).with_options(options)) == [0, 1, 2, 3, 4]   # in order still
+
+
+def test_with_options_a_tf_data_options_object_is_read_by_attribute():
+    from types import SimpleNamespace
+
+    tf_like = SimpleNamespace(deterministic=None, autotune=SimpleNamespace(enabled=True, ram_budget=1 << 24,
+                                                                           cpu_budget=0),
+                              threading=SimpleNamespace(private_threadpool_size=0, max_intra_op_parallelism=None))
+    assert ran(mapped().with_options(tf_like))["memory_budget"] == 1 << 24
+
+
+def test_with_options_refuses_what_it_cannot_do():
+    options = sh.Options()
+    with pytest.raises(AttributeError):
+        options.autotune.ram_budgets = 1                            # a misspelt field, as in tf.data
+    options.autotune.enabled = False
+    with pytest.raises(sh.InvalidArgumentError, match="autotune.enabled.*num_parallel_calls a number"):
+        Dataset.range(3).with_options(options)
+    with pytest.raises(sh.InvalidArgumentError, match="memory_budget="):
+        Dataset.range(3).with_options(1 << 20)
+    options = sh.Options()
+    options.autotune.ram_budget = -1
+    with pytest.raises(sh.InvalidArgumentError, match="ram_budget"):
+        Dataset.range(3).with_options(options)
