@@ -77,7 +77,7 @@ def _column(op: str, i: int, spec: Any) -> Tuple[Optional[np.dtype[Any]], Any]:
     numpy_dtype = getattr(spec, "as_numpy_dtype", None)  # a TensorFlow dtype
     if numpy_dtype is not None:
         spec = numpy_dtype
-    if spec in (str, bytes, np.str_, np.bytes_, np.object_):
+    if isinstance(spec, type) and spec in (str, bytes, np.str_, np.bytes_, np.object_):
         return None, None
     if isinstance(spec, (type, np.dtype)):
         dt = np.dtype(spec)
@@ -102,7 +102,8 @@ def _column(op: str, i: int, spec: Any) -> Tuple[Optional[np.dtype[Any]], Any]:
         return np.dtype(np.float32), _float32(spec)
     a = np.asarray(spec)
     if a.dtype.kind in "SUO" and a.size <= 1:
-        return None, (None if a.size == 0 else _column(op, i, a.reshape(-1)[0].item())[1])
+        first = a.reshape(-1)[0] if a.size else None
+        return None, (None if first is None else _column(op, i, getattr(first, "item", lambda: first)())[1])
     if a.dtype not in _TYPES or a.size > 1:
         raise _args.fail(op, what, spec, "must be a type, or one value of int32, int64, float32, float64 or string")
     return a.dtype, (None if a.size == 0 else a.dtype.type(a.reshape(-1)[0]))

@@ -651,3 +651,12 @@ def test_with_options_refuses_what_it_cannot_do():
     options.autotune.ram_budget = -1
     with pytest.raises(sh.InvalidArgumentError, match="ram_budget"):
         Dataset.range(3).with_options(options)
+
+
+def test_csv_defaults_given_as_numpy_values_keep_their_type(tmp_path):
+    p = csv_file(tmp_path, b",,,\n")
+    got = next(iter(sh.CsvDataset(p, [np.int64(7), [np.int64(8)], np.array([9.5]), np.array([b"z"])])))
+    assert [(v.dtype, v.item()) for v in got.values()] == [
+        (np.int64, 7), (np.int64, 8), (np.float64, 9.5), (object, b"z")]
+    with pytest.raises(sh.InvalidArgumentError, match="field 0 is required"):
+        list(sh.CsvDataset(p, [np.array([], np.int64), 0, 0, 0]))
