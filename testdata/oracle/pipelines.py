@@ -25,7 +25,15 @@ DTYPES = NUMERIC + ["bool", "bytes"]
 
 #: The op families the generator draws from (each pipeline's family is its first op's).
 FAMILIES = ["map", "filter", "take", "skip", "repeat", "batch", "padded_batch", "unbatch",
-            "rebatch", "shard", "enumerate", "concatenate", "prefetch", "cache"]
+            "rebatch", "shard", "enumerate", "concatenate", "prefetch", "cache",
+            "take_while", "scan", "unique", "choose", "rejection_resample", "sparse_batch",
+            "snapshot", "with_options"]
+
+#: Families that sum ``x`` (so not over bytes: those draw ``take`` instead).
+SUMMING = ("map", "filter", "take_while", "scan", "rejection_resample")
+
+#: CsvDataset column types (record_defaults) and how a value is written.
+CSV_DTYPES = ["int32", "int64", "float32", "float64", "bytes"]
 
 Spec = Dict[str, Any]
 
@@ -45,9 +53,15 @@ def _values(rng: random.Random, dtype: str, n: int) -> List[Any]:
 
 
 def _source(rng: random.Random) -> Spec:
-    kind = rng.choice(["range", "slices", "slices", "ragged"])
+    kind = rng.choice(["range", "slices", "slices", "ragged", "range3", "csv"])
     if kind == "range":
         return {"kind": "range", "n": rng.randrange(0, 13), "dtype": "int64"}
+    if kind == "range3":
+        step = rng.choice([-3, -2, -1, 1, 2, 3])
+        return {"kind": "range3", "dtype": "int64",
+                "args": [rng.randrange(-6, 7), rng.randrange(-6, 13), step]}
+    if kind == "csv":
+        return _csv_source(rng)
     dtype = rng.choice(DTYPES)
     n = rng.randrange(0, 11)
     if kind == "ragged":
@@ -62,6 +76,68 @@ def _source(rng: random.Random) -> Spec:
         spec["y_dtype"] = second
         columns["y"] = _values(rng, second, n)
     return spec
+
+
+def _csv_source(rng: random.Random) -> Spec:
+    """CsvDataset over a file written from the spec: column ``x`` (and maybe ``y``), some fields
+    empty (their default) or quoted; ``required`` columns have no default."""
+    columns = ["x"] + (["y"] if rng.random() < 0.4 else [])
+    dtypes = [rng.choice(CSV_DTYPES) for _ in columns]
+    required = [rng.random() < 0.3 for _ in columns]
+    lines = []
+    for _ in range(rng.randrange(0, 9)):
+        fields = []
+        for dtype in dtypes:
+            if rng.random() < 0.1:
+                fields.append("")
+            elif dtype == "bytes":
+                v = rng.choice(["a", "b,c", 'say "hi"', " sp ", "x\ny"])
+                fields.append('"' + v.replace('"', '""') + '"' if rng.random() < 0.5 or '"' in v
+                              or "," in v or "\n" in v else v)
+            else:
+                fields.append(str(_values(rng, "float32" if dtype.startswith("float") else "int32", 1)[0]))
+        lines.append(",".join(fields))
+    content = "\n".join(lines) + ("\n" if lines and rng.random() < 0.8 else "")
+    header = rng.random() < 0.3
+    if header:
+        content = ",".join(columns) + "\n" + content
+    return {"kind": "csv", "dtype": dtypes[0], "columns": columns, "dtypes": dtypes,
+            "required": required, "header": header, "content": content}
+
+
+_TMP: List[str] = []
+
+
+def _scratch(prefix: str) -> str:
+    """A fresh folder under one temporary root per process, removed when the process exits."""
+    import atexit
+    import shutil
+    import tempfile
+
+    if not _TMP:
+        _TMP.append(tempfile.mkdtemp(prefix="stokehold-oracle-"))
+        atexit.register(shutil.rmtree, _TMP[0], True)
+    return tempfile.mkdtemp(prefix=prefix, dir=_TMP[0])
+
+
+def _csv_file(source: Spec) -> str:
+    """The CSV file of a ``csv`` source, written to a fresh temporary folder."""
+    import os
+
+    path = os.path.join(_scratch("csv-"), "data.csv")
+    with open(path, "w", newline="") as f:
+        f.write(source["content"])
+    return path
+
+
+def _csv_default(dtype: str, required: bool, types: Any, one: Callable[[Any, Any], Any]) -> Any:
+    """A column's record_defaults entry: its type, or a one-element array of its default made by
+    ``one(value, type)`` (tf.data reads a numpy scalar as its dtype, i.e. a required column, and
+    ``[np.int64(-7)]`` as int32: a tensor of the type is what says int64 there)."""
+    if required:
+        return types[dtype]
+    value = {"int32": 7, "int64": -7, "float32": 0.5, "float64": -0.5, "bytes": ""}[dtype]
+    return one(value, types[dtype])
 
 
 def _pad_value(rng: random.Random, dtype: str) -> Any:
@@ -94,6 +170,15 @@ def _op(rng: random.Random, family: str, dtype: str, rank: int) -> List[Any]:
         return ["shard", n, rng.randrange(n)]
     if family == "prefetch":
         return ["prefetch", rng.randrange(1, 4)]
+    if family == "take_while":
+        m = rng.randrange(2, 5)
+        return ["take_while", m, rng.randrange(m)]
+    if family == "choose":
+        return ["choose", rng.randrange(0, 9)]
+    if family == "rejection_resample":
+        return ["rejection_resample", rng.choice(["pass", "filter"])]
+    if family == "sparse_batch":
+        return ["sparse_batch", rng.randrange(1, 4), [rng.choice([None, 4]) for _ in range(rank)]]
     return [family]
 
 
@@ -106,12 +191,27 @@ def generate(seed: int, count: int) -> List[Spec]:
         dtype = source["dtype"]
         rank = 1 if source["kind"] == "ragged" or source.get("width") else 0
         ops: List[List[Any]] = []
+        features = set(source.get("columns", ["x"])) if source["kind"] != "slices" else set(source["columns"])
         for _ in range(rng.randrange(1, 6)):
             family = rng.choice(FAMILIES)
-            if family in ("map", "filter") and dtype == "bytes":
+            if family in SUMMING and dtype == "bytes":
                 family = "take"
+            if family == "sparse_batch" and features != {"x"}:
+                family = "take"  # tf.data's sparse_batch takes one component
             op = _op(rng, family, dtype, rank)
             ops.append(op)
+            if op[0] == "sparse_batch":
+                break  # its SparseTensor is what is compared; nothing is built on it
+            if op[0] == "enumerate":
+                features.add("index")
+            if op[0] == "padded_batch":
+                features |= {f"{k}_lengths" for k in features}
+            if op[0] == "scan":
+                features.add("s")
+            if op[0] == "rejection_resample" and "class" in features:
+                ops[-1] = ["take", 5]  # a second one would find its feature taken (tf.data nests)
+            elif op[0] == "rejection_resample":
+                features.add("class")
             if op[0] == "repeat" and op[1] < 0:
                 ops.append(["take", rng.randrange(0, 9)])  # keep it finite
             if op[0] in ("batch", "padded_batch", "rebatch"):
@@ -193,6 +293,15 @@ def sh_source(sh: Any, source: Spec) -> Any:
     kind = source["kind"]
     if kind == "range":
         return sh.Dataset.range(source["n"])
+    if kind == "range3":
+        return sh.Dataset.range(*source["args"])
+    if kind == "csv":
+        types = {"int32": np.int32, "int64": np.int64, "float32": np.float32, "float64": np.float64,
+                 "bytes": bytes}
+        defaults = [_csv_default(d, r, types, lambda v, t: np.array([v], dtype=object if t is bytes else t))
+                    for d, r in zip(source["dtypes"], source["required"])]
+        return sh.CsvDataset(_csv_file(source), defaults, header=source["header"],
+                             column_names=source["columns"])
     dtype = source["dtype"]
     if kind == "ragged":
         rows = [_np_values(dtype, r) for r in source["rows"]]
@@ -238,9 +347,48 @@ def build_sh(sh: Any, spec: Spec) -> Any:
             ds = ds.prefetch(args[0])
         elif name == "cache":
             ds = ds.cache()
+        elif name == "take_while":
+            keep = _sh_keep(*args)
+            ds = ds.take_while(lambda e, keep=keep: not keep(e))
+        elif name == "scan":
+            ds = ds.scan(0, _sh_scan)
+        elif name == "unique":
+            ds = ds.unique()
+        elif name == "choose":
+            picks = sh.Dataset.range(args[0]).map(lambda e: {"c": e["x"] % 2})
+            ds = sh.Dataset.choose_from_datasets([ds, ds], picks)
+        elif name == "rejection_resample":
+            ds = ds.rejection_resample(_sh_class, *_RESAMPLE[args[0]], seed=1)
+        elif name == "sparse_batch":
+            ds = ds.sparse_batch(args[0], args[1])
+        elif name == "snapshot":
+            ds = ds.snapshot(_scratch("snapshot-"))
+        elif name == "with_options":
+            options = sh.Options()
+            options.deterministic = True
+            options.autotune.ram_budget = 1 << 28
+            options.threading.private_threadpool_size = 2
+            ds = ds.with_options(options)
         else:
             raise ValueError(f"unknown op {name!r}")
     return ds
+
+
+#: rejection_resample's (target_dist, initial_dist) per mode: both make its output certain
+#: (every element with its class; only class 0's), so the two sides can be compared.
+_RESAMPLE = {"pass": ([0.5, 0.5], [0.5, 0.5]), "filter": ([1.0, 0.0], [0.5, 0.5])}
+
+
+def _sh_sum(e: Dict[str, Any]) -> int:
+    return int(np.sum(np.asarray(e["x"]).astype(np.int64)))
+
+
+def _sh_scan(state: int, e: Dict[str, Any]) -> Tuple[int, Dict[str, Any]]:
+    return state + _sh_sum(e), {**e, "s": np.int64(state)}
+
+
+def _sh_class(e: Dict[str, Any]) -> int:
+    return _sh_sum(e) % 2
 
 
 def run_sh(sh: Any, spec: Spec) -> Dict[str, Any]:
@@ -258,6 +406,16 @@ def tf_source(tf: Any, source: Spec) -> Any:
     kind = source["kind"]
     if kind == "range":
         return tf.data.Dataset.range(source["n"]).map(lambda v: {"x": v})
+    if kind == "range3":
+        return tf.data.Dataset.range(*source["args"]).map(lambda v: {"x": v})
+    if kind == "csv":
+        types = {"int32": tf.int32, "int64": tf.int64, "float32": tf.float32, "float64": tf.float64,
+                 "bytes": tf.string}
+        defaults = [_csv_default(d, r, types, lambda v, t: tf.constant([v], t))
+                    for d, r in zip(source["dtypes"], source["required"])]
+        names = source["columns"]
+        return tf.data.experimental.CsvDataset(_csv_file(source), defaults, header=source["header"]).map(
+            lambda *cols: dict(zip(names, cols)))
     dtype = source["dtype"]
     tf_dtype = tf.string if dtype == "bytes" else tf.as_dtype(dtype)
     if kind == "ragged":
@@ -290,10 +448,12 @@ def build_tf(tf: Any, spec: Spec) -> Any:
                 out[k] = v + v
         return out
 
+    def tf_sum(e: Dict[str, Any]) -> Any:
+        return tf.reduce_sum(tf.cast(e["x"], tf.int64))
+
     def tf_keep(m: int, r: int) -> Callable[[Dict[str, Any]], Any]:
         def keep(e: Dict[str, Any]) -> Any:
-            s = tf.reduce_sum(tf.cast(e["x"], tf.int64))
-            return tf.math.floormod(s, m) == r  # numpy's % and floormod agree in sign
+            return tf.math.floormod(tf_sum(e), m) == r  # numpy's % and floormod agree in sign
         return keep
 
     def pad_values(ds: Any, value: Any) -> Optional[Dict[str, Any]]:
@@ -341,6 +501,31 @@ def build_tf(tf: Any, spec: Spec) -> Any:
             ds = ds.prefetch(args[0])
         elif name == "cache":
             ds = ds.cache()
+        elif name == "take_while":
+            keep = tf_keep(*args)
+            ds = ds.take_while(lambda e, keep=keep: tf.logical_not(keep(e)))
+        elif name == "scan":
+            ds = ds.scan(tf.constant(0, tf.int64), lambda s, e: (s + tf_sum(e), {**e, "s": s}))
+        elif name == "unique":
+            ds = ds.unique()
+        elif name == "choose":
+            picks = tf.data.Dataset.range(args[0]).map(lambda i: i % 2)
+            ds = tf.data.Dataset.choose_from_datasets([ds, ds], picks)
+        elif name == "rejection_resample":
+            target, initial = _RESAMPLE[args[0]]
+            ds = ds.rejection_resample(lambda e: tf.math.floormod(tf_sum(e), 2), target, initial, seed=1)
+            ds = ds.map(lambda c, e: {**e, "class": c})
+        elif name == "sparse_batch":
+            ds = ds.map(lambda e: e["x"]).sparse_batch(args[0], args[1])
+            ds = ds.map(lambda t: {"x.indices": t.indices, "x.values": t.values, "x.dense_shape": t.dense_shape})
+        elif name == "snapshot":
+            ds = ds.snapshot(_scratch("snapshot-"))
+        elif name == "with_options":
+            options = tf.data.Options()
+            options.deterministic = True
+            options.autotune.ram_budget = 1 << 28
+            options.threading.private_threadpool_size = 2
+            ds = ds.with_options(options)
         else:
             raise ValueError(f"unknown op {name!r}")
     return ds
@@ -429,9 +614,29 @@ def _concatenate_unchecked(spec: Spec, want: Dict[str, Any], got: Dict[str, Any]
             and not want["elements"] and got["error"] in (None, "SchemaError"))
 
 
+def _unique_any_dtype(spec: Spec, want: Dict[str, Any], got: Dict[str, Any]) -> bool:
+    """tf.data's unique refuses floats and bools (only int32, int64 and strings) when the
+    pipeline is built; stokehold's takes one feature of any dtype."""
+    return "unique" in _ops(spec) and want["error"] == "TypeError" and not want["elements"]
+
+
+def _tf_choose_concatenate(spec: Spec, want: Dict[str, Any], got: Dict[str, Any]) -> bool:
+    """tf.data 2.21 cannot make an iterator of ``choose_from_datasets([g, g], ...)
+    .concatenate(g)`` over variable-length rows ("Incompatible shapes at component 0: expected
+    [?] but got []"): a TensorFlow bug; stokehold yields the concatenation."""
+    ops = _ops(spec)
+    return ("choose" in ops and "concatenate" in ops[ops.index("choose"):]
+            and spec["source"]["kind"] == "ragged" and want["error"] == "InvalidArgumentError"
+            and not want["elements"] and not got["error"])
+
+
 #: The differences stokehold keeps on purpose: name -> (applies to (spec, tf.data, stokehold),
 #: the reason). GUIDE's "tf.data habits" table lists the same names.
 DIFFERENCES: Dict[str, Tuple[Callable[[Spec, Dict[str, Any], Dict[str, Any]], bool], str]] = {
+    "unique-any-dtype": (_unique_any_dtype, "unique takes one feature of any dtype; tf.data takes "
+                         "int32, int64 and string only"),
+    "tf-choose-concatenate": (_tf_choose_concatenate, "tf.data fails to concatenate the result of "
+                              "choose_from_datasets over variable-length rows; stokehold concatenates"),
     "ragged-batch": (_ragged_batch, "batch of rows of different lengths gives a Ragged feature "
                      "where tf.data raises"),
     "concatenate-unchecked": (_concatenate_unchecked, "concatenate of different features is "
