@@ -60,7 +60,10 @@ def _dtype(d: Any) -> str:
         name = "bytes"
     if name not in _DTYPES:
         raise _native.InvalidArgumentError(
-            f"tf.train.Example holds int64, float32 or bytes, not {d!r}"
+            f"tf.train.Example holds int64, float32 or bytes, not {d!r}: parse an integer or "
+            f"bool feature as int64 and a float one as float32, then ds.cast(feature, {name!r}); "
+            "float64 is written as raw bytes (docs/FORMAT.md, \"Dtypes and shapes in "
+            "tf.train.Example\"), and decode_example restores every recorded dtype"
         )
     return _DTYPES[name]
 

@@ -202,6 +202,12 @@ def test_every_dtype_and_shape_survives_write_tfrecord(tmp_path: Path) -> None:
     np.testing.assert_array_equal(e["float16_vec"], cols["float16_vec"][1].astype(np.float32))
     raw = np.frombuffer(e["float64_2d"].item(), "<f8").reshape(2, 3)
     np.testing.assert_array_equal(raw, cols["float64_2d"][1])
+    # A spec of a dtype Example lacks names the way that works; following it gives the dtype.
+    with pytest.raises(sh.InvalidArgumentError, match=r"as int64 .* ds.cast\(feature, 'uint8'\)"):
+        tfr.parse_examples(tfr.TFRecordDataset(paths), {"uint8_2d": tfr.FixedLen([2, 3], "uint8")})
+    read = tfr.parse_examples(tfr.TFRecordDataset(paths), {"uint8_2d": tfr.FixedLen([2, 3], "int64")})
+    got = read.cast("uint8_2d", "uint8")[1]["uint8_2d"]
+    assert got.dtype == np.uint8 and got.tobytes() == cols["uint8_2d"][1].tobytes()
 
 
 def _cli() -> str:
