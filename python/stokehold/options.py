@@ -49,6 +49,8 @@ class ThreadingOptions(_Fields):
     """tf.data's ``options.threading``."""
 
     __slots__ = ("max_intra_op_parallelism", "private_threadpool_size")
+    max_intra_op_parallelism: Optional[int]
+    private_threadpool_size: Optional[int]
 
 
 class AutotuneOptions(_Fields):
@@ -56,6 +58,12 @@ class AutotuneOptions(_Fields):
 
     __slots__ = ("autotune_algorithm", "cpu_budget", "enabled", "initial_parallelism", "min_parallelism",
                  "ram_budget")
+    autotune_algorithm: Any
+    cpu_budget: Optional[int]
+    enabled: Optional[bool]
+    initial_parallelism: Optional[int]
+    min_parallelism: Optional[int]
+    ram_budget: Optional[int]
 
 
 class OptimizationOptions(_Fields):
@@ -65,12 +73,27 @@ class OptimizationOptions(_Fields):
                  "map_and_batch_fusion", "map_and_filter_fusion", "map_fusion", "map_parallelization",
                  "noop_elimination", "parallel_batch", "seq_interleave_prefetch", "shuffle_and_repeat_fusion",
                  "warm_start")
+    apply_default_optimizations: Optional[bool]
+    filter_fusion: Optional[bool]
+    filter_parallelization: Optional[bool]
+    inject_prefetch: Optional[bool]
+    map_and_batch_fusion: Optional[bool]
+    map_and_filter_fusion: Optional[bool]
+    map_fusion: Optional[bool]
+    map_parallelization: Optional[bool]
+    noop_elimination: Optional[bool]
+    parallel_batch: Optional[bool]
+    seq_interleave_prefetch: Optional[bool]
+    shuffle_and_repeat_fusion: Optional[bool]
+    warm_start: Optional[bool]
 
 
 class DistributeOptions(_Fields):
     """tf.data's ``options.experimental_distribute`` (accepted, no effect)."""
 
     __slots__ = ("auto_shard_policy", "num_devices")
+    auto_shard_policy: Any
+    num_devices: Optional[int]
 
 
 class Options(_Fields):
@@ -88,6 +111,17 @@ class Options(_Fields):
     __slots__ = ("autotune", "dataset_name", "deterministic", "experimental_distribute",
                  "experimental_external_state_policy", "experimental_optimization", "experimental_slack",
                  "experimental_symbolic_checkpoint", "experimental_warm_start", "framework_type", "threading")
+    autotune: AutotuneOptions
+    dataset_name: Optional[str]
+    deterministic: Optional[bool]
+    experimental_distribute: DistributeOptions
+    experimental_external_state_policy: Any
+    experimental_optimization: OptimizationOptions
+    experimental_slack: Optional[bool]
+    experimental_symbolic_checkpoint: Optional[bool]
+    experimental_warm_start: Optional[bool]
+    framework_type: Any
+    threading: ThreadingOptions
 
     def __init__(self) -> None:
         super().__init__()
