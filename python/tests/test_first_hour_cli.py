@@ -11,6 +11,7 @@ import gzip
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import zlib
@@ -105,6 +106,38 @@ def test_demo_json_means_the_same_from_python_m_and_the_command(tmp_path: Path) 
         r = subprocess.run([*front, *small, "--json", str(path)], capture_output=True, text=True, timeout=120)
         assert r.returncode == 0, r.stderr
         assert json.loads(path.read_text())["options"]["clips"] == 6
+
+
+def _catches_sigint(pid: int) -> bool:
+    """Whether process ``pid`` has a handler for SIGINT (``SigCgt`` in ``/proc/<pid>/status``)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("SigCgt:"):
+            return bool(int(line.split()[1], 16) & (1 << (signal.SIGINT - 1)))
+    raise AssertionError("no SigCgt line")
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads /proc/<pid>/status")
+@pytest.mark.parametrize("front", ["script", "python -m"])
+def test_ctrl_c_ends_the_command_as_it_ends_the_binary(front: str) -> None:
+    """SIGINT while the Rust command runs ends the process by the signal (exit -2), not a
+    KeyboardInterrupt waiting for Rust to return. The signal goes once the extension is loaded
+    and Python's handler gone (the entry point restores the default action just before calling
+    into Rust), so no sleep decides."""
+    cmd = [str(SCRIPT)] if front == "script" else [sys.executable, "-m", "stokehold"]
+    p = subprocess.Popen([*cmd, "demo", "--clips", "2000", "--epochs", "1000", "--no-progress"],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        # Python's handler is installed from its start until _cli.main restores the default,
+        # and the extension is imported in between: loaded and no handler means Rust runs.
+        while _catches_sigint(p.pid) or "_native" not in Path(f"/proc/{p.pid}/maps").read_text():
+            assert p.poll() is None
+        p.send_signal(signal.SIGINT)
+        assert p.wait(timeout=60) == -signal.SIGINT
+    finally:
+        p.kill()
+        p.wait()
+        assert p.stderr is not None
+        p.stderr.close()
 
 
 BAD_INPUTS: List[List[str]] = [
