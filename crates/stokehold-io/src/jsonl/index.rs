@@ -1,0 +1,176 @@
+//! The line index of a JSONL file: where each non-blank line starts and how long it is, so that
+//! the file can be read at random (`len`, `ds[i]`, global shuffle).
+//!
+//! # Format (version 1)
+//!
+//! The index of `data.jsonl` is `data.jsonl.idx` (the TFRecord index's naming and side folder,
+//! [`crate::tfrecord::index::find_index`]), all integers little-endian:
+//!
+//! | bytes      | field                                                                  |
+//! |------------|------------------------------------------------------------------------|
+//! | 8          | magic `b"STKJLIX1"` (the trailing `1` is the version)                  |
+//! | 8          | `n`: number of lines, u64                                              |
+//! | 8          | size in bytes of the JSONL file it describes, u64 (stale-index check)  |
+//! | 16 × `n`   | per line: offset of its first byte, u64; its length without `\n`, u64  |
+//! | 4          | masked CRC32C (as TFRecord uses) of all the bytes before it            |
+//!
+//! Lines that hold only whitespace are not listed (Python's `json` refuses them; JSONL readers
+//! skip them). A trailing `\r` is part of the line (JSON reads it as whitespace). The index is
+//! written atomically ([`crate::atomic::write_atomic`]); one that is stale (made for another
+//! size) is rebuilt, one that is corrupt is refused naming it.
+
+use std::path::{Path, PathBuf};
+
+use stokehold_core::{Error, Result};
+
+use crate::tfrecord::crc::masked_crc;
+use crate::tfrecord::index::IndexEntry;
+
+/// Magic bytes and version of the JSONL line index.
+pub const MAGIC: &[u8; 8] = b"STKJLIX1";
+const FIXED: usize = 8 + 8 + 8 + 4;
+
+/// The non-blank lines of `data`, in order: offset and length (without the `\n`).
+pub fn scan_lines(data: &[u8]) -> Vec<IndexEntry> {
+    let mut out = Vec::new();
+    let mut start = 0usize;
+    while start < data.len() {
+        let end = data[start..]
+            .iter()
+            .position(|&b| b == b'\n')
+            .map_or(data.len(), |p| start + p);
+        if !data[start..end].iter().all(u8::is_ascii_whitespace) {
+            out.push(IndexEntry {
+                offset: start as u64,
+                len: (end - start) as u64,
+            });
+        }
+        start = end + 1;
+    }
+    out
+}
+
+/// The bytes of an index of `entries` for a file of `file_size` bytes.
+pub fn encode(entries: &[IndexEntry], file_size: u64) -> Vec<u8> {
+    let mut out = Vec::with_capacity(FIXED + 16 * entries.len());
+    out.extend_from_slice(MAGIC);
+    out.extend_from_slice(&(entries.len() as u64).to_le_bytes());
+    out.extend_from_slice(&file_size.to_le_bytes());
+    for e in entries {
+        out.extend_from_slice(&e.offset.to_le_bytes());
+        out.extend_from_slice(&e.len.to_le_bytes());
+    }
+    let crc = masked_crc(&out);
+    out.extend_from_slice(&crc.to_le_bytes());
+    out
+}
+
+/// Parses and checks index bytes (`path` names them in errors): the entries and the size of the
+/// file they describe. Entries must be in order, not overlap, and end inside the file.
+pub fn decode(path: &Path, b: &[u8]) -> Result<(Vec<IndexEntry>, u64)> {
+    let bad = |offset: u64, why: String| Error::corrupt(path, offset, format!("index: {why}"));
+    if b.len() < FIXED || &b[..8] != MAGIC {
+        return Err(bad(
+            0,
+            format!("not a stokehold JSONL index (magic {MAGIC:?}, version 1)"),
+        ));
+    }
+    let u64_at = |p: usize| u64::from_le_bytes(b[p..p + 8].try_into().unwrap());
+    let (n, file_size) = (u64_at(8), u64_at(16));
+    let want = n.checked_mul(16).and_then(|x| x.checked_add(FIXED as u64));
+    if want != Some(b.len() as u64) {
+        return Err(bad(
+            8,
+            format!("{n} lines need {want:?} bytes, the index has {}", b.len()),
+        ));
+    }
+    let body = &b[..b.len() - 4];
+    let crc = u32::from_le_bytes(b[b.len() - 4..].try_into().unwrap());
+    if masked_crc(body) != crc {
+        return Err(bad(body.len() as u64, "bad CRC".into()));
+    }
+    let mut entries = Vec::with_capacity(n as usize);
+    let mut next_free = 0u64;
+    for i in 0..n as usize {
+        let e = IndexEntry {
+            offset: u64_at(24 + 16 * i),
+            len: u64_at(32 + 16 * i),
+        };
+        let end = e.offset.checked_add(e.len);
+        if e.offset < next_free || !matches!(end, Some(x) if x <= file_size) {
+            return Err(bad(
+                (24 + 16 * i) as u64,
+                format!("entry {i} {e:?} overlaps or overruns"),
+            ));
+        }
+        next_free = end.unwrap().saturating_add(1);
+        entries.push(e);
+    }
+    Ok((entries, file_size))
+}
+
+/// The line index of the file `file` (`remote`: a URL) whose bytes are `data`: read from its
+/// sidecar when there is a current one, else scanned and (for a local file, when the folder is
+/// writable) written beside it for the next run. Returns the entries and the index path written
+/// or read (`None`: kept in memory only).
+pub fn read_or_build(
+    file: &Path,
+    data: &[u8],
+    remote: bool,
+) -> Result<(Vec<IndexEntry>, Option<PathBuf>)> {
+    let ipath = crate::tfrecord::index::find_index(file);
+    if crate::storage::head(&ipath)?.is_some() {
+        let b = crate::storage::read(&ipath)?;
+        let (entries, size) = decode(&ipath, &b)?;
+        if size == data.len() as u64 {
+            return Ok((entries, Some(ipath)));
+        }
+    }
+    let entries = scan_lines(data);
+    if remote {
+        return Ok((entries, None));
+    }
+    // A folder we may not write to (a read-only data set) still reads: the scan is kept in
+    // memory. Any other failure to write is an error naming the index.
+    match crate::atomic::write_atomic(&ipath, &encode(&entries, data.len() as u64)) {
+        Ok(p) => Ok((entries, Some(p))),
+        Err(Error::Io { source, .. })
+            if matches!(
+                source.kind(),
+                std::io::ErrorKind::PermissionDenied | std::io::ErrorKind::ReadOnlyFilesystem
+            ) =>
+        {
+            Ok((entries, None))
+        }
+        Err(e) => Err(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn blank_lines_are_left_out_and_the_last_line_needs_no_newline() {
+        let e = scan_lines(b"{\"a\":1}\n\n  \r\n{\"a\":2}");
+        let got: Vec<_> = e.iter().map(|e| (e.offset, e.len)).collect();
+        assert_eq!(got, vec![(0, 7), (13, 7)]);
+    }
+
+    #[test]
+    fn round_trip_and_refusals() {
+        let e = scan_lines(b"1\n22\n333\n");
+        let b = encode(&e, 9);
+        assert_eq!(decode(Path::new("x.idx"), &b).unwrap(), (e, 9));
+        let mut flipped = b.clone();
+        flipped[30] ^= 1;
+        let err = decode(Path::new("x.idx"), &flipped)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("x.idx") && err.contains("CRC"), "{err}");
+        let err = decode(Path::new("x.idx"), &b[..20])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("not a stokehold JSONL index"), "{err}");
+    }
+}
