@@ -170,3 +170,48 @@ fn listed_npy_files_conform() {
         CUTS,
     );
 }
+
+#[test]
+fn jsonl_files_conform_plain_and_zstd() {
+    use stokehold_io::jsonl::{JsonlDataset, JsonlOptions};
+    let dir = tempfile::tempdir().unwrap();
+    let line = |i: usize| {
+        let clip: Vec<String> = (0..i % 5).map(|k| format!("{}.5", i * 10 + k)).collect();
+        format!(
+            "{{\"id\": {i}, \"clip\": [{}], \"m\": {{\"label\": \"label-{i}\"}}}}\n",
+            clip.join(",")
+        )
+    };
+    let mut files = Vec::new();
+    for (k, range) in [0..12usize, 12..13, 13..30].into_iter().enumerate() {
+        let text: String = range.map(line).collect();
+        let path = dir.path().join(format!("part-{k}.jsonl"));
+        std::fs::write(&path, &text).unwrap();
+        files.push(path);
+    }
+    let zst = dir.path().join("part-3.jsonl.zst");
+    let text: String = (30..37).map(line).collect();
+    std::fs::write(&zst, zstd::encode_all(text.as_bytes(), 3).unwrap()).unwrap();
+    files.push(zst);
+    let opts = JsonlOptions {
+        fields: Some(vec![
+            stokehold_io::jsonl::FieldRequest {
+                name: "clip".into(),
+                kind: Some("float64[]".into()),
+                default: None,
+            },
+            stokehold_io::jsonl::FieldRequest {
+                name: "id".into(),
+                ..Default::default()
+            },
+            stokehold_io::jsonl::FieldRequest {
+                name: "m.label".into(),
+                ..Default::default()
+            },
+        ]),
+        ..Default::default()
+    };
+    let ds = Dataset::from_map(JsonlDataset::open(&files, opts).unwrap());
+    assert!(ds.is_random_access());
+    check_under_ops("read_jsonl", &ds);
+}

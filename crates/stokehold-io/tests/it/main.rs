@@ -8,6 +8,7 @@ mod cached_shards;
 mod conformance_io;
 #[cfg(feature = "image")]
 mod image;
+mod jsonl;
 mod local_cache;
 #[cfg(feature = "remote")]
 mod remote;
