@@ -10,6 +10,7 @@ pub mod audio;
 pub mod files;
 #[cfg(feature = "image")]
 pub mod image;
+pub mod jsonl;
 pub mod options;
 pub mod shard;
 pub mod storage;
