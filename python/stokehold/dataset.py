@@ -506,7 +506,8 @@ class Dataset:
                              f"has {len(initial)} classes; target_dist has {len(target)}")
         key = _args.name(op, "class_feature", class_feature)
         s = self._op_seed(op, seed)
-        mix_seed = self._native.derived_seed(s, f"{op}/mix")
+        # two streams of their own, so that random_map(seed=s) and this op's draws differ
+        accept_seed, mix_seed = (self._native.derived_seed(s, f"{op}/{use}") for use in ("accept", "mix"))
         from .keyed import element_rng
 
         def classed(i: int, e: Element) -> Tuple[int, Element]:
@@ -549,7 +550,7 @@ class Dataset:
                 pairs = ((initial, *classed(i, e)) for i, e in enumerate(elements))
             for i, (dist, k, e) in enumerate(pairs):
                 accept, _ = _acceptance(dist, target)
-                if element_rng(s, epoch, i).random() < accept[k]:
+                if element_rng(accept_seed, epoch, i).random() < accept[k]:
                     yield e
 
         def run(elements: Iterable[Element], epoch: int) -> Iterable[Mapping[str, Any]]:
