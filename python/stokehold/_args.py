@@ -106,6 +106,16 @@ def count(op: str, arg: str, value: Any, minimum: int = 0, maximum: int = MAX_CO
     return v
 
 
+#: The most axes an array has (numpy's limit): an axis past it is refused by name here.
+MAX_AXIS = 64
+
+
+def axis(op: str, arg: str, value: Any) -> int:
+    """An axis: an int in ``-MAX_AXIS ..= MAX_AXIS``, a negative one counting from the end (as in
+    numpy); each element's rank is checked natively."""
+    return count(op, arg, value, -MAX_AXIS, MAX_AXIS)
+
+
 def count_or_all(op: str, arg: str, value: Any) -> Optional[int]:
     """A count >= 0, or ``None`` for any negative count (or ``None``): tf.data's "all" /
     "forever" (tf.data reads every negative count so, not only -1)."""

@@ -65,17 +65,13 @@ def decode(
         **_args.native_options(op, options)))
 
 
-#: The most axes an array has (numpy's limit): a time axis past it is refused by name.
-_MAX_AXIS = 64
-
-
 def _stft(op: str, n_fft: int, win_length: Optional[int], hop_length: Optional[int],
           axis: int) -> Dict[str, Any]:
     """The STFT sizes as ints (their ranges and defaults are Rust's ``StftOptions::from_args``),
     and the time axis (checked against each element's rank in Rust)."""
     return {"n_fft": _args.count(op, "n_fft", n_fft), "win_length": _count(op, "win_length", win_length),
             "hop_length": _count(op, "hop_length", hop_length),
-            "axis": _args.count(op, "axis", axis, -_MAX_AXIS, _MAX_AXIS)}
+            "axis": _args.axis(op, "axis", axis)}
 
 
 def spectrogram(

@@ -39,7 +39,7 @@ from ._optional import needs
 from .iterator import EpochLoader, Iterator
 from .options import Options
 from .processes import ProcessOptions, process_map
-from .spec import ElementSpec, spec_of
+from .spec import SPEC_SAMPLE, ElementSpec, spec_of_sample
 
 if TYPE_CHECKING:
     from .image import Size
@@ -705,10 +705,10 @@ class Dataset:
     def random_crop(
         self, feature: str, size: int, axis: int = 0, seed: Optional[int] = None, pad: bool = False
     ) -> Dataset:
-        """A random window of ``size`` along ``axis`` (default 0) of ``feature`` (native, no
-        Python per element); the offset is drawn from (seed, epoch, index). Decoded audio is
-        ``[channels, frames]``: crop its time with ``axis=1`` (``axis=0`` after
-        ``decode_audio(channels_first=False)``). An element shorter than ``size`` is a
+        """A random window of ``size`` along ``axis`` (default 0; negative counts from the end)
+        of ``feature`` (native, no Python per element); the offset is drawn from (seed, epoch,
+        index). Decoded audio is ``[channels, frames]``: crop its time with ``axis=1`` or
+        ``axis=-1`` (``axis=0`` after ``decode_audio(channels_first=False)``). An element shorter than ``size`` is a
         :class:`SchemaError` naming the element and the likely fix (a longer axis, or
         ``pad=True`` where padding fits in memory), or with ``pad=True`` is zero-padded at the
         end to ``size``; a padded element larger than the memory budget is an
@@ -717,15 +717,15 @@ class Dataset:
         op = "random_crop"
         return self._then(self._native.random_crop(
             _args.name(op, "feature", feature), _args.count(op, "size", size),
-            _args.count(op, "axis", axis), self._op_seed(op, seed), _args.flag(op, "pad", pad)))
+            _args.axis(op, "axis", axis), self._op_seed(op, seed), _args.flag(op, "pad", pad)))
 
     def pad_to(self, feature: str, length: int, axis: int = 0, value: PadValue = 0) -> Dataset:
         """Pads (with ``value``, default 0) or trims ``feature`` to exactly ``length`` along
-        ``axis`` (default 0)."""
+        ``axis`` (default 0; negative counts from the end)."""
         op = "pad_to"
         return self._then(self._native.pad_to(
             _args.name(op, "feature", feature), _args.count(op, "length", length),
-            _args.count(op, "axis", axis), value))
+            _args.axis(op, "axis", axis), value))
 
     def cast(self, feature: str, dtype: Any) -> Dataset:
         """Casts ``feature`` to ``dtype`` (a numpy dtype or its name; C-style conversion:
@@ -1607,19 +1607,25 @@ class Dataset:
     @property
     def element_spec(self) -> ElementSpec:
         """Feature name -> :class:`TensorSpec` / :class:`RaggedSpec` (shape and dtype), read
-        from the first element of epoch 0 (which is computed once for this; tf.data infers it
-        without running). An empty dataset raises :class:`OutOfRangeError`."""
+        from a sample of epoch 0's elements, computed once for this (tf.data infers it without
+        running): up to 8 (:data:`stokehold.spec.SPEC_SAMPLE`), the first 7 and, where the
+        dataset has random access and a finite length, the last. An axis whose length differs
+        between them is ``None``, as in tf.data: images of varying size give ``(None, None,
+        3)``, and ``batch(4)`` of 10 elements ``(None, ...)`` (its last batch holds 2); an axis
+        that varies only in elements not read keeps the length read. An empty dataset raises
+        :class:`OutOfRangeError`."""
         if self._spec is None:
+            k = SPEC_SAMPLE
             if self.is_random_access:
-                if self._native.cardinality() == 0:
-                    raise OutOfRangeError(f"element_spec: the dataset is empty ({self.describe()})")
-                first = self._native.get(0)
+                n = self._native.cardinality()
+                idx = list(range(k)) if n == _native.INFINITE else sorted({*range(min(n, k - 1)), n - 1})
+                sample: List[Element] = [self._native.get(i) for i in idx if i >= 0]
             else:
-                got: Optional[Element] = next(self._native.iter(0), None)
-                if got is None:
-                    raise OutOfRangeError(f"element_spec: the dataset is empty ({self.describe()})")
-                first = got
-            self._spec = spec_of(first)
+                sample = list(itertools.islice(self._native.iter(0), k))
+            spec = spec_of_sample(sample)
+            if spec is None:
+                raise OutOfRangeError(f"element_spec: the dataset is empty ({self.describe()})")
+            self._spec = spec
         return self._spec
 
     def cardinality(self) -> int:

@@ -39,6 +39,12 @@ def test_a_mono_clip_cropped_on_axis_0_names_axis_1_and_following_it_crops() -> 
     assert "pad=True" not in msg, msg  # padding axis 0 to 16000 rows is never the fix
     crop = next(iter(_mono().random_crop("audio", 16000, axis=1, seed=1)))["audio"]
     assert crop.shape == (1, 16000)
+    # axis=-1, the last, as the spectrograms take time: the same crop.
+    last = next(iter(_mono().random_crop("audio", 16000, axis=-1, seed=1)))["audio"]
+    np.testing.assert_array_equal(crop, last)
+    assert next(iter(_mono().pad_to("audio", 30000, axis=-1)))["audio"].shape == (1, 30000)
+    with pytest.raises(sh.SchemaError, match=r'"audio" has shape \[1, 24000\], no axis -3'):
+        list(_mono().random_crop("audio", 16000, axis=-3, seed=1))
     # Longer than the clip: the hint adds pad=True, and following it gives [1, size].
     with pytest.raises(sh.SchemaError, match=r"pass axis=1, pad=True \(decoded audio"):
         list(_mono().random_crop("audio", 48000, seed=1))

@@ -274,7 +274,7 @@ impl PyDataset {
         &self,
         feature: &str,
         size: usize,
-        axis: usize,
+        axis: isize,
         seed: u64,
         pad: bool,
     ) -> PyResult<Self> {
@@ -285,7 +285,7 @@ impl PyDataset {
         &self,
         feature: &str,
         length: usize,
-        axis: usize,
+        axis: isize,
         value: Bound<'_, PyAny>,
     ) -> PyResult<Self> {
         guard(|| {

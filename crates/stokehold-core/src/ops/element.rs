@@ -68,14 +68,18 @@ fn pad_axis(
     Tensor::new(t.dtype(), shape, Bytes::from(out))
 }
 
-fn check_axis(op: &str, name: &str, t: &Tensor, axis: usize) -> Result<()> {
-    if axis >= t.shape().len() {
+/// `axis` of `t` as an index (a negative axis counts from the end, as in numpy), or an error
+/// naming the op, the feature and its shape.
+fn resolve_axis(op: &str, name: &str, t: &Tensor, axis: isize) -> Result<usize> {
+    let rank = t.shape().len() as isize;
+    let at = if axis < 0 { axis + rank } else { axis };
+    if !(0..rank).contains(&at) {
         return Err(Error::schema(
             op,
             format!("feature {name:?} has shape {:?}, no axis {axis}", t.shape()),
         ));
     }
-    Ok(())
+    Ok(at as usize)
 }
 
 /// What to do about an element with fewer than `size` positions on `axis`, as the end of the
@@ -120,16 +124,16 @@ fn short_hint(t: &Tensor, axis: usize, size: usize) -> String {
     }
 }
 
-/// A random window of `size` along `axis` of feature `name`.
+/// A random window of `size` along `axis` of feature `name` (negative: from the end).
 ///
 /// An element shorter than `size` is an error naming the element, unless `pad` is set: then it is
 /// padded with zeros at the end to `size` (documented choice: silent padding would hide data bugs,
 /// so it must be asked for).
-pub fn random_crop(name: &str, axis: usize, size: usize, seed: u64, pad: bool) -> MapFn {
+pub fn random_crop(name: &str, axis: isize, size: usize, seed: u64, pad: bool) -> MapFn {
     let name = name.to_string();
     Arc::new(move |mut e: Example, ctx: &Ctx| {
         let t = e.tensor(ctx.op, &name)?;
-        check_axis(ctx.op, &name, t, axis)?;
+        let axis = resolve_axis(ctx.op, &name, t, axis)?;
         let n = t.shape()[axis];
         let out = if n < size {
             if !pad {
@@ -155,12 +159,13 @@ pub fn random_crop(name: &str, axis: usize, size: usize, seed: u64, pad: bool) -
     })
 }
 
-/// Pads (with `value`) or trims feature `name` to exactly `len` along `axis`.
-pub fn pad_or_trim(name: &str, axis: usize, len: usize, value: PadValue) -> MapFn {
+/// Pads (with `value`) or trims feature `name` to exactly `len` along `axis` (negative: from
+/// the end).
+pub fn pad_or_trim(name: &str, axis: isize, len: usize, value: PadValue) -> MapFn {
     let name = name.to_string();
     Arc::new(move |mut e: Example, ctx: &Ctx| {
         let t = e.tensor(ctx.op, &name)?;
-        check_axis(ctx.op, &name, t, axis)?;
+        let axis = resolve_axis(ctx.op, &name, t, axis)?;
         let n = t.shape()[axis];
         let out = match n.cmp(&len) {
             std::cmp::Ordering::Equal => t.clone(),
@@ -227,7 +232,7 @@ mod tests {
         );
     }
 
-    fn crop_error(t: Tensor, axis: usize, size: usize) -> String {
+    fn crop_error(t: Tensor, axis: isize, size: usize) -> String {
         random_crop("x", axis, size, 1, false)(Example::new().with("x", t), &ctx(0))
             .unwrap_err()
             .to_string()
@@ -244,6 +249,16 @@ mod tests {
         assert!(!e.contains("pad=True"), "{e}");
         let ok = random_crop("x", 1, 4, 1, false)(Example::new().with("x", mono.clone()), &ctx(0));
         assert_eq!(ok.unwrap().tensor("t", "x").unwrap().shape(), &[1, 4]);
+        // axis=-1 is the last (time, for decoded audio); past the rank is a named error.
+        let f = |axis| {
+            random_crop("x", axis, 4, 1, false)(Example::new().with("x", mono.clone()), &ctx(0))
+        };
+        assert_eq!(f(-1).unwrap(), f(1).unwrap());
+        let e = f(-3).unwrap_err().to_string();
+        assert!(
+            e.contains("feature \"x\" has shape [1, 6], no axis -3"),
+            "{e}"
+        );
         // Longer than the clip: axis 1 and pad=True, which gives [1, size].
         let e = crop_error(mono.clone(), 0, 8);
         assert!(e.contains("pass axis=1, pad=True"), "{e}");

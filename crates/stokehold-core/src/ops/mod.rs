@@ -220,11 +220,12 @@ impl Dataset {
         }
     }
 
-    /// A native random crop (see [`element::random_crop`]).
+    /// A native random crop (see [`element::random_crop`]); a negative `axis` counts from the
+    /// end.
     pub fn random_crop(
         &self,
         feature: &str,
-        axis: usize,
+        axis: isize,
         size: usize,
         seed: u64,
         pad: bool,
