@@ -173,7 +173,24 @@ fn an_uncompressed_file_named_gz_gets_a_hint_that_works() {
     );
     assert!(seen.contains("40 records"), "{seen}");
     let said = run(1, &["convert", &s(&fake), "-o", &s(&dir.path().join("y"))]);
-    assert!(said.contains("invalid gzip header"), "{said}");
+    assert!(
+        said.contains("invalid gzip header") && said.contains("drop .gz from its name"),
+        "{said}"
+    );
+    // The other hint, followed: convert has no flag for its inputs' compression.
+    let renamed = dir.path().join("fake.tfrecord");
+    std::fs::rename(&fake, &renamed).unwrap();
+    let said = run(
+        0,
+        &[
+            "convert",
+            &s(&renamed),
+            "-o",
+            &s(&dir.path().join("y")),
+            "--no-progress",
+        ],
+    );
+    assert!(said.contains("wrote 40 records"), "{said}");
 }
 
 #[test]

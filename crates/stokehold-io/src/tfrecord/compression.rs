@@ -237,25 +237,39 @@ pub fn not_compressed_hint(kind: Compression, head: &[u8]) -> String {
         Compression::Zlib => "zlib",
         Compression::None => "compressed",
     };
+    // Every reader's "auto" goes by the name, so a name is the fix that works everywhere
+    // (`stokehold convert` and `write` have no flag for their inputs' compression).
     let todo = match what {
-        FileKind::TfRecord => "read it uncompressed: compression='' in Python, \
-             --compression none on the command line, or rename it"
-            .to_string(),
+        FileKind::TfRecord => format!(
+            "read it uncompressed: drop {} from its name (or say compression='' in Python, \
+             --compression none to stokehold inspect, verify and bench)",
+            suffixes(kind)
+        ),
         FileKind::Gzip | FileKind::Zlib => {
             let c = if what == FileKind::Gzip {
-                "GZIP"
+                Compression::Gzip
             } else {
-                "ZLIB"
+                Compression::Zlib
             };
             format!(
-                "read it as {c}: compression='{c}' in Python, --compression {} on the \
-                 command line",
-                c.to_ascii_lowercase()
+                "read it as {c}: end its name in {} (or say compression='{c}' in Python, \
+                 --compression {} to stokehold inspect, verify and bench)",
+                suffixes(c),
+                c.tf_name().to_ascii_lowercase()
             )
         }
         _ => "it is not a TFRecord file".to_string(),
     };
     format!("the file is not {name}-compressed: it looks like {what}; {todo}")
+}
+
+/// The name endings [`Compression::from_path`] reads as `c`.
+fn suffixes(c: Compression) -> &'static str {
+    match c {
+        Compression::Gzip => ".gz",
+        Compression::Zlib => ".zz or .zlib",
+        Compression::None => ".gz, .zz or .zlib",
+    }
 }
 
 /// A writer whose stream must be finished explicitly (compressors write a trailer).
