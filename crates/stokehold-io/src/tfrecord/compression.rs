@@ -241,8 +241,8 @@ pub fn not_compressed_hint(kind: Compression, head: &[u8]) -> String {
     // (`stokehold convert` and `write` have no flag for their inputs' compression).
     let todo = match what {
         FileKind::TfRecord => format!(
-            "read it uncompressed: drop {} from its name (or say compression='' in Python, \
-             --compression none to stokehold inspect, verify and bench)",
+            "read it uncompressed: drop {} from its name, or pass compression='' in Python or \
+             --compression none to stokehold inspect, verify and bench",
             suffixes(kind)
         ),
         FileKind::Gzip | FileKind::Zlib => {
@@ -252,8 +252,8 @@ pub fn not_compressed_hint(kind: Compression, head: &[u8]) -> String {
                 Compression::Zlib
             };
             format!(
-                "read it as {c}: end its name in {} (or say compression='{c}' in Python, \
-                 --compression {} to stokehold inspect, verify and bench)",
+                "read it as {c}: end its name in {}, or pass compression='{c}' in Python or \
+                 --compression {} to stokehold inspect, verify and bench",
                 suffixes(c),
                 c.tf_name().to_ascii_lowercase()
             )
