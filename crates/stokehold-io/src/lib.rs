@@ -16,4 +16,5 @@ pub mod shard;
 pub mod storage;
 pub mod table;
 pub mod tfrecord;
+pub mod tokens;
 pub mod units;

@@ -35,3 +35,4 @@ mod tfrecord_corrupt;
 mod tfrecord_dataset;
 mod tfrecord_interop;
 mod tfrecord_props;
+mod tokens;
