@@ -38,6 +38,7 @@ from .errors import (
 )
 from .image import ImageInfo, probe_image
 from .iterator import Epoch, EpochLoader, Iterator
+from .jsonl import read_jsonl
 from .options import Options
 from .processes import ProcessOptions, WorkerProcessError
 from .ragged import Ragged
@@ -109,6 +110,7 @@ __all__ = [
     "probe_image",
     "open_table",
     "probe_audio",
+    "read_jsonl",
     "sample_from_datasets",
     "set_storage_options",
     "storage_stats",

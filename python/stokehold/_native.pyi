@@ -128,6 +128,13 @@ class Dataset:
     @staticmethod
     def open_shards_cached(path: str, verify: bool, cache_dir: str, cache_bytes: int) -> Dataset: ...
     @staticmethod
+    def read_jsonl(
+        files: List[str],
+        fields: Optional[List[Tuple[str, Optional[str], Optional[str]]]],
+        on_error: str,
+        defaults: List[Tuple[str, str]],
+    ) -> Dataset: ...
+    @staticmethod
     def tfrecord_dataset(
         files: List[str], compression: str, verify: bool, on_corrupt: str
     ) -> Dataset: ...

@@ -29,6 +29,7 @@ pub mod errors;
 mod execution;
 mod files;
 mod image;
+mod jsonl;
 mod malloc;
 mod options;
 mod ray_io;

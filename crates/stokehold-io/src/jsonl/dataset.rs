@@ -23,6 +23,10 @@ pub struct JsonlOptions {
     /// skip it and count it in the dataset's [`ErrorLog`]. Skip reads every line once when the
     /// files are opened, so that the dataset's indices stay the same on every read.
     pub on_error: OnError,
+    /// Defaults by field name (JSON values): what a line without the field, or with `null`,
+    /// holds. With `fields = None`, a default for a field the first line lacks adds that field,
+    /// typed by its default.
+    pub defaults: Vec<(String, Value)>,
 }
 
 /// The bytes of one file: the local memory map or remote object of a plain file, or the whole
@@ -114,6 +118,7 @@ impl JsonlDataset {
             ds.entries.push(entries);
         }
         ds.fields = ds.resolve_fields(opts.fields.as_deref())?;
+        apply_defaults(&mut ds.fields, &opts.defaults, opts.fields.is_none())?;
         if opts.on_error == OnError::Skip {
             ds.leave_out_bad_lines()?;
         }
@@ -245,6 +250,38 @@ impl JsonlDataset {
         }
         Ok(())
     }
+}
+
+/// Gives the fields their `defaults`; a default for a field not read is an error, unless the
+/// fields were inferred (`add`): then it adds the field, typed by the default.
+fn apply_defaults(
+    fields: &mut Vec<JsonField>,
+    defaults: &[(String, Value)],
+    add: bool,
+) -> Result<()> {
+    for (name, d) in defaults {
+        let at = fields.iter().position(|f| &f.name == name);
+        let kind = match at {
+            Some(i) => fields[i].kind(),
+            None if add => infer(name, d)
+                .map_err(|e| Error::invalid(format!("read_jsonl: default of {e}")))?
+                .kind(),
+            None => {
+                let names: Vec<&str> = fields.iter().map(|f| f.name.as_str()).collect();
+                return Err(Error::invalid(format!(
+                    "read_jsonl: a default for {name:?}, which is not among the fields read \
+                     ({}); name it in fields too",
+                    names.join(", ")
+                )));
+            }
+        };
+        let f = JsonField::parse(name, &kind, Some(d.clone()))?;
+        match at {
+            Some(i) => fields[i] = f,
+            None => fields.push(f),
+        }
+    }
+    Ok(())
 }
 
 fn kind_name(v: &Value) -> &'static str {
