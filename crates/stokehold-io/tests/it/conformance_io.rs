@@ -2,7 +2,7 @@
 //! the batch path vs the element path, hints on and off, prefetch depths and thread counts,
 //! resume at random cut points over three epochs) on io's datasets, alone and under the ops
 //! users put on them: shard folders (plain and zstd), indexed TFRecord files, the disk cache, a
-//! memory-mapped table through gather, and `.npy` files listed and loaded lazily.
+//! memory-mapped table through gather, `.npy` files listed and loaded lazily, and JSONL files.
 
 use std::path::Path;
 use std::sync::Arc;
