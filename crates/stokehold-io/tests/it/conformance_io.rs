@@ -215,3 +215,25 @@ fn jsonl_files_conform_plain_and_zstd() {
     assert!(ds.is_random_access());
     check_under_ops("read_jsonl", &ds);
 }
+
+/// Token files (issue 46): windows of a Megatron `.bin`/`.idx` in file order under the usual
+/// ops, and in megatron-core's order (several epochs, a separately shuffled last one) and a blend.
+#[test]
+fn token_files_conform_in_file_and_megatron_order() {
+    use stokehold_io::tokens::{read_tokens, Order};
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/tokens");
+    let (a, b) = (dir.join("corpus_a"), dir.join("corpus_b"));
+    let ds = read_tokens(&[a.as_path(), b.as_path()], 24, Order::InFile, None).unwrap();
+    check_under_ops("read_tokens", &ds);
+    let megatron = |blend: Option<(Vec<f64>, u64)>| Order::Megatron {
+        seed: 99,
+        num_samples: vec![Some(150), Some(40)],
+        documents: vec![None, None],
+        blend,
+    };
+    let one = read_tokens(&[a.as_path()], 8, megatron(None), None).unwrap();
+    testing::check("read_tokens(megatron)", &one, CUTS);
+    let two = [a.as_path(), b.as_path()];
+    let blend = read_tokens(&two, 8, megatron(Some((vec![3.0, 1.0], 120))), None).unwrap();
+    testing::check("read_tokens(megatron blend)", &blend, CUTS);
+}
