@@ -194,6 +194,14 @@ fn main() {
     let entries = [IndexEntry { offset: 0, len: 5 }, IndexEntry { offset: 21, len: 7 }];
     write("tfrecord_index", with_broken(vec![index::encode(&entries, 44), index::encode(&entries[..1], 21)]));
 
+    // JSONL: the first byte picks inferred types (0) or a declared kind for every field.
+    let text = "{\"a\": 1, \"s\": \"h\\u00e9\", \"m\": {\"f\": 2.5, \"l\": [1, 2]}}\n\n{\"a\": null}\n[1]\n{\"a\": 1e400}\n{\"a\": 18446744073709551616, \"m\": {\"l\": []}}";
+    let jsonl_seeds: Vec<Vec<u8>> = (0u8..3).map(|mode| [vec![mode * 3], text.as_bytes().to_vec()].concat()).collect();
+    write("jsonl", with_broken(jsonl_seeds));
+    let lines = stokehold_io::jsonl::index::scan_lines(text.as_bytes());
+    let jsonl_index = stokehold_io::jsonl::index::encode(&lines, text.len() as u64);
+    write("jsonl_index", with_broken(vec![jsonl_index, stokehold_io::jsonl::index::encode(&lines[..1], 60)]));
+
     // Audio: the decode target's first byte picks the resample rate, the window target's first
     // four give the start and the length.
     write("audio_decode", audio_seeds().into_iter().map(|s| [vec![2u8], s].concat()).collect());

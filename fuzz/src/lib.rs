@@ -32,6 +32,8 @@ pub const TARGETS: &[(&str, fn(&[u8]))] = &[
     ("audio_window", audio_window),
     ("image_decode", image_decode),
     ("image_probe", image_probe),
+    ("jsonl", jsonl),
+    ("jsonl_index", jsonl_index),
 ];
 
 /// TFRecord framing: see `fuzz_targets/tfrecord_framing.rs` for the checks (kept there as it was).
@@ -371,4 +373,42 @@ pub fn image_probe(data: &[u8]) {
     if let Ok(t) = im::decode(data, &opts) {
         assert_eq!((t.shape()[1] as u32, t.shape()[0] as u32), (info.width, info.height));
     }
+}
+
+/// JSONL lines (the first byte picks inferred types or one declared kind for every field): the
+/// line scan, whose index round-trips, each line's JSON, field inference on the first object,
+/// and every field's conversion on every line; a value that converts has its field's rank.
+pub fn jsonl(data: &[u8]) {
+    use stokehold_io::jsonl::{fields::infer_all, index as jindex, JsonField};
+    let Some((&mode, body)) = data.split_first() else { return };
+    let lines = jindex::scan_lines(body);
+    let size = body.len() as u64;
+    let again = jindex::decode(Path::new("fuzz.jsonl.idx"), &jindex::encode(&lines, size));
+    assert_eq!(again.ok(), Some((lines.clone(), size)));
+    const KINDS: [&str; 8] = ["", "int8", "uint64", "float32", "bool", "bytes", "float64[]", "int64[]"];
+    let mut fields: Option<Vec<JsonField>> = None;
+    for e in lines.iter().take(64) {
+        let line = &body[e.offset as usize..(e.offset + e.len) as usize];
+        let Ok(serde_json::Value::Object(o)) = serde_json::from_slice(line) else { continue };
+        let fs = fields.get_or_insert_with(|| {
+            let inferred = infer_all(&o).unwrap_or_default();
+            match KINDS[mode as usize % KINDS.len()] {
+                "" => inferred,
+                kind => inferred.iter().filter_map(|f| JsonField::parse(&f.name, kind, None).ok()).collect(),
+            }
+        });
+        for f in fs.iter() {
+            if let Ok(t) = f.read(&o) {
+                assert_eq!(t.shape().len(), f.list as usize);
+                assert_eq!(t.dtype(), f.dtype);
+            }
+        }
+    }
+}
+
+/// The JSONL line index sidecar on arbitrary bytes: what decodes re-encodes to the same entries.
+pub fn jsonl_index(data: &[u8]) {
+    use stokehold_io::jsonl::index as jindex;
+    let Ok((entries, size)) = jindex::decode(Path::new("fuzz.idx"), data) else { return };
+    assert_eq!(jindex::encode(&entries, size), data);
 }
