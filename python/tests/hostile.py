@@ -360,6 +360,7 @@ DECODERS: Dict[str, Tuple[str, Callable[[Context, bytes, str], Any]]] = {
     "stokehold.TFRecordDataset": ("tfr", lambda c, data, path: c.sh.TFRecordDataset([path])),
     "stokehold.tfrecord.build_index": ("tfr", lambda c, data, path: c.sh.tfrecord.build_index([path])),
     "stokehold.tfrecord.decode_example": ("example", lambda c, data, path: c.sh.tfrecord.decode_example(data)),
+    "stokehold.read_jsonl": ("jsonl", lambda c, data, path: c.sh.read_jsonl(path)),
 }
 
 
@@ -389,6 +390,8 @@ def input_call(ctx: Context, decoder: str, mutation: str) -> Callable[[], Any]:
         valid = ctx.sh.tfrecord.encode_example({"x": ctx.np.arange(3), "s": b"abc"})
     elif source == "tfr":
         valid = Path(ctx.tfr[0]).read_bytes()
+    elif source == "jsonl":
+        valid = b'{"x": 1, "s": "\\u00e9", "m": {"l": [1.5]}}\n{"x": 2, "s": "b", "m": {"l": []}}\n'
     else:
         valid = (ctx.d / source).read_bytes()
     data = _mutations(valid)[mutation]
