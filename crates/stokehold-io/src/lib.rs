@@ -18,3 +18,4 @@ pub mod table;
 pub mod tfrecord;
 pub mod tokens;
 pub mod units;
+pub mod webdataset;

@@ -10,6 +10,7 @@ mod conformance_io;
 mod image;
 mod jsonl;
 mod local_cache;
+mod webdataset;
 #[cfg(feature = "remote")]
 mod remote;
 #[cfg(all(feature = "remote", unix))]
