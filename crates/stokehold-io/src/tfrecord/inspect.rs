@@ -8,6 +8,7 @@ use std::path::Path;
 use stokehold_core::{DType, Result};
 
 use super::example::convert::{decode_proto, feature_summary};
+use super::example::layout;
 use super::reader::{OnCorrupt, ReadOptions, RecordReader};
 use crate::units::{bytes, count};
 use std::sync::Arc;
@@ -165,6 +166,9 @@ pub struct FeatureSeen {
     pub min_values: usize,
     /// Most values in one record.
     pub max_values: usize,
+    /// What stokehold's reader restores from the `<name>:dtype` / `<name>:shape` side features
+    /// (`example/layout.rs`), as `dtype[shape]`, each form seen once: `uint8[256]`, `int32[]`.
+    pub restored: Vec<String>,
 }
 
 impl FeatureSeen {
@@ -266,7 +270,13 @@ pub fn inspect_file_with(
             rep.not_examples += 1;
             continue;
         };
-        for (name, f) in ex.features.iter().flat_map(|f| f.feature.iter()) {
+        let empty = BTreeMap::new();
+        let all = ex.features.as_ref().map_or(&empty, |f| &f.feature);
+        for (name, f) in all {
+            // A side feature is shown as what it restores, on its feature's line.
+            if layout::is_side_feature(all, name) {
+                continue;
+            }
             let (dtype, count) = feature_summary(f);
             let seen = rep
                 .features
@@ -278,6 +288,18 @@ pub fn inspect_file_with(
             let d = dtype.map_or("none", DType::name).to_string();
             if !seen.dtypes.contains(&d) {
                 seen.dtypes.push(d);
+            }
+            let (rdtype, rshape) = (
+                layout::recorded_dtype(all, name),
+                layout::recorded_shape(all, name),
+            );
+            if rdtype.is_some() || rshape.is_some() {
+                let d = rdtype.or(dtype).map_or("none", DType::name);
+                let shape = rshape.map_or_else(|| format!("[{count}]"), |s| format!("{s:?}"));
+                let r = format!("{d}{}", shape.replace(' ', ""));
+                if !seen.restored.contains(&r) {
+                    seen.restored.push(r);
+                }
             }
             seen.present += 1;
             seen.min_values = seen.min_values.min(count);
@@ -327,6 +349,14 @@ impl fmt::Display for FileReport {
                 examined,
                 s.suggested_spec(examined)
             )?;
+            if !s.restored.is_empty() {
+                writeln!(
+                    f,
+                    "  {:<24} stokehold reads it back as {} (its side features, docs/FORMAT.md)",
+                    "",
+                    s.restored.join(" | ")
+                )?;
+            }
         }
         if self.corrupt > 0 {
             writeln!(f, "  {}", count(self.corrupt, "corrupt record"))?;
@@ -428,5 +458,29 @@ mod tests {
             (5, 1, 0)
         );
         assert_eq!(seen.last().copied(), Some(bytes.len() as u64));
+    }
+
+    #[test]
+    fn side_features_show_as_what_they_restore() {
+        // Issue 48: a uint8[3] and an int32 scalar are written with `:dtype` / `:shape` side
+        // features; inspect lists the two features, each with what reading restores.
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("x.tfrecord");
+        let mut w = RecordWriter::create(&path, Compression::None).unwrap();
+        let e = Example::new()
+            .with(
+                "pixels",
+                Tensor::from_vec(vec![3], vec![1u8, 2, 3]).unwrap(),
+            )
+            .with("id", Tensor::from_vec(vec![], vec![7i32]).unwrap());
+        w.write(&encode_example(&e).unwrap()).unwrap();
+        w.finish().unwrap();
+        let rep = inspect_file(&path, ReadOptions::default(), None).unwrap();
+        let names: Vec<_> = rep.features.keys().cloned().collect();
+        assert_eq!(names, ["id", "pixels"]);
+        assert_eq!(rep.features["pixels"].restored, ["uint8[3]"]);
+        assert_eq!(rep.features["id"].restored, ["int32[]"]);
+        let text = rep.to_string();
+        assert!(text.contains("reads it back as uint8[3]"), "{text}");
     }
 }
