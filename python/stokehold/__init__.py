@@ -60,6 +60,7 @@ from .spec import ElementSpec, RaggedSpec, TensorSpec
 from .storage import set_storage_options, storage_stats
 from .table import Table, open_table, write_table
 from .tfrecord import TFRecordDataset
+from .tokens import read_tokens
 
 __all__ = [
     "AUTOTUNE",
@@ -111,6 +112,7 @@ __all__ = [
     "open_table",
     "probe_audio",
     "read_jsonl",
+    "read_tokens",
     "sample_from_datasets",
     "set_storage_options",
     "storage_stats",

@@ -135,6 +135,17 @@ class Dataset:
         defaults: List[Tuple[str, str]],
     ) -> Dataset: ...
     @staticmethod
+    def read_tokens(
+        files: List[str],
+        seq_len: int,
+        order_name: str,
+        seed: int,
+        num_samples: List[Optional[int]],
+        documents: List[Optional[Tuple[int, int]]],
+        blend: Optional[Tuple[List[float], int]],
+        dtype: Optional[str],
+    ) -> Dataset: ...
+    @staticmethod
     def tfrecord_dataset(
         files: List[str], compression: str, verify: bool, on_corrupt: str
     ) -> Dataset: ...

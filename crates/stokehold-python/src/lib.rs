@@ -40,6 +40,7 @@ mod skips;
 mod storage;
 mod table;
 mod tfrecord;
+mod tokens;
 mod turns;
 
 pub use dataset::PyDataset;
