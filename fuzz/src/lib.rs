@@ -28,6 +28,7 @@ pub const TARGETS: &[(&str, fn(&[u8]))] = &[
     ("shard_manifest", shard_manifest),
     ("npy_header", npy_header),
     ("tfrecord_index", tfrecord_index),
+    ("megatron_idx", megatron_idx),
     ("audio_decode", audio_decode),
     ("audio_window", audio_window),
     ("image_decode", image_decode),
@@ -411,4 +412,20 @@ pub fn jsonl_index(data: &[u8]) {
     use stokehold_io::jsonl::index as jindex;
     let Ok((entries, size)) = jindex::decode(Path::new("fuzz.idx"), data) else { return };
     assert_eq!(jindex::encode(&entries, size), data);
+}
+
+/// The Megatron `.idx` index (`tokens::idx`): the first 4 bytes give the `.bin`'s length, the
+/// rest is the index. Parsing never panics nor allocates past the input; an accepted index has
+/// as many pointers as lengths and every sequence inside the `.bin`.
+pub fn megatron_idx(data: &[u8]) {
+    use stokehold_io::tokens::idx;
+    let Some((len, body)) = data.split_at_checked(4) else { return };
+    let bin_len = u32::from_le_bytes(len.try_into().unwrap()) as u64;
+    let Ok(ix) = idx::parse(body, Path::new("fuzz.idx"), bin_len) else { return };
+    assert_eq!(ix.lengths.len(), ix.pointers.len());
+    let width = ix.dtype.size().unwrap() as u64;
+    for (&n, &p) in ix.lengths.iter().zip(&ix.pointers) {
+        assert!(n >= 0 && p + n as u64 * width <= bin_len);
+    }
+    assert!(ix.documents.windows(2).all(|w| w[0] <= w[1]));
 }
