@@ -233,7 +233,7 @@ fn decode(dtype: DType, b: &[u8], out: &mut Vec<i64>) -> std::result::Result<(),
         ($t:ty, $n:literal) => {
             for (i, c) in b.chunks_exact($n).enumerate() {
                 let v = <$t>::from_le_bytes(c.try_into().unwrap()) as f64;
-                if v.fract() != 0.0 || !(v.abs() < 9.0e18) {
+                if v.fract() != 0.0 || v.is_nan() || v.abs() >= 9.0e18 {
                     return Err(i);
                 }
                 out.push(v as i64);

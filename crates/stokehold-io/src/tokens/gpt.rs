@@ -217,7 +217,10 @@ fn sample_index(
 /// lags its weight most, and that source's next sample. `weights` are normalized as megatron's
 /// `normalize` does (numpy's pairwise sum, so that the quotients are bit-equal).
 pub fn blend(weights: &[f64], size: u64) -> Result<Vec<(u16, u64)>> {
-    if weights.is_empty() || weights.len() > 32767 || weights.iter().any(|w| !(*w > 0.0)) {
+    if weights.is_empty()
+        || weights.len() > 32767
+        || weights.iter().any(|w| w.is_nan() || *w <= 0.0)
+    {
         return Err(Error::invalid(format!(
             "read_tokens(order=megatron): blend weights must be 1 ..= 32767 positive numbers, got {weights:?}"
         )));
