@@ -1617,7 +1617,7 @@ class Dataset:
         if self._spec is None:
             k = SPEC_SAMPLE
             if self.is_random_access:
-                n = self._native.cardinality()
+                n = self._length()
                 idx = list(range(k)) if n == _native.INFINITE else sorted({*range(min(n, k - 1)), n - 1})
                 sample: List[Element] = [self._native.get(i) for i in idx if i >= 0]
             else:

@@ -53,6 +53,9 @@ def open_shards(
         DataCorruptionError: an incomplete folder (no manifest: a write was interrupted), an
             unknown format version, a manifest that disagrees with its shards or points outside
             the folder; the message names the file (and the record).
+        StokeholdIOError: a folder that is not a shard folder at all (TFRecord files, ``.npy``
+            arrays, images, a parent of the shard folder...): the message says what it holds and
+            which call reads that (``TFRecordDataset``, ``open_table``, ...).
         StokeholdFileNotFoundError: a shard listed in the manifest is missing.
         InvalidArgumentError: ``cache_bytes`` missing or not a positive int with ``cache_dir``,
             or the folder is larger than ``cache_bytes``.

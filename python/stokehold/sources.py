@@ -25,7 +25,7 @@ import numpy as np
 from . import _args, _native
 from ._native import DataCorruptionError, InvalidArgumentError
 from .dataset import Dataset
-from .spec import ElementSpec, RaggedSpec, TensorSpec, spec_of
+from .spec import ElementSpec, RaggedSpec, TensorSpec, mismatch
 
 __all__ = [
     "FixedLengthRecordDataset",
@@ -113,9 +113,12 @@ def from_generator(
     ``generator`` is called once per epoch (and again on ``set_state``). A checkpoint is the
     number of elements yielded: restoring calls the generator again and skips that many, so the
     generator must yield the same sequence each time for an exact resume. With
-    ``output_signature`` (feature -> :class:`TensorSpec`, e.g. a dataset's ``element_spec``)
-    each element is checked to have exactly those features and dtypes. An exception the
-    generator raises reaches the caller as itself, with the element index in a note.
+    ``output_signature`` (feature -> :class:`TensorSpec` / :class:`RaggedSpec`, e.g. a dataset's
+    ``element_spec``) each element is checked, as it is yielded, to have exactly those features,
+    each of that dtype and shape (``None`` in a shape: any length on that axis; a shape of
+    ``None``: any shape); a mismatch raises :class:`InvalidArgumentError` naming the element
+    index, the feature, what the signature expects and what came. An exception the generator
+    raises reaches the caller as itself, with the element index in a note.
     """
     op = "from_generator"
     gen = _args.function(op, "generator", generator)
@@ -126,29 +129,28 @@ def from_generator(
         it: Iterator[Mapping[str, Any]] = iter(gen(*call_args))
         if check is None:
             return it
-        return (check(e) for e in it)
+        return (check(i, e) for i, e in enumerate(it))
 
     return Dataset._wrap(_native.Dataset.from_generator(factory, name or _args.label(gen)))
 
 
-def _checker(op: str, signature: ElementSpec) -> Callable[[Mapping[str, Any]], Mapping[str, Any]]:
+def _checker(op: str, signature: ElementSpec) -> Callable[[int, Mapping[str, Any]], Mapping[str, Any]]:
     if not isinstance(signature, Mapping):
         raise _args.fail(op, "output_signature", signature, "must be a dict of feature -> TensorSpec")
-    want = {k: s.dtype for k, s in signature.items() if isinstance(s, (TensorSpec, RaggedSpec))}
+    want = {k: s for k, s in signature.items() if isinstance(s, (TensorSpec, RaggedSpec))}
     if len(want) != len(signature):
         raise _args.fail(op, "output_signature", signature, "values must be TensorSpec or RaggedSpec")
 
-    def check(element: Mapping[str, Any]) -> Mapping[str, Any]:
+    def check(index: int, element: Mapping[str, Any]) -> Mapping[str, Any]:
         if not isinstance(element, Mapping):
             return element  # the native side names the problem (a tuple: how to name its parts)
         if set(element) != set(want):
-            raise InvalidArgumentError(f"{op}: an element has features {sorted(element)}, "
+            raise InvalidArgumentError(f"{op}: element {index} has features {sorted(element)}, "
                                        f"output_signature says {sorted(want)}")
-        got = spec_of(dict(element))
-        for k, dtype in want.items():
-            if got[k].dtype != dtype:
-                raise InvalidArgumentError(f"{op}: feature {k!r} is {got[k].dtype}, "
-                                           f"output_signature says {dtype}")
+        for k, spec in want.items():
+            why = mismatch(spec, element[k])
+            if why is not None:
+                raise InvalidArgumentError(f"{op}: element {index}, feature {k!r}: output_signature {why}")
         return element
 
     return check

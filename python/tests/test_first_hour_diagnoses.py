@@ -3,6 +3,7 @@ of the first hour (the map running ahead into the next epoch, element_spec of va
 from_generator's output_signature), each on real files, real folders and real imports."""
 
 import importlib.metadata
+import os
 import subprocess
 import sys
 import threading
@@ -129,7 +130,8 @@ def test_a_parse_spec_with_a_typo_lists_the_features_and_the_closest(tfrecords):
     from stokehold import tfrecord as tfr
 
     spec = {"lable": tfr.FixedLen([], "int64")}
-    for ds in [tfr.read_tfrecord(tfrecords, spec, 2), tfr.parse_examples(tfr.TFRecordDataset(tfrecords).batch(2), spec)]:
+    batches = tfr.TFRecordDataset(tfrecords).batch(2)
+    for ds in [tfr.read_tfrecord(tfrecords, spec, 2), tfr.parse_examples(batches, spec)]:
         with pytest.raises(sh.SchemaError) as e:
             list(ds)
         msg = str(e.value)
@@ -145,3 +147,153 @@ def test_an_op_naming_a_missing_feature_suggests_the_closest():
     with pytest.raises(sh.SchemaError) as e:
         ds.random_crop("weights", 4, seed=1)[0]
     assert "did you mean" not in str(e.value), "nothing close: no guess"
+
+
+# ---- item 7: element_spec of varying shapes; from_generator's output_signature ----------------
+
+
+def images(sizes):
+    """Decoded images of the given sizes, as a random-access dataset (a map over a range)."""
+
+    def make(e):
+        i = int(e[next(iter(e))])
+        return {"image": np.zeros((*sizes[i], 3), np.uint8), "label": np.int64(i)}
+
+    return sh.Dataset.range(len(sizes)).map(make)
+
+
+def test_element_spec_reports_none_for_axes_that_vary():
+    ds = images([(145, 89), (120, 89), (145, 60)])
+    assert ds.element_spec["image"] == sh.TensorSpec((None, None, 3), np.dtype(np.uint8))
+    assert ds.element_spec["label"] == sh.TensorSpec((), np.dtype(np.int64))
+    # A stream is sampled from a fresh iterator of epoch 0.
+    stream = ds.filter(lambda e: True)
+    assert not stream.is_random_access
+    assert stream.element_spec["image"].shape == (None, None, 3)
+    # The last element is read too (where there is random access): a short last batch shows.
+    assert sh.from_arrays({"x": np.arange(10)}).batch(4).element_spec["x"].shape == (None,)
+    assert sh.from_arrays({"x": np.arange(10)}).batch(4, drop_remainder=True).element_spec["x"].shape == (4,)
+
+
+def test_element_spec_reads_the_documented_sample():
+    from stokehold.spec import SPEC_SAMPLE
+
+    assert SPEC_SAMPLE == 8 and "up to 8" in sh.Dataset.element_spec.__doc__
+    # Element 8 (the 9th, neither among the first 7 nor the last) is not read.
+    sizes = [(4, 4)] * 20
+    sizes[8] = (5, 4)
+    assert images(sizes).element_spec["image"].shape == (4, 4, 3)
+    sizes[19] = (6, 4)
+    assert images(sizes).element_spec["image"].shape == (None, 4, 3)
+
+
+def test_output_signature_checks_shapes_and_dtypes_naming_element_and_feature():
+    sig = {"image": sh.TensorSpec((None, None, 3), np.dtype(np.uint8)), "label": sh.TensorSpec((), np.dtype(np.int64))}
+
+    def gen(bad):
+        yield {"image": np.zeros((2, 3, 3), np.uint8), "label": np.int64(0)}
+        yield {"image": np.zeros((5, 1, 3), np.uint8), "label": np.int64(1)}
+        yield bad
+
+    ok = {"image": np.zeros((1, 1, 3), np.uint8), "label": np.int64(2)}
+    assert len(list(sh.from_generator(lambda: gen(ok), output_signature=sig))) == 3
+    cases = [
+        ({"image": np.zeros((2, 2, 4), np.uint8), "label": np.int64(2)},
+         "element 2, feature 'image': output_signature expected shape (None, None, 3), got (2, 2, 4)"),
+        ({"image": np.zeros((2, 2), np.uint8), "label": np.int64(2)},
+         "element 2, feature 'image': output_signature expected shape (None, None, 3), got (2, 2)"),
+        ({"image": np.zeros((2, 2, 3), np.float32), "label": np.int64(2)},
+         "element 2, feature 'image': output_signature expected dtype uint8, got float32"),
+        ({"image": np.zeros((1, 1, 3), np.uint8), "label": np.zeros(2, np.int64)},
+         "element 2, feature 'label': output_signature expected shape (), got (2,)"),
+    ]
+    for bad, message in cases:
+        with pytest.raises(sh.InvalidArgumentError) as e:
+            list(sh.from_generator(lambda b=bad: gen(b), output_signature=sig))
+        assert message in str(e.value), str(e.value)
+    # A dataset's own element_spec is a signature its elements pass, varying sizes included.
+    ds = images([(3, 2), (2, 2)])
+    assert len(list(sh.from_generator(lambda: iter(ds), output_signature=ds.element_spec))) == 2
+
+
+# ---- item 6: a folder or file that is not what the call reads -------------------------------------
+
+
+def write_wav(path, frames=800, rate=8000):
+    import wave
+
+    with wave.open(str(path), "wb") as w:
+        w.setnchannels(1)
+        w.setsampwidth(2)
+        w.setframerate(rate)
+        w.writeframes(np.arange(frames, dtype=np.int16).tobytes())
+    return str(path)
+
+
+def test_open_shards_on_a_tfrecord_folder_says_what_it_holds_and_the_hint_works(tfrecords):
+    folder = os.path.dirname(tfrecords[0])
+    with pytest.raises(sh.StokeholdIOError) as e:
+        sh.open_shards(folder)
+    msg = str(e.value)
+    assert "not a stokehold shard folder (no manifest.json)" in msg and "incomplete" not in msg, msg
+    assert "(a TFRecord file): read with stokehold.TFRecordDataset(files)" in msg, msg
+    assert len(list(sh.TFRecordDataset(tfrecords))) == 4  # the hint, followed
+
+
+def test_open_shards_on_a_folder_of_npy_files_names_open_table(tmp_path):
+    np.save(tmp_path / "a.npy", np.arange(6).reshape(3, 2))
+    (tmp_path / "notes.bin").write_bytes(b"\x00\x01 nothing known")
+    with pytest.raises(sh.StokeholdIOError) as e:
+        sh.open_shards(tmp_path)
+    msg = str(e.value)
+    assert "1 like a.npy (a NumPy .npy array): read with stokehold.open_table(path)" in msg, msg
+    assert "1 other file(s) (notes.bin) of no kind stokehold knows" in msg, msg
+    assert len(sh.open_table(tmp_path / "a.npy")) == 3
+    assert sh.list_files(str(tmp_path / "*.npy")).load_npy()[0]["array"].shape == (3, 2)
+
+
+def test_open_shards_one_folder_too_high_names_the_folder_to_open(tmp_path):
+    sh.write_shards(sh.from_arrays({"x": np.arange(5)}), tmp_path / "train")
+    with pytest.raises(sh.StokeholdIOError, match=r"1 folder\(s\) \(train\): open_shards wants the folder that "
+                                                  r"holds manifest.json itself"):
+        sh.open_shards(tmp_path)
+    assert len(sh.open_shards(tmp_path / "train")) == 5
+
+
+def test_an_interrupted_write_is_still_called_one(tmp_path):
+    sh.write_shards(sh.from_arrays({"x": np.arange(5)}), tmp_path / "ds")
+    os.remove(tmp_path / "ds" / "manifest.json")  # what a write killed before its end leaves
+    with pytest.raises(sh.DataCorruptionError, match="incomplete dataset: no manifest.json"):
+        sh.open_shards(tmp_path / "ds")
+    (tmp_path / "empty").mkdir()  # a write that had not started
+    with pytest.raises(sh.DataCorruptionError, match="incomplete dataset"):
+        sh.open_shards(tmp_path / "empty")
+
+
+def test_load_audio_or_load_image_on_a_folder_says_so_and_the_hint_works(tmp_path):
+    write_wav(tmp_path / "a.wav")
+    write_wav(tmp_path / "b.wav")
+    folder = sh.from_list([{"path": str(tmp_path).encode()}])
+    for load in [lambda d: d.load_audio(), lambda d: d.load_image()]:
+        with pytest.raises(sh.StokeholdIOError) as e:
+            load(folder)[0]
+        msg = str(e.value)
+        assert "not a regular file (a directory)" in msg and "no suitable format reader" not in msg, msg
+        assert f'stokehold.list_files("{tmp_path}/*")' in msg, msg
+    clips = sh.list_files(f"{tmp_path}/*").load_audio()  # the hint, followed
+    assert [c["audio"].shape for c in clips] == [(1, 800), (1, 800)]
+
+
+def test_a_file_of_another_kind_says_what_it_looks_like(tmp_path):
+    np.save(tmp_path / "x.npy", np.arange(3))
+    wav = write_wav(tmp_path / "clip.wav")
+    with pytest.raises(sh.DataCorruptionError) as e:
+        sh.from_list([{"path": str(tmp_path / "x.npy").encode()}]).load_audio()[0]
+    assert "not a readable audio file" in str(e.value)
+    assert "it looks like a NumPy .npy array (read with stokehold.open_table(path)" in str(e.value), str(e.value)
+    with pytest.raises(sh.DataCorruptionError) as e:
+        sh.from_list([{"path": wav.encode()}]).load_image()[0]
+    assert "it looks like a WAV audio file (read with stokehold.list_files(pattern).load_audio())" in str(e.value)
+    # Bytes held in memory are told apart the same way.
+    with pytest.raises(sh.DataCorruptionError, match="it looks like a NumPy .npy array"):
+        sh.from_list([{"data": (tmp_path / "x.npy").read_bytes()}]).decode_audio("data")[0]

@@ -13,6 +13,7 @@ pub mod image;
 pub mod jsonl;
 pub mod options;
 pub mod shard;
+pub mod sniff;
 pub mod storage;
 pub mod table;
 pub mod tfrecord;

@@ -117,20 +117,26 @@ pub struct Opened {
 /// errors.
 pub fn open_bytes(data: Bytes, name: &Path) -> Result<Opened> {
     let len = data.len() as u64;
-    open_source(std::io::Cursor::new(data), Some(len), name)
+    let head = data.slice(..data.len().min(crate::sniff::HEAD_LEN));
+    open_source(std::io::Cursor::new(data), Some(len), name, &|| {
+        head.to_vec()
+    })
 }
 
 /// Opens the audio file at `path` (read as the decoder asks, so a window read touches only the
 /// bytes it needs).
 pub fn open_file(path: &Path) -> Result<Opened> {
     let (f, len) = crate::storage::open_regular(path)?;
-    open_source(f, Some(len), path)
+    open_source(f, Some(len), path, &|| crate::sniff::head_of(path))
 }
 
+/// `head` gives the source's first bytes, read only when the probe fails: an error for a file
+/// that is not audio at all says what it looks like (a `.npy` array, an image...).
 fn open_source<R: Read + Seek + Send + Sync + 'static>(
     inner: R,
     len: Option<u64>,
     name: &Path,
+    head: &dyn Fn() -> Vec<u8>,
 ) -> Result<Opened> {
     let pos = Arc::new(AtomicU64::new(0));
     let src = Tracked {
@@ -138,7 +144,17 @@ fn open_source<R: Read + Seek + Send + Sync + 'static>(
         len,
         pos: pos.clone(),
     };
-    let fail = |e: SymError| corrupt(name, &pos, "not a readable audio file", e);
+    let fail = |e: SymError| {
+        let mut err = corrupt(name, &pos, "not a readable audio file", e);
+        let file = name.file_name().unwrap_or_default().to_string_lossy();
+        let guess = crate::sniff::guess(&file, &head());
+        if let (Error::Corrupt { reason, .. }, Some(g)) = (&mut err, guess) {
+            if g.read_with != crate::sniff::READ_AUDIO {
+                reason.push_str(&format!("; {g}"));
+            }
+        }
+        err
+    };
     let mss = MediaSourceStream::new(Box::new(src), Default::default());
     let reader = symphonia::default::get_probe()
         .probe(

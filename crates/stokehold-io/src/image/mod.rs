@@ -101,14 +101,28 @@ pub fn load_image_fn(path_feature: &str, out: &str, opts: DecodeOptions) -> MapF
         let data = t.and_then(|t| t.string(0)).unwrap_or_default();
         let path = e.tensor(ctx.op, &pf)?.string(0).unwrap_or_default();
         let path = String::from_utf8_lossy(path).into_owned();
-        let img = decode(data, &opts).map_err(|err| file_error(&path, ctx, err))?;
+        let img = decode(data, &opts).map_err(|err| file_error(&path, data, ctx, err))?;
         e.insert(&out, img);
         Ok(e)
     })
 }
 
-fn file_error(path: impl AsRef<Path>, ctx: &Ctx, err: ImageError) -> Error {
-    let what = format!("element {}: {}: {err}", ctx.index, ctx.op);
+fn file_error(path: impl AsRef<Path>, data: &[u8], ctx: &Ctx, err: ImageError) -> Error {
+    let mut what = format!("element {}: {}: {err}", ctx.index, ctx.op);
+    // Not an image at all: say what it looks like (a .npy array, a WAV file...).
+    if let ImageError::Unsupported(_) = err {
+        let name = path
+            .as_ref()
+            .file_name()
+            .unwrap_or_default()
+            .to_string_lossy();
+        let head = &data[..data.len().min(crate::sniff::HEAD_LEN)];
+        if let Some(g) =
+            crate::sniff::guess(&name, head).filter(|g| g.read_with != crate::sniff::READ_IMAGE)
+        {
+            what.push_str(&format!("; {g}"));
+        }
+    }
     match err {
         ImageError::Argument(_) => Error::schema(ctx.op, what),
         _ => Error::corrupt(path.as_ref(), 0, what),

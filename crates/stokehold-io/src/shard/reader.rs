@@ -662,6 +662,13 @@ pub fn read_manifest(dir: &Path) -> Result<Manifest> {
     let text = match crate::storage::read_regular(&path) {
         Ok(t) => t,
         Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
+            // Not our folder at all (TFRecord files, images, ...): say what it holds instead.
+            if let Some(what) = crate::sniff::describe_folder(dir) {
+                return Err(Error::io(
+                    dir,
+                    std::io::Error::new(std::io::ErrorKind::InvalidData, what),
+                ));
+            }
             let tmp = std::fs::read_dir(dir)
                 .map(|d| {
                     d.filter_map(|e| e.ok())

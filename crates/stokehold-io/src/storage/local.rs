@@ -24,11 +24,20 @@ pub fn open_regular(path: &Path) -> Result<(File, u64)> {
         .map_err(|e| Error::io(path, e))?;
     let meta = file.metadata().map_err(|e| Error::io(path, e))?;
     if !meta.is_file() {
+        // A folder where a file was expected: a loader mapped over folder names.
+        let hint = if meta.is_dir() {
+            format!(
+                "; to read the files in it, list them: stokehold.list_files(\"{}/*\")",
+                path.display()
+            )
+        } else {
+            String::new()
+        };
         return Err(Error::io(
             path,
             std::io::Error::new(
                 std::io::ErrorKind::InvalidInput,
-                format!("not a regular file ({})", kind_of(&meta.file_type())),
+                format!("not a regular file ({}){hint}", kind_of(&meta.file_type())),
             ),
         ));
     }
