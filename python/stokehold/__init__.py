@@ -60,6 +60,7 @@ from .spec import ElementSpec, RaggedSpec, TensorSpec
 from .storage import set_storage_options, storage_stats
 from .table import Table, open_table, write_table
 from .tfrecord import TFRecordDataset
+from .webdataset import read_webdataset
 from .tokens import read_tokens
 
 __all__ = [
@@ -112,6 +113,7 @@ __all__ = [
     "open_table",
     "probe_audio",
     "read_jsonl",
+    "read_webdataset",
     "read_tokens",
     "sample_from_datasets",
     "set_storage_options",

@@ -135,6 +135,8 @@ class Dataset:
         defaults: List[Tuple[str, str]],
     ) -> Dataset: ...
     @staticmethod
+    def read_webdataset(files: List[str]) -> Dataset: ...
+    @staticmethod
     def read_tokens(
         files: List[str],
         seq_len: int,
@@ -144,6 +146,13 @@ class Dataset:
         documents: List[Optional[Tuple[int, int]]],
         blend: Optional[Tuple[List[float], int]],
         dtype: Optional[str],
+    ) -> Dataset: ...
+    @staticmethod
+    def read_jsonl(
+        files: List[str],
+        fields: Optional[List[Tuple[str, Optional[str], Optional[str]]]],
+        on_error: str,
+        defaults: List[Tuple[str, str]],
     ) -> Dataset: ...
     @staticmethod
     def tfrecord_dataset(

@@ -24,6 +24,8 @@
 * A line that is not a JSON object raises :class:`DataCorruptionError` naming the file, line and
   byte offset; with ``on_error="skip"`` bad lines are left out and counted in ``ds.skipped()``
   (every line is read once when the files are opened, so that indices stay stable).
+* JSON is read strictly (RFC 8259): ``NaN``, ``Infinity`` and numbers past float64's range, which
+  Python's ``json`` accepts, are refused as not JSON.
 """
 
 import json

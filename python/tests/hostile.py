@@ -361,6 +361,7 @@ DECODERS: Dict[str, Tuple[str, Callable[[Context, bytes, str], Any]]] = {
     "stokehold.tfrecord.build_index": ("tfr", lambda c, data, path: c.sh.tfrecord.build_index([path])),
     "stokehold.tfrecord.decode_example": ("example", lambda c, data, path: c.sh.tfrecord.decode_example(data)),
     "stokehold.read_jsonl": ("jsonl", lambda c, data, path: c.sh.read_jsonl(path)),
+    "stokehold.read_webdataset": ("wds", lambda c, data, path: c.sh.read_webdataset(path)),
 }
 
 
@@ -390,6 +391,8 @@ def input_call(ctx: Context, decoder: str, mutation: str) -> Callable[[], Any]:
         valid = ctx.sh.tfrecord.encode_example({"x": ctx.np.arange(3), "s": b"abc"})
     elif source == "tfr":
         valid = Path(ctx.tfr[0]).read_bytes()
+    elif source == "wds":
+        valid = (Path(__file__).resolve().parents[2] / "testdata/webdataset/shard-1.tar").read_bytes()
     elif source == "jsonl":
         valid = b'{"x": 1, "s": "\\u00e9", "m": {"l": [1.5]}}\n{"x": 2, "s": "b", "m": {"l": []}}\n'
     else:

@@ -42,6 +42,7 @@ mod table;
 mod tfrecord;
 mod tokens;
 mod turns;
+mod webdataset;
 
 pub use dataset::PyDataset;
 
