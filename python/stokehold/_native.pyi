@@ -148,13 +148,6 @@ class Dataset:
         dtype: Optional[str],
     ) -> Dataset: ...
     @staticmethod
-    def read_jsonl(
-        files: List[str],
-        fields: Optional[List[Tuple[str, Optional[str], Optional[str]]]],
-        on_error: str,
-        defaults: List[Tuple[str, str]],
-    ) -> Dataset: ...
-    @staticmethod
     def tfrecord_dataset(
         files: List[str], compression: str, verify: bool, on_corrupt: str
     ) -> Dataset: ...
