@@ -202,6 +202,14 @@ fn main() {
     let jsonl_index = stokehold_io::jsonl::index::encode(&lines, text.len() as u64);
     write("jsonl_index", with_broken(vec![jsonl_index, stokehold_io::jsonl::index::encode(&lines[..1], 60)]));
 
+    // WebDataset: the head of each fixture shard (written by webdataset's TarWriter, PAX headers).
+    let wds = Path::new(env!("CARGO_MANIFEST_DIR")).join("../testdata/webdataset");
+    let heads: Vec<Vec<u8>> = [("shard-0.tar", 6144), ("shard-1.tar", 8192)]
+        .iter()
+        .map(|(name, n)| std::fs::read(wds.join(name)).expect("the webdataset fixture")[..*n].to_vec())
+        .collect();
+    write("webdataset_tar", with_broken(heads));
+
     // Audio: the decode target's first byte picks the resample rate, the window target's first
     // four give the start and the length.
     write("audio_decode", audio_seeds().into_iter().map(|s| [vec![2u8], s].concat()).collect());

@@ -35,6 +35,7 @@ pub const TARGETS: &[(&str, fn(&[u8]))] = &[
     ("image_probe", image_probe),
     ("jsonl", jsonl),
     ("jsonl_index", jsonl_index),
+    ("webdataset_tar", webdataset_tar),
 ];
 
 /// TFRecord framing: see `fuzz_targets/tfrecord_framing.rs` for the checks (kept there as it was).
@@ -428,4 +429,17 @@ pub fn megatron_idx(data: &[u8]) {
         assert!(n >= 0 && p + n as u64 * width <= bin_len);
     }
     assert!(ix.documents.windows(2).all(|w| w[0] <= w[1]));
+}
+
+/// WebDataset tar shards: the header scan and the grouping into samples. Every member it lists
+/// lies inside the input, and consecutive samples have different keys.
+pub fn webdataset_tar(data: &[u8]) {
+    let Ok(samples) = stokehold_io::webdataset::scan::scan(Path::new("fuzz.tar"), data) else { return };
+    for s in &samples {
+        assert!(!s.members.is_empty());
+        for m in &s.members {
+            assert!(m.offset.checked_add(m.len).is_some_and(|end| end <= data.len() as u64));
+        }
+    }
+    assert!(samples.windows(2).all(|w| w[0].key != w[1].key));
 }
