@@ -231,7 +231,7 @@ def test_inspect_and_verify_say_what_a_file_that_is_not_tfrecord_is(tmp_path: Pa
     noise.write_bytes(np.random.default_rng(0).integers(0, 256, 4096, dtype=np.uint8).tobytes())
     for verb in ("inspect", "verify"):
         out = fails(1, verb, str(npy), str(noise), "--no-progress")
-        assert f"{npy}: not a TFRecord file" in out and "a NumPy .npy file" in out, out
+        assert f"{npy}: not a TFRecord file" in out and "a NumPy .npy array" in out, out
         assert f"{noise}: not a TFRecord file" in out, out
         assert "bad length CRC" not in out, out
 

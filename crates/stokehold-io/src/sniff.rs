@@ -1,7 +1,9 @@
 //! What a file looks like, from its first bytes and its name, and what reads it: for errors that
 //! find one kind of file where another was expected (a TFRecord folder given to `open_shards`, a
-//! `.npy` file given to `load_audio`). A guess names the kind and the stokehold call that reads
-//! it; nothing here decides how a file is read.
+//! `.npy` file given to `load_audio`, a file `stokehold inspect` / `verify` find no TFRecord
+//! frame in, a file named `.gz` that is not gzip). The one place that tells kinds of file apart:
+//! a guess names the kind and the stokehold call that reads it; nothing here decides how a file
+//! is read.
 //!
 //! ```
 //! use stokehold_io::sniff::guess;
@@ -70,7 +72,7 @@ pub fn guess(name: &str, head: &[u8]) -> Option<Guess> {
             "read with stokehold.open_table(path), or list_files(pattern).load_npy()",
         );
     }
-    if starts(&[0x1f, 0x8b]) {
+    if starts(&GZIP_MAGIC) {
         return if named_tfrecord {
             g("a GZIP-compressed TFRecord file", TFRECORD)
         } else {
@@ -79,6 +81,12 @@ pub fn guess(name: &str, head: &[u8]) -> Option<Guess> {
                 "decompress it, or name what it holds",
             )
         };
+    }
+    if starts(b"PK\x03\x04") || starts(b"PK\x05\x06") {
+        return g(
+            "a zip archive (a NumPy .npz file is one)",
+            "load its arrays (np.load) into stokehold.from_arrays",
+        );
     }
     if starts(b"PAR1") {
         return g(
@@ -98,6 +106,12 @@ pub fn guess(name: &str, head: &[u8]) -> Option<Guess> {
     if head.is_empty() {
         return g("an empty file", "nothing to read");
     }
+    if is_zlib(head) {
+        return g(
+            "a zlib-compressed file",
+            "decompress it, or name what it holds",
+        );
+    }
     if named_tfrecord {
         // Named so, but its first frame does not check out.
         return g(
@@ -107,16 +121,38 @@ pub fn guess(name: &str, head: &[u8]) -> Option<Guess> {
     }
     let text = |what| g(what, "read its lines with stokehold.TextLineDataset(files)");
     match lower.rsplit('.').next() {
-        Some("jsonl" | "ndjson") => text("a JSON-lines file"),
+        Some("jsonl" | "ndjson") => g(
+            "a JSON-lines file",
+            "read with stokehold.read_jsonl(files), typed fields and random access",
+        ),
         Some("json") => text("a JSON file"),
-        Some("csv" | "tsv") => text("a CSV file"),
+        Some("csv" | "tsv") => g(
+            "a CSV file",
+            "read with stokehold.CsvDataset(files, record_defaults), field_delim='\\t' for TSV",
+        ),
         Some("txt") => text("a text file"),
+        _ if head
+            .iter()
+            .all(|&b| b.is_ascii_graphic() || b.is_ascii_whitespace()) =>
+        {
+            text("text")
+        }
         _ => None,
     }
 }
 
+/// The two first bytes of a gzip stream.
+pub const GZIP_MAGIC: [u8; 2] = [0x1f, 0x8b];
+
+/// A valid two-byte zlib header (deflate, its check bits a multiple of 31).
+pub fn is_zlib(head: &[u8]) -> bool {
+    head.len() >= 2
+        && head[0] & 0x0f == 8
+        && (u16::from(head[0]) << 8 | u16::from(head[1])) % 31 == 0
+}
+
 /// A TFRecord's first frame: an 8-byte length and its masked CRC32C.
-fn is_tfrecord_frame(head: &[u8]) -> bool {
+pub fn is_tfrecord_frame(head: &[u8]) -> bool {
     head.len() >= 12
         && crate::tfrecord::crc::masked_crc(&head[..8])
             == u32::from_le_bytes([head[8], head[9], head[10], head[11]])
@@ -278,7 +314,13 @@ mod tests {
             "a JSON-lines file"
         );
         assert_eq!(guess("x", b"").unwrap().what, "an empty file");
-        assert!(guess("x.bin", b"hello world, not a known kind").is_none());
+        assert_eq!(guess("x.bin", b"hello world, plain").unwrap().what, "text");
+        assert!(guess("x.bin", b"\x00\x01\x02\xfe").is_none());
+        assert_eq!(
+            guess("x", b"x\x9c\x03\x00").unwrap().what,
+            "a zlib-compressed file"
+        );
+        assert!(guess("x.npz", b"PK\x03\x04").unwrap().what.contains("zip"));
         assert!(guess("x.tfrecord", b"garbage garbage")
             .unwrap()
             .what

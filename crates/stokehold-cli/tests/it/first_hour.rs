@@ -132,7 +132,7 @@ fn inspect_and_verify_name_what_a_file_that_is_not_tfrecord_looks_like() {
     for verb in ["inspect", "verify"] {
         let said = run(1, &[verb, &s(&npy), &s(&noise), "--no-progress"]);
         assert!(
-            said.contains("x.npy: not a TFRecord file") && said.contains("a NumPy .npy file"),
+            said.contains("x.npy: not a TFRecord file") && said.contains("a NumPy .npy array"),
             "{verb}: {said}"
         );
         assert!(

@@ -6,7 +6,7 @@
 //! list of files), used by Python's `TFRecordDataset` / `read_tfrecord` and every CLI verb that
 //! reads TFRecords. Spellings parse through [`Choice`] (`"GZIP"`, `"gzip"`, `"none"`, `""`).
 //! A file that does not decompress from its first byte on says what it looks like instead
-//! ([`super::inspect::FileKind`]): an uncompressed TFRecord file named `.gz` gets a hint that
+//! ([`crate::sniff`]): an uncompressed TFRecord file named `.gz` gets a hint that
 //! says how to read it.
 
 use std::io::{BufReader, BufWriter, Read, Write};
@@ -17,8 +17,6 @@ use flate2::read::{MultiGzDecoder, ZlibDecoder};
 use flate2::write::{GzEncoder, ZlibEncoder};
 use stokehold_core::choice::Choice;
 use stokehold_core::{Error, Result};
-
-use super::inspect::FileKind;
 
 /// Read buffer size: large enough that syscalls are amortised over many records.
 const IO_BUF: usize = 1 << 20;
@@ -168,8 +166,8 @@ struct Head<R> {
     head: Vec<u8>,
 }
 
-/// How many first bytes [`Head`] keeps: enough for every signature [`FileKind`] knows.
-const HEAD_BYTES: usize = 16;
+/// How many first bytes [`Head`] keeps: what [`crate::sniff::guess`] looks at.
+const HEAD_BYTES: usize = crate::sniff::HEAD_LEN;
 
 impl<R: Read> Read for Head<R> {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
@@ -228,37 +226,45 @@ impl<D: Read + RawHead> Read for Explained<D> {
 }
 
 /// Why a file read as `kind` did not decompress from its first byte, and what to do: the file
-/// is not `kind`-compressed; it looks like [`FileKind::sniff`] says, and the way to read it
+/// is not `kind`-compressed; it looks like [`crate::sniff::guess`] says, and the way to read it
 /// follows from that (another compression, or another reader), never a guess that fails too.
 pub fn not_compressed_hint(kind: Compression, head: &[u8]) -> String {
-    let what = FileKind::sniff(head);
+    use crate::sniff;
     let name = match kind {
         Compression::Gzip => "gzip",
         Compression::Zlib => "zlib",
         Compression::None => "compressed",
     };
+    let other = if head.starts_with(&sniff::GZIP_MAGIC) {
+        Some(Compression::Gzip)
+    } else if sniff::is_zlib(head) {
+        Some(Compression::Zlib)
+    } else {
+        None
+    };
     // Every reader's "auto" goes by the name, so a name is the fix that works everywhere
     // (`stokehold convert` and `write` have no flag for their inputs' compression).
-    let todo = match what {
-        FileKind::TfRecord => format!(
+    let (what, todo) = if sniff::is_tfrecord_frame(head) {
+        let todo = format!(
             "read it uncompressed: drop {} from its name, or pass compression='' in Python or \
              --compression none to stokehold inspect, verify and bench",
             suffixes(kind)
-        ),
-        FileKind::Gzip | FileKind::Zlib => {
-            let c = if what == FileKind::Gzip {
-                Compression::Gzip
-            } else {
-                Compression::Zlib
-            };
-            format!(
-                "read it as {c}: end its name in {}, or pass compression='{c}' in Python or \
-                 --compression {} to stokehold inspect, verify and bench",
-                suffixes(c),
-                c.tf_name().to_ascii_lowercase()
-            )
-        }
-        _ => "it is not a TFRecord file".to_string(),
+        );
+        ("an uncompressed TFRecord file".to_string(), todo)
+    } else if let Some(c) = other {
+        let todo = format!(
+            "read it as {c}: end its name in {}, or pass compression='{c}' in Python or \
+             --compression {} to stokehold inspect, verify and bench",
+            suffixes(c),
+            c.tf_name().to_ascii_lowercase()
+        );
+        (
+            format!("a {}-compressed file", c.tf_name().to_ascii_lowercase()),
+            todo,
+        )
+    } else {
+        let what = sniff::guess("", head).map_or("none of the formats stokehold knows", |g| g.what);
+        (what.to_string(), "it is not a TFRecord file".to_string())
     };
     format!("the file is not {name}-compressed: it looks like {what}; {todo}")
 }

@@ -14,118 +14,6 @@ use crate::units::{bytes, count};
 use std::sync::Arc;
 use stokehold_core::skip::{ErrorLog, SkippedElement};
 
-/// What a file looks like from its first bytes, for diagnoses: "not a TFRecord file: it looks
-/// like a NumPy .npy file". A guess from signatures, never a parse: readers decide what a file
-/// is; this only names it when they refuse it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum FileKind {
-    /// An uncompressed TFRecord file (the first record's length CRC checks out).
-    TfRecord,
-    /// A gzip stream (`1f 8b`).
-    Gzip,
-    /// A zlib stream (a valid two-byte zlib header).
-    Zlib,
-    /// A NumPy `.npy` array.
-    Npy,
-    /// A zip archive (NumPy's `.npz` is one).
-    Zip,
-    /// One shard file of a stokehold shard folder.
-    Shard,
-    /// JSON (a shard folder's `manifest.json` is).
-    Json,
-    /// An image (PNG, JPEG, GIF, WebP, BMP).
-    Image,
-    /// An audio file (WAV, FLAC, Ogg, MP3).
-    Audio,
-    /// Other text.
-    Text,
-    /// An empty file.
-    Empty,
-    /// None of these.
-    Unknown,
-}
-
-impl FileKind {
-    /// The kind the bytes `head` (a file's first 16 or more) look like.
-    pub fn sniff(head: &[u8]) -> FileKind {
-        let starts = |sig: &[u8]| head.starts_with(sig);
-        if head.is_empty() {
-            FileKind::Empty
-        } else if head.len() >= 12
-            && super::crc::masked_crc(&head[..8])
-                == u32::from_le_bytes([head[8], head[9], head[10], head[11]])
-        {
-            FileKind::TfRecord
-        } else if starts(b"\x1f\x8b") {
-            FileKind::Gzip
-        } else if starts(b"\x93NUMPY") {
-            FileKind::Npy
-        } else if starts(b"PK\x03\x04") || starts(b"PK\x05\x06") {
-            FileKind::Zip
-        } else if starts(crate::shard::format::HEADER_MAGIC) {
-            FileKind::Shard
-        } else if starts(b"\x89PNG")
-            || starts(b"\xff\xd8\xff")
-            || starts(b"GIF8")
-            || starts(b"BM")
-            || (starts(b"RIFF") && head.get(8..12) == Some(b"WEBP"))
-        {
-            FileKind::Image
-        } else if starts(b"RIFF") || starts(b"fLaC") || starts(b"OggS") || starts(b"ID3") {
-            FileKind::Audio
-        } else if head.len() >= 2
-            && head[0] & 0x0f == 8
-            && (u16::from(head[0]) << 8 | u16::from(head[1])) % 31 == 0
-        {
-            FileKind::Zlib
-        } else if head
-            .iter()
-            .all(|&b| b.is_ascii_graphic() || b.is_ascii_whitespace())
-        {
-            match head.iter().find(|b| !b.is_ascii_whitespace()) {
-                Some(b'{' | b'[') => FileKind::Json,
-                _ => FileKind::Text,
-            }
-        } else {
-            FileKind::Unknown
-        }
-    }
-
-    /// The kind of the file at `path`, from its first 16 bytes.
-    pub fn of_file(path: &Path) -> Result<FileKind> {
-        use std::io::Read;
-        let mut head = Vec::with_capacity(16);
-        crate::storage::reader(path, 0)?
-            .take(16)
-            .read_to_end(&mut head)
-            .map_err(|e| stokehold_core::Error::io(path, e))?;
-        Ok(FileKind::sniff(&head))
-    }
-}
-
-impl fmt::Display for FileKind {
-    /// For a sentence: "it looks like {kind}".
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            FileKind::TfRecord => "an uncompressed TFRecord file",
-            FileKind::Gzip => "a gzip-compressed file",
-            FileKind::Zlib => "a zlib-compressed file",
-            FileKind::Npy => "a NumPy .npy file (np.load reads it)",
-            FileKind::Zip => "a zip archive (a NumPy .npz file is one)",
-            FileKind::Shard => {
-                "a stokehold shard file (give its folder, which holds manifest.json)"
-            }
-            FileKind::Json => "JSON text (for a shard folder's manifest.json, give the folder)",
-            FileKind::Image => "an image",
-            FileKind::Audio => "an audio file",
-            FileKind::Text => "text",
-            FileKind::Empty => "an empty file",
-            FileKind::Unknown => "none of the formats stokehold knows",
-        })
-    }
-}
-
 /// The verdict on a file of which no record framed from its first byte on (`records` good
 /// records, `first` the first corrupt ones), shared by `stokehold inspect` and `verify`: `None`
 /// when the file is a TFRecord file with corrupt records (or none at all, an empty file), else
@@ -145,14 +33,28 @@ pub fn not_a_tfrecord(
     if compression != super::Compression::None {
         return Some(format!("not a {compression} TFRecord file: {}", c.reason()));
     }
-    let looks = match FileKind::of_file(path) {
-        Ok(FileKind::TfRecord) => return None,
-        Ok(FileKind::Unknown) | Err(_) => String::new(),
-        Ok(kind) => format!(": it looks like {kind}"),
+    let looks = match head_of(path).map(|head| (crate::sniff::is_tfrecord_frame(&head), head)) {
+        Ok((true, _)) => return None,
+        Ok((false, head)) => {
+            let name = path.file_name().unwrap_or_default().to_string_lossy();
+            crate::sniff::guess(&name, &head).map_or(String::new(), |g| format!(": {g}"))
+        }
+        Err(_) => String::new(),
     };
     Some(format!(
         "not a TFRecord file (no record frame checks out, from offset 0 on){looks}"
     ))
+}
+
+/// The first [`crate::sniff::HEAD_LEN`] bytes of the file or object at `path`.
+fn head_of(path: &Path) -> Result<Vec<u8>> {
+    use std::io::Read;
+    let mut head = Vec::with_capacity(crate::sniff::HEAD_LEN);
+    crate::storage::reader(path, 0)?
+        .take(crate::sniff::HEAD_LEN as u64)
+        .read_to_end(&mut head)
+        .map_err(|e| stokehold_core::Error::io(path, e))?;
+    Ok(head)
 }
 
 /// One feature as seen across the records of a file.
