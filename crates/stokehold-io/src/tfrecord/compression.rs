@@ -235,13 +235,6 @@ pub fn not_compressed_hint(kind: Compression, head: &[u8]) -> String {
         Compression::Zlib => "zlib",
         Compression::None => "compressed",
     };
-    let other = if head.starts_with(&sniff::GZIP_MAGIC) {
-        Some(Compression::Gzip)
-    } else if sniff::is_zlib(head) {
-        Some(Compression::Zlib)
-    } else {
-        None
-    };
     // Every reader's "auto" goes by the name, so a name is the fix that works everywhere
     // (`stokehold convert` and `write` have no flag for their inputs' compression).
     let (what, todo) = if sniff::is_tfrecord_frame(head) {
@@ -251,22 +244,33 @@ pub fn not_compressed_hint(kind: Compression, head: &[u8]) -> String {
             suffixes(kind)
         );
         ("an uncompressed TFRecord file".to_string(), todo)
-    } else if let Some(c) = other {
-        let todo = format!(
-            "read it as {c}: end its name in {}, or pass compression='{c}' in Python or \
-             --compression {} to stokehold inspect, verify and bench",
-            suffixes(c),
-            c.tf_name().to_ascii_lowercase()
-        );
-        (
-            format!("a {}-compressed file", c.tf_name().to_ascii_lowercase()),
-            todo,
-        )
+    } else if let Some(hint) = compressed_hint(head) {
+        return format!("the file is not {name}-compressed: it looks like {hint}");
     } else {
         let what = sniff::guess("", head).map_or("none of the formats stokehold knows", |g| g.what);
         (what.to_string(), "it is not a TFRecord file".to_string())
     };
     format!("the file is not {name}-compressed: it looks like {what}; {todo}")
+}
+
+/// When `head` starts a gzip or zlib stream: what it looks like and how to read it ("a
+/// gzip-compressed file; read it as GZIP: end its name in .gz, ..."). For a file read
+/// uncompressed whose first record does not frame, and for one read as the other compression.
+pub fn compressed_hint(head: &[u8]) -> Option<String> {
+    let c = if head.starts_with(&crate::sniff::GZIP_MAGIC) {
+        Compression::Gzip
+    } else if crate::sniff::is_zlib(head) {
+        Compression::Zlib
+    } else {
+        return None;
+    };
+    let lower = c.tf_name().to_ascii_lowercase();
+    Some(format!(
+        "a {lower}-compressed file; read it as {c}: end its name in {}, or pass \
+         compression='{c}' in Python or --compression {lower} to stokehold inspect, verify and \
+         bench",
+        suffixes(c)
+    ))
 }
 
 /// The name endings [`Compression::from_path`] reads as `c`.

@@ -193,7 +193,15 @@ impl RecordReader {
                 return Ok(None);
             }
             let Some(len) = self.header_at(self.lo) else {
-                self.corrupt(off, "bad length CRC (corrupt length)".into())?;
+                let mut why = "bad length CRC (corrupt length)".to_string();
+                if off == 0 && self.opts.compression == Compression::None {
+                    // A compressed file read as plain: say so, and how to read it.
+                    let head = &self.buf[self.lo..self.hi.min(self.lo + crate::sniff::HEAD_LEN)];
+                    if let Some(hint) = super::compression::compressed_hint(head) {
+                        why = format!("{why}: the file looks like {hint}");
+                    }
+                }
+                self.corrupt(off, why)?;
                 self.resync()?;
                 continue;
             };

@@ -380,3 +380,27 @@ fn the_fused_parser_reports_the_readers_skips() {
     assert_eq!(logs.iter().map(|l| l.count()).sum::<u64>(), 1);
     assert_eq!(logs[0].first()[0].at, Some((path, offs[5])));
 }
+
+/// A GZIP TFRecord file named plain `.tfrecord` and read uncompressed: the error at offset 0
+/// says the file looks gzip-compressed and how to read it (issue 48: "bad length CRC" alone
+/// before), and following the hint reads every record.
+#[test]
+fn a_gzip_file_read_plain_says_it_is_gzip_and_how_to_read_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let (recs, _, file) = records();
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    gz.write_all(&file).unwrap();
+    let path = write(dir.path(), "data.tfrecord", &gz.finish().unwrap());
+    let e = read_all(&path, ReadOptions::default()).unwrap_err().to_string();
+    assert!(
+        e.contains("offset 0")
+            && e.contains("bad length CRC")
+            && e.contains("looks like a gzip-compressed file; read it as GZIP: end its name in .gz"),
+        "{e}"
+    );
+    let opts = ReadOptions {
+        compression: Compression::Gzip,
+        ..ReadOptions::default()
+    };
+    assert_eq!(read_all(&path, opts).unwrap().0, recs);
+}
