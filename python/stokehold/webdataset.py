@@ -19,7 +19,8 @@ given) and one bytes feature per member, as webdataset yields them without a dec
 yields ``__local_path__``; stokehold does not). Decode members with the native decoders
 (``decode_image``, ``decode_audio``) or ``map``. A sample lacking a member has fewer features.
 
-Each shard's headers are read once when it is opened (its data is skipped), so ``len``,
+Each local shard's headers are read once when it is opened (its data is skipped; a shard given
+as a URL is fetched whole for that, there is no index sidecar yet), so ``len``,
 ``ds[i]``, global ``shuffle``, ``shard`` and checkpoints work as on any random-access source. A
 member cut short by a truncated shard, a header that does not parse, or an extension twice in one
 sample raise :class:`DataCorruptionError` naming the shard and the member's header offset.

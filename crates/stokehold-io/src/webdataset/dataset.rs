@@ -8,9 +8,10 @@ use super::scan::{scan, Sample};
 
 /// WebDataset tar shards with random access: `len`, `get(i)`, global shuffle, checkpoints.
 ///
-/// Each shard is memory-mapped (a URL read through the storage seam) and its headers are read
-/// once when it is opened (data is skipped, not read), giving the list of samples; `get(i)` then
-/// reads only sample `i`'s members. Each element holds `__key__` and `__url__` (the shard's path
+/// Each local shard is memory-mapped and its headers are read once when it is opened (data is
+/// skipped, not read), giving the list of samples; `get(i)` then reads only sample `i`'s members.
+/// A shard given as a URL is fetched whole when opened to read its headers (there is no index
+/// sidecar yet), then read by range. Each element holds `__key__` and `__url__` (the shard's path
 /// as given) as bytes, and one bytes feature per member, named by its extension, as webdataset
 /// yields them. Samples that lack a member hold fewer features (batch them after a map that fills
 /// them in, or select the features every sample has).
