@@ -60,8 +60,8 @@ from .spec import ElementSpec, RaggedSpec, TensorSpec
 from .storage import set_storage_options, storage_stats
 from .table import Table, open_table, write_table
 from .tfrecord import TFRecordDataset
-from .webdataset import read_webdataset
 from .tokens import read_tokens
+from .webdataset import read_webdataset
 
 __all__ = [
     "AUTOTUNE",
