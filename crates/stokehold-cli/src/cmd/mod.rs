@@ -1,4 +1,4 @@
-//! One module per subcommand (see `main.rs` for how to add one).
+//! One module per subcommand (see `lib.rs` for how to add one).
 
 pub mod audio;
 pub mod bench;
