@@ -178,6 +178,7 @@ def make_fixtures(d: Path) -> None:
         w.writeframes(np.arange(1600, dtype=np.int16).tobytes())
     _png(d / "a.png")
     (d / "fixed.bin").write_bytes(bytes(range(64)))
+    (d / "tokens.bin").write_bytes(np.arange(64, dtype=np.uint16).tobytes())  # nanoGPT's layout
     np.save(d / "a.npy", np.arange(12, dtype=np.float32).reshape(3, 4))
     base = sh.from_arrays({"x": np.arange(8, dtype=np.float32).reshape(8, 1)})
     (d / "tfr").mkdir()
@@ -272,6 +273,7 @@ SANE_BY_OP: Dict[str, Dict[str, Any]] = {
     "Dataset.rejection_resample": {"class_func": lambda e: 0, "target_dist": [0.5, 0.5],
                                    "initial_dist": [0.25, 0.75]},
     "Dataset.sparse_batch": {"row_shape": [800]},
+    "stokehold.read_tokens": {"paths": Make(lambda c: [str(c.d / "tokens.bin")]), "seq_len": 4},
 }
 
 
@@ -362,6 +364,7 @@ DECODERS: Dict[str, Tuple[str, Callable[[Context, bytes, str], Any]]] = {
     "stokehold.tfrecord.decode_example": ("example", lambda c, data, path: c.sh.tfrecord.decode_example(data)),
     "stokehold.read_jsonl": ("jsonl", lambda c, data, path: c.sh.read_jsonl(path)),
     "stokehold.read_webdataset": ("wds", lambda c, data, path: c.sh.read_webdataset(path)),
+    "stokehold.read_tokens": ("tokens.bin", lambda c, data, path: c.sh.read_tokens(path, 4)),
 }
 
 
