@@ -568,8 +568,13 @@ mod tests {
         let last = run(Tensor::from_vec(vec![200, 1], v.clone()).unwrap(), 0).unwrap();
         assert_eq!(first, last);
         assert_eq!(first.shape(), &[1, 9, 26]);
-        let e = run(Tensor::from_vec(vec![200], v).unwrap(), 1).unwrap_err().to_string();
-        assert!(e.contains("element 2") && e.contains("no axis 1 to take as time"), "{e}");
+        let e = run(Tensor::from_vec(vec![200], v).unwrap(), 1)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("element 2") && e.contains("no axis 1 to take as time"),
+            "{e}"
+        );
     }
 
     #[test]

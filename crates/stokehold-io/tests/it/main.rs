@@ -10,7 +10,6 @@ mod conformance_io;
 mod image;
 mod jsonl;
 mod local_cache;
-mod webdataset;
 #[cfg(feature = "remote")]
 mod remote;
 #[cfg(all(feature = "remote", unix))]
@@ -37,3 +36,4 @@ mod tfrecord_dataset;
 mod tfrecord_interop;
 mod tfrecord_props;
 mod tokens;
+mod webdataset;

@@ -256,5 +256,8 @@ fn an_https_store_handshakes_with_the_ring_provider() {
     remote::set_options(&base, vec![("max_retries".into(), "0".into())]).unwrap();
     let e = remote::head(&format!("{base}/x.bin")).unwrap_err();
     assert!(e.to_string().contains(&base), "{e}");
-    assert!(*hellos.lock().unwrap() >= 1, "no TLS ClientHello reached the server: {e}");
+    assert!(
+        *hellos.lock().unwrap() >= 1,
+        "no TLS ClientHello reached the server: {e}"
+    );
 }

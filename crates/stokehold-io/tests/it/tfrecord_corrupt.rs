@@ -391,11 +391,15 @@ fn a_gzip_file_read_plain_says_it_is_gzip_and_how_to_read_it() {
     let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
     gz.write_all(&file).unwrap();
     let path = write(dir.path(), "data.tfrecord", &gz.finish().unwrap());
-    let e = read_all(&path, ReadOptions::default()).unwrap_err().to_string();
+    let e = read_all(&path, ReadOptions::default())
+        .unwrap_err()
+        .to_string();
     assert!(
         e.contains("offset 0")
             && e.contains("bad length CRC")
-            && e.contains("looks like a gzip-compressed file; read it as GZIP: end its name in .gz"),
+            && e.contains(
+                "looks like a gzip-compressed file; read it as GZIP: end its name in .gz"
+            ),
         "{e}"
     );
     let opts = ReadOptions {
