@@ -220,14 +220,14 @@ class Dataset:
     def spectrogram(
         self, feature: str, out: str, *, n_fft: int, win_length: Optional[int],
         hop_length: Optional[int], power: float, center: bool, pad_mode: str,
-        num_parallel_calls: Optional[int], deterministic: Optional[bool], axis: int = -1,
+        num_parallel_calls: Optional[int], deterministic: Optional[bool], axis: int,
     ) -> Dataset: ...
     def mel_spectrogram(
         self, feature: str, out: str, *, sample_rate: int, n_fft: int,
         win_length: Optional[int], hop_length: Optional[int], f_min: float,
         f_max: Optional[float], n_mels: int, power: float, center: bool, pad_mode: str,
         mel_scale: str, norm: Optional[str], log: bool, top_db: Optional[float],
-        num_parallel_calls: Optional[int], deterministic: Optional[bool], axis: int = -1,
+        num_parallel_calls: Optional[int], deterministic: Optional[bool], axis: int,
     ) -> Dataset: ...
     def parse_examples(
         self, features: List[Tuple[str, str, List[int], str, Any]], batched: Optional[bool], record: str

@@ -196,7 +196,7 @@ impl PyDataset {
 
     /// `|STFT|^power` of feature `feature` into feature `out`.
     #[pyo3(signature = (feature, out, *, n_fft, win_length, hop_length, power, center,
-        pad_mode, num_parallel_calls, deterministic, axis=-1))]
+        pad_mode, num_parallel_calls, deterministic, axis))]
     #[allow(clippy::too_many_arguments)]
     fn spectrogram(
         &self,
@@ -227,7 +227,7 @@ impl PyDataset {
     /// The (log-)mel spectrogram of feature `feature` into feature `out`.
     #[pyo3(signature = (feature, out, *, sample_rate, n_fft, win_length, hop_length, f_min,
         f_max, n_mels, power, center, pad_mode, mel_scale, norm, log, top_db,
-        num_parallel_calls, deterministic, axis=-1))]
+        num_parallel_calls, deterministic, axis))]
     #[allow(clippy::too_many_arguments)]
     fn mel_spectrogram(
         &self,
