@@ -7,7 +7,7 @@ use half::{bf16, f16};
 
 use crate::dtype::DType;
 use crate::error::{Error, Result};
-use crate::tensor::{vec_to_bytes, Tensor};
+use crate::tensor::{aligned_bytes, Tensor};
 
 #[derive(Clone, Copy)]
 enum Num {
@@ -183,18 +183,7 @@ pub fn cast(t: &Tensor, dtype: DType) -> Result<Tensor> {
     for i in 0..n {
         write(dtype, read(t.dtype(), src, i), &mut out);
     }
-    // Keep the new buffer 8-byte aligned for typed views.
-    let words: Vec<u64> = out
-        .chunks(8)
-        .map(|c| {
-            let mut w = [0u8; 8];
-            w[..c.len()].copy_from_slice(c);
-            u64::from_le_bytes(w)
-        })
-        .collect();
-    let len = out.len();
-    let bytes = vec_to_bytes(words).slice(0..len);
-    Tensor::new(dtype, t.shape().to_vec(), bytes)
+    Tensor::new(dtype, t.shape().to_vec(), aligned_bytes(out))
 }
 
 #[cfg(test)]

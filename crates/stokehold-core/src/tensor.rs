@@ -70,6 +70,21 @@ pub fn vec_to_bytes<T: Scalar>(v: Vec<T>) -> Bytes {
     Bytes::from_owner(v)
 }
 
+/// `b` as bytes in an 8-byte aligned buffer (typed views of a tensor need their dtype's
+/// alignment; a `Vec<u8>` only promises 1). Copies `b` once.
+pub fn aligned_bytes(b: Vec<u8>) -> Bytes {
+    let len = b.len();
+    let words: Vec<u64> = b
+        .chunks(8)
+        .map(|c| {
+            let mut w = [0u8; 8];
+            w[..c.len()].copy_from_slice(c);
+            u64::from_le_bytes(w)
+        })
+        .collect();
+    vec_to_bytes(words).slice(0..len)
+}
+
 impl Tensor {
     /// A dense tensor over `data`, which must hold exactly `prod(shape) * dtype.size()` bytes.
     pub fn new(dtype: DType, shape: Vec<usize>, data: Bytes) -> Result<Self> {

@@ -6,10 +6,9 @@
 //! strings become bytes (UTF-8); booleans `bool`; a list of numbers, strings or booleans a rank-1
 //! tensor (ragged across rows). `null` and a missing field take the field's default, or fail.
 
-use bytes::Bytes;
 use serde_json::{Map, Value};
 use stokehold_core::cast::{fill_value, PadValue};
-use stokehold_core::tensor::vec_to_bytes;
+use stokehold_core::tensor::aligned_bytes;
 use stokehold_core::{DType, Error, Result, Tensor};
 
 /// One feature read from each line.
@@ -124,7 +123,7 @@ impl JsonField {
                 .map_err(|_| self.mismatch(it))?;
             out.extend_from_slice(&b);
         }
-        Tensor::new(self.dtype, shape, aligned(out)).map_err(|e| e.to_string())
+        Tensor::new(self.dtype, shape, aligned_bytes(out)).map_err(|e| e.to_string())
     }
 
     fn mismatch(&self, v: &Value) -> String {
@@ -155,20 +154,6 @@ fn short(v: &Value) -> String {
         Some((i, _)) => format!("{}...", &s[..i]),
         None => s,
     }
-}
-
-/// `b` in an 8-byte aligned buffer (typed views of a tensor need their dtype's alignment).
-fn aligned(b: Vec<u8>) -> Bytes {
-    let len = b.len();
-    let words: Vec<u64> = b
-        .chunks(8)
-        .map(|c| {
-            let mut w = [0u8; 8];
-            w[..c.len()].copy_from_slice(c);
-            u64::from_le_bytes(w)
-        })
-        .collect();
-    vec_to_bytes(words).slice(0..len)
 }
 
 /// The value at dotted `name` in `obj`: the key itself, else the first dot that splits it into an
