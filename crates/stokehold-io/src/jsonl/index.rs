@@ -23,8 +23,7 @@ use std::path::{Path, PathBuf};
 
 use stokehold_core::{Error, Result};
 
-use crate::tfrecord::crc::masked_crc;
-use crate::tfrecord::index::IndexEntry;
+use crate::tfrecord::index::{checked_entries, entries_body, seal, IndexEntry};
 
 /// Magic bytes and version of the JSONL line index.
 pub const MAGIC: &[u8; 8] = b"STKJLIX1";
@@ -52,17 +51,7 @@ pub fn scan_lines(data: &[u8]) -> Vec<IndexEntry> {
 
 /// The bytes of an index of `entries` for a file of `file_size` bytes.
 pub fn encode(entries: &[IndexEntry], file_size: u64) -> Vec<u8> {
-    let mut out = Vec::with_capacity(FIXED + 16 * entries.len());
-    out.extend_from_slice(MAGIC);
-    out.extend_from_slice(&(entries.len() as u64).to_le_bytes());
-    out.extend_from_slice(&file_size.to_le_bytes());
-    for e in entries {
-        out.extend_from_slice(&e.offset.to_le_bytes());
-        out.extend_from_slice(&e.len.to_le_bytes());
-    }
-    let crc = masked_crc(&out);
-    out.extend_from_slice(&crc.to_le_bytes());
-    out
+    seal(entries_body(MAGIC, entries, file_size, 0))
 }
 
 /// Parses and checks index bytes (`path` names them in errors): the entries and the size of the
@@ -84,28 +73,8 @@ pub fn decode(path: &Path, b: &[u8]) -> Result<(Vec<IndexEntry>, u64)> {
             format!("{n} lines need {want:?} bytes, the index has {}", b.len()),
         ));
     }
-    let body = &b[..b.len() - 4];
-    let crc = u32::from_le_bytes(b[b.len() - 4..].try_into().unwrap());
-    if masked_crc(body) != crc {
-        return Err(bad(body.len() as u64, "bad CRC".into()));
-    }
-    let mut entries = Vec::with_capacity(n as usize);
-    let mut next_free = 0u64;
-    for i in 0..n as usize {
-        let e = IndexEntry {
-            offset: u64_at(24 + 16 * i),
-            len: u64_at(32 + 16 * i),
-        };
-        let end = e.offset.checked_add(e.len);
-        if e.offset < next_free || !matches!(end, Some(x) if x <= file_size) {
-            return Err(bad(
-                (24 + 16 * i) as u64,
-                format!("entry {i} {e:?} overlaps or overruns"),
-            ));
-        }
-        next_free = end.unwrap().saturating_add(1);
-        entries.push(e);
-    }
+    // A line is its bytes; the next one starts after its `\n`.
+    let entries = checked_entries(b, n, file_size, (0, 1), &bad)?;
     Ok((entries, file_size))
 }
 

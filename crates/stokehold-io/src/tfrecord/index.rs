@@ -117,27 +117,85 @@ pub fn encode(entries: &[IndexEntry], file_size: u64) -> Vec<u8> {
 /// The bytes of an index that also lists the offsets of corrupt records left out (version 2 when
 /// there are any).
 pub fn encode_with_skips(entries: &[IndexEntry], skipped: &[u64], file_size: u64) -> Vec<u8> {
-    let mut out = Vec::with_capacity(FIXED + 16 * entries.len() + 8 + 8 * skipped.len());
-    out.extend_from_slice(if skipped.is_empty() {
+    let magic = if skipped.is_empty() {
         MAGIC
     } else {
         MAGIC_SKIPS
-    });
-    out.extend_from_slice(&(entries.len() as u64).to_le_bytes());
-    out.extend_from_slice(&file_size.to_le_bytes());
-    for e in entries {
-        out.extend_from_slice(&e.offset.to_le_bytes());
-        out.extend_from_slice(&e.len.to_le_bytes());
-    }
+    };
+    let mut out = entries_body(magic, entries, file_size, 8 + 8 * skipped.len());
     if !skipped.is_empty() {
         out.extend_from_slice(&(skipped.len() as u64).to_le_bytes());
         skipped
             .iter()
             .for_each(|o| out.extend_from_slice(&o.to_le_bytes()));
     }
+    seal(out)
+}
+
+/// The body every entry sidecar shares (this TFRecord index, the JSONL line index): `magic`,
+/// the entry count, the described file's size, then offset and length of each entry, all u64
+/// little-endian; `extra` bytes of capacity for what follows. [`seal`] ends it.
+pub(crate) fn entries_body(
+    magic: &[u8; 8],
+    entries: &[IndexEntry],
+    file_size: u64,
+    extra: usize,
+) -> Vec<u8> {
+    let mut out = Vec::with_capacity(FIXED + 16 * entries.len() + extra);
+    out.extend_from_slice(magic);
+    out.extend_from_slice(&(entries.len() as u64).to_le_bytes());
+    out.extend_from_slice(&file_size.to_le_bytes());
+    for e in entries {
+        out.extend_from_slice(&e.offset.to_le_bytes());
+        out.extend_from_slice(&e.len.to_le_bytes());
+    }
+    out
+}
+
+/// `out` with the masked CRC32C of all its bytes appended.
+pub(crate) fn seal(mut out: Vec<u8>) -> Vec<u8> {
     let crc = masked_crc(&out);
     out.extend_from_slice(&crc.to_le_bytes());
     out
+}
+
+/// Checks a sealed sidecar `b` (its trailing CRC) and reads its `n` entries (from byte 24), each
+/// starting at or after the end of the one before plus `gap`, and ending, `frame` bytes after
+/// `offset + len`, inside a file of `file_size` bytes. `bad(offset in b, why)` is the error.
+pub(crate) fn checked_entries(
+    b: &[u8],
+    n: u64,
+    file_size: u64,
+    (frame, gap): (u64, u64),
+    bad: &dyn Fn(u64, String) -> Error,
+) -> Result<Vec<IndexEntry>> {
+    let body = &b[..b.len() - 4];
+    let crc = u32::from_le_bytes(b[b.len() - 4..].try_into().unwrap());
+    if masked_crc(body) != crc {
+        return Err(bad(body.len() as u64, "bad CRC".into()));
+    }
+    let u64_at = |p: usize| u64::from_le_bytes(b[p..p + 8].try_into().unwrap());
+    let mut entries = Vec::with_capacity(n as usize);
+    let mut next_free = 0u64;
+    for i in 0..n as usize {
+        let e = IndexEntry {
+            offset: u64_at(24 + 16 * i),
+            len: u64_at(32 + 16 * i),
+        };
+        let end = e
+            .len
+            .checked_add(frame)
+            .and_then(|x| x.checked_add(e.offset));
+        if e.offset < next_free || !matches!(end, Some(x) if x <= file_size) {
+            return Err(bad(
+                (24 + 16 * i) as u64,
+                format!("entry {i} {e:?} overlaps or overruns"),
+            ));
+        }
+        next_free = end.unwrap().saturating_add(gap);
+        entries.push(e);
+    }
+    Ok(entries)
 }
 
 /// Parses and checks index bytes (`path` names them in errors); returns the entries and the size
@@ -178,28 +236,8 @@ pub fn decode_with_skips(path: &Path, b: &[u8]) -> Result<(Vec<IndexEntry>, u64,
             format!("{n} records need {want:?} bytes, the index has {}", b.len()),
         ));
     }
-    let body = &b[..b.len() - 4];
-    let crc = u32::from_le_bytes(b[b.len() - 4..].try_into().unwrap());
-    if masked_crc(body) != crc {
-        return Err(bad(body.len() as u64, "bad CRC".into()));
-    }
-    let mut entries = Vec::with_capacity(n as usize);
-    let mut next_free = 0u64;
-    for i in 0..n as usize {
-        let e = IndexEntry {
-            offset: u64_at(24 + 16 * i),
-            len: u64_at(32 + 16 * i),
-        };
-        let end = e.len.checked_add(16).and_then(|x| x.checked_add(e.offset));
-        if e.offset < next_free || !matches!(end, Some(x) if x <= file_size) {
-            return Err(bad(
-                (24 + 16 * i) as u64,
-                format!("entry {i} {e:?} overlaps or overruns"),
-            ));
-        }
-        next_free = end.unwrap();
-        entries.push(e);
-    }
+    // A record is framed by 16 bytes (length, its CRC, the data's CRC), records touch.
+    let entries = checked_entries(b, n, file_size, (16, 0), &bad)?;
     let skips_at = 24 + 16 * n as usize + 8;
     let skipped = (0..k as usize).map(|j| u64_at(skips_at + 8 * j)).collect();
     Ok((entries, file_size, skipped))
