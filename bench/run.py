@@ -51,6 +51,10 @@ WORKLOADS = [
     ("Python map vs a Python loop", "bench/pymap/bench.py"),
     ("remote: S3 (moto) vs local, shard cache", "bench/remote/bench.py"),
     ("hand-off of a ready batch, release of a large one", "bench/handoff/bench.py"),
+    ("Parquet epoch: sequential + shuffled", "bench/parquet/bench.py"),
+    ("WebDataset image epoch", "bench/webdataset/bench.py"),
+    ("JSONL epoch", "bench/jsonl/bench.py"),
+    ("token pipelines: windows, tokenize + pack, index build", "bench/tokens/bench.py"),
 ]
 TIMEOUT = {"quick": 120, "full": 900}
 REQUIREMENTS = BENCH / "suite" / "requirements.txt"
@@ -81,17 +85,18 @@ def ensure_venv(venv):
 def ensure_venv313(given):
     """(python, None) of a CPython 3.13 venv with dataloader-rs, or (None, why not).
 
-    dataloader-rs 0.2.0 requires Python >= 3.13 (bench/peers/); the other peers run in the
-    main bench venv. ``given`` (--python313) is used as is; else bench/.venv313 is made from the
-    first python3.13 found (PATH, then pyenv).
+    dataloader-rs 0.2.0 requires Python >= 3.13 and megatron-core 0.19 >= 3.12 (bench/peers/,
+    bench/tokens); the other peers run in the main bench venv. ``given`` (--python313) is used
+    as is; else bench/.venv313 is made from the first python3.13 found (PATH, then pyenv).
     """
     if given:
         return given, None
     venv = BENCH / ".venv313"
     py = venv / "bin" / "python"
     reqs = BENCH / "peers" / "requirements313.txt"
+    nodeps = BENCH / "peers" / "requirements313-nodeps.txt"  # megatron-core, without its deps
     stamp = venv / ".requirements.sha256"
-    want = hashlib.sha256(reqs.read_bytes()).hexdigest()
+    want = hashlib.sha256(reqs.read_bytes() + nodeps.read_bytes()).hexdigest()
     if py.exists() and stamp.exists() and stamp.read_text() == want:
         return str(py), None
     # pyenv's shim is on PATH even where 3.13 is not the selected version: try real ones first.
@@ -105,6 +110,8 @@ def ensure_venv313(given):
         if not py.exists():
             subprocess.run([base, "-m", "venv", str(venv)], check=True)
         subprocess.run([str(py), "-m", "pip", "install", "-q", "-r", str(reqs)], check=True)
+        subprocess.run([str(py), "-m", "pip", "install", "-q", "--no-deps", "-r", str(nodeps)],
+                       check=True)
     except subprocess.CalledProcessError as e:
         return None, f"making bench/.venv313 failed: {e}"
     stamp.write_text(want)

@@ -13,7 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from common import rows
+from common import children, rows
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
@@ -47,10 +47,9 @@ def python_for(system):
     """(interpreter, None) for the system, or (None, why it cannot run here)."""
     if not system.startswith("dataloader-rs"):
         return sys.executable, None
-    py = os.environ.get("BENCH_PY313") or str(ROOT / "bench" / ".venv313" / "bin" / "python")
-    if Path(py).exists():
+    py, why = children.python313()
+    if py is not None:
         return py, None
-    why = os.environ.get("BENCH_PY313_MISSING") or "no CPython 3.13 venv (bench/.venv313)"
     return None, f"dataloader-rs 0.2.0 requires Python >= 3.13: {why}"
 
 

@@ -1,0 +1,231 @@
+"""bench/parquet: a Parquet epoch, sequential and globally shuffled, rows/s; stokehold vs pyarrow's
+iter_batches, HF datasets, Grain's Parquet source and Ray Data, side by side (issue 45).
+
+    python bench/parquet/bench.py [--quick] --json OUT      (from the repository root)
+
+Data (made here with pyarrow, seeded, under $BENCH_TMPDIR): F files of rows {id int64, label
+int64, score float32, text string of 40-400 ASCII bytes}, row groups of G rows, written with a
+page index (pyarrow's write_page_index). Full: 1,000,000 rows in 8 files, G = 65,536; --quick:
+20,000 rows in 4 files, G = 2,500. Every system reads all four columns into batches of 256 and
+counts the rows (each epoch must deliver every row once). Each system runs in its own process:
+one warm-up epoch (none in --quick), then 3 timed epochs (the median is the row's value).
+
+Configs: "sequential" (file after file) and "shuffled" (a new order each epoch):
+* stokehold: stokehold.read_parquet(files, columns) -> batch(256) -> prefetch(2); shuffled:
+  -> shuffle(seed) (the global permutation) first. stokehold/parallelize: the same with
+  parallelize(AUTOTUNE) before prefetch.
+* pyarrow: ParquetFile(f).iter_batches(256, columns) over each file: Arrow RecordBatches, not
+  converted (pyarrow's own iteration; sequential only). pyarrow/to_numpy: each column of each
+  batch converted to numpy (what a training step takes).
+* datasets: Dataset.from_parquet(files) (its Arrow cache, built before timing: the note gives the
+  seconds), with_format("numpy").iter(256); shuffled: .shuffle(seed) first (an index mapping).
+  datasets/iterable: to_iterable_dataset(num_shards=F), iter(256); shuffled: .shuffle(seed,
+  buffer_size=1000) (shard order + a buffer: not a global shuffle, the note says so).
+* grain: grain.experimental.ParquetIterDataset(files) (its interleave over the files; rows as
+  dicts of numpy scalars; it reads every column) -> batch(256); shuffled:
+  WindowShuffleIterDataset(window_size=10000) (a window, not a global shuffle).
+* ray: ray.data.read_parquet(files, columns) -> iter_batches(256, "numpy") on a local Ray with
+  num_cpus=cores; shuffled: random_shuffle(seed) first (Ray's global shuffle).
+Goals (issue 45): shuffled >= 0.5x stokehold's own sequential epoch and >= 3x datasets shuffled;
+sequential >= 1x pyarrow's iter_batches. The goal lines go to stderr.
+"""
+
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from common import children, rows  # noqa: E402
+
+W = "Parquet epoch"
+BATCH = 256
+COLS = ["id", "label", "score", "text"]
+RUNS = 3
+MISSING = ("stokehold.read_parquet is not in this build yet (issue 45, being built): "
+           "this row fills in once it lands")
+
+
+def generate(folder, n, files, group):
+    """F Parquet files of n rows in all, seeded; returns their paths."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rng = np.random.default_rng(20261207)
+    pool = rng.integers(97, 123, 1 << 16, dtype=np.uint8).tobytes().decode("ascii")
+    paths, per = [], -(-n // files)
+    for f in range(files):
+        lo, hi = f * per, min(n, (f + 1) * per)
+        lens = rng.integers(40, 401, hi - lo)
+        starts = rng.integers(0, len(pool) - 400, hi - lo)
+        table = pa.table({
+            "id": pa.array(np.arange(lo, hi, dtype=np.int64)),
+            "label": pa.array(rng.integers(0, 1000, hi - lo, dtype=np.int64)),
+            "score": pa.array(rng.random(hi - lo, dtype=np.float32)),
+            "text": pa.array([pool[s:s + k] for s, k in zip(starts, lens)], pa.string()),
+        })
+        path = os.path.join(folder, f"part-{f:05d}.parquet")
+        pq.write_table(table, path, row_group_size=group, write_page_index=True)
+        paths.append(path)
+    return paths
+
+
+def epochs(make, a):
+    """{"runs": rows/s of each timed epoch} after a["warmup"] untimed ones; ``make(e)`` yields
+    batch lengths."""
+    secs, _, items = children.timed(make, RUNS, a["warmup"])
+    if len(set(items)) != 1:
+        raise SystemExit(f"epochs delivered different row counts: {items}")
+    return {"runs": [n / s for n, s in zip(items, secs)], "rows": items[0]}
+
+
+def child_stokehold(system, a):
+    import stokehold as sh
+
+    if not hasattr(sh, "read_parquet"):
+        raise children.Unavailable(MISSING)
+    ds = sh.read_parquet(a["files"], columns=COLS)
+    if a["shuffled"]:
+        ds = ds.shuffle(seed=0)
+    ds = ds.batch(BATCH)
+    if system == "stokehold/parallelize":
+        ds = ds.parallelize(sh.AUTOTUNE)
+    ds = ds.prefetch(2)
+    return epochs(lambda e: (len(b["id"]) for b in ds.iter(epoch=e)), a)
+
+
+def child_pyarrow(system, a):
+    import pyarrow.parquet as pq
+
+    if a["shuffled"]:
+        raise children.Unavailable("pyarrow's iter_batches reads in file order; it has no shuffle")
+
+    def run(_e):
+        for f in a["files"]:
+            for b in pq.ParquetFile(f).iter_batches(batch_size=BATCH, columns=COLS):
+                if system == "pyarrow/to_numpy":
+                    cols = [c.to_numpy(zero_copy_only=False) for c in b.columns]
+                    yield len(cols[0])
+                else:
+                    yield b.num_rows
+    return epochs(run, a)
+
+
+def child_datasets(system, a):
+    import datasets
+
+    datasets.disable_progress_bars()
+    cache = tempfile.mkdtemp(prefix="hf-", dir=a["tmp"])
+    t = time.perf_counter()
+    ds = datasets.Dataset.from_parquet(a["files"], columns=COLS, cache_dir=cache)
+    setup = time.perf_counter() - t
+    note = f"Dataset.from_parquet (its Arrow cache) took {setup:.1f} s before the timed epochs"
+    if system == "datasets":
+        def run(e):
+            d = ds.shuffle(seed=e) if a["shuffled"] else ds
+            return (len(b["id"]) for b in d.with_format("numpy").iter(batch_size=BATCH))
+    else:
+        it = ds.to_iterable_dataset(num_shards=len(a["files"]))
+        if a["shuffled"]:
+            note += "; shuffled = shard order + a 1000-row buffer, not a global shuffle"
+
+        def run(e):
+            d = it.shuffle(seed=e, buffer_size=1000) if a["shuffled"] else it
+            return (len(b["id"]) for b in d.with_format("numpy").iter(batch_size=BATCH))
+    return dict(epochs(run, a), note=note)
+
+
+def child_grain(_system, a):
+    import grain.experimental as ge
+
+    def run(e):
+        ds = ge.ParquetIterDataset(a["files"])
+        if a["shuffled"]:
+            ds = ge.WindowShuffleIterDataset(ds, window_size=10_000, seed=e)
+        return (len(b["id"]) for b in ds.batch(BATCH))
+    note = "rows as dicts of numpy values, all columns (no projection)"
+    if a["shuffled"]:
+        note += "; shuffled = a 10,000-row window, not a global shuffle"
+    return dict(epochs(run, a), note=note)
+
+
+def child_ray(_system, a):
+    import logging
+
+    import ray
+
+    ray.init(num_cpus=os.cpu_count(), include_dashboard=False, log_to_driver=False,
+             logging_level=logging.ERROR)
+    ctx = ray.data.DataContext.get_current()
+    ctx.enable_progress_bars = False
+
+    def run(e):
+        ds = ray.data.read_parquet(a["files"], columns=COLS)
+        if a["shuffled"]:
+            ds = ds.random_shuffle(seed=e)
+        return (len(b["id"]) for b in ds.iter_batches(batch_size=BATCH, batch_format="numpy"))
+    return dict(epochs(run, a), note=f"local Ray, num_cpus={os.cpu_count()}")
+
+
+CHILDREN = {"stokehold": child_stokehold, "stokehold/parallelize": child_stokehold,
+            "pyarrow": child_pyarrow, "pyarrow/to_numpy": child_pyarrow,
+            "datasets": child_datasets, "datasets/iterable": child_datasets,
+            "grain": child_grain, "ray": child_ray}
+
+
+def run_system(system, a):
+    return CHILDREN[system](system, a)
+
+
+def goals(out):
+    """Issue 45's Parquet goals, on stderr."""
+    got = {(r["system"], r["config"].split(",")[0]): r["value"] for r in out
+           if r["metric"] == "throughput" and r["value"]}
+    seq, shuf = got.get(("stokehold", "sequential")), got.get(("stokehold", "shuffled"))
+    for label, ours, peer, goal in [
+        ("shuffled / own sequential", shuf, seq, 0.5),
+        ("shuffled / datasets shuffled", shuf, got.get(("datasets", "shuffled")), 3),
+        ("sequential / pyarrow iter_batches", seq, got.get(("pyarrow", "sequential")), 1)]:
+        fig = f"{ours / peer:.2f}x" if ours and peer else "n/a"
+        print(f"(issue 45) Parquet {label}: {fig} (goal >= {goal}x)", file=sys.stderr)
+
+
+def main():
+    if children.is_child():
+        children.child_main(run_system)
+        return
+    args = rows.workload_args(__doc__.splitlines()[0]).parse_args()
+    n, files, group = (20_000, 4, 2_500) if args.quick else (1_000_000, 8, 65_536)
+    tmp = tempfile.mkdtemp(prefix="parquet-bench-", dir=rows.tmp_root())
+    out = []
+    try:
+        t = time.perf_counter()
+        paths = generate(tmp, n, files, group)
+        size = sum(os.path.getsize(p) for p in paths)
+        print(f"generated {n} rows, {size / 1e6:.0f} MB in {time.perf_counter() - t:.0f} s",
+              file=sys.stderr)
+        for shuffled in (False, True):
+            config = (f"{'shuffled' if shuffled else 'sequential'}, {n} rows in {files} files "
+                      f"(row groups of {group}, page index), 4 columns, batch {BATCH}")
+            a = {"files": paths, "shuffled": shuffled, "tmp": tmp, "warmup": 0 if args.quick else 1}
+            for system in CHILDREN:
+                got = children.run(__file__, system, a, timeout=600)
+                if "runs" in got and got.get("rows") != n:
+                    got = {"error": f"read {got.get('rows')} rows, expected {n}"}
+                out += children.rows_of(W, system, config, got,
+                                        [("throughput", "runs", "rows/s", "higher")])
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    rows.write_json(args.json, out)
+    goals(out)
+    for r in out:
+        print(f"{r['system']:<24} {r['config'][:10]:<10} {r['metric']:<10} "
+              f"{r['value'] or 0:>12.0f} {r['unit']} {r.get('note', '')[:80]}")
+
+
+if __name__ == "__main__":
+    main()
