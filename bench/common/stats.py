@@ -82,3 +82,25 @@ def first_waits(waits):
 def throughput(count, seconds):
     """count / seconds, or None when nothing was timed."""
     return count / seconds if seconds > 0 else None
+
+
+def shuffle_quality(order, per_shard):
+    """How uniform one epoch's ``order`` of record ids 0..N-1 is, where ids were written in index
+    order, ``per_shard`` to a shard (or row group): Spearman correlation of output position vs
+    id (0 ideal), mean displacement |position - id| / N (1/3 for a uniform order), fraction of
+    adjacent outputs from the same shard (1/shards uniform), distinct shards per window of 1000
+    outputs (about the number of shards, up to 1000, for a uniform order)."""
+    import numpy as np
+
+    order = np.asarray(order, dtype=np.int64)
+    n = len(order)
+    pos = np.arange(n)
+    shard = order // per_shard
+    w = 1000
+    distinct = [len(np.unique(shard[i:i + w])) for i in range(0, n - w + 1, w)]
+    return {
+        "spearman": float(np.corrcoef(pos, order)[0, 1]),
+        "mean displacement / N": float(np.mean(np.abs(pos - order)) / n),
+        "adjacent same-shard fraction": float(np.mean(shard[1:] == shard[:-1])),
+        "distinct shards per 1000": float(np.mean(distinct)),
+    }

@@ -37,7 +37,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from common import rows  # noqa: E402
+from common import rows, stats  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 PER_SHARD, SHARDS = 2000, 100
@@ -63,18 +63,7 @@ def bench_binary():
 
 
 def quality(order):
-    order = np.asarray(order, dtype=np.int64)
-    n = len(order)
-    pos = np.arange(n)
-    shard = order // PER_SHARD
-    w = 1000
-    distinct = [len(np.unique(shard[i:i + w])) for i in range(0, n - w + 1, w)]
-    return {
-        "spearman": float(np.corrcoef(pos, order)[0, 1]),
-        "mean displacement / N": float(np.mean(np.abs(pos - order)) / n),
-        "adjacent same-shard fraction": float(np.mean(shard[1:] == shard[:-1])),
-        "distinct shards per 1000": float(np.mean(distinct)),
-    }
+    return stats.shuffle_quality(order, PER_SHARD)
 
 
 def tf_recipe_order(tmp, seed):

@@ -10,8 +10,11 @@ with a class label, written into S tar shards by webdataset's own TarWriter (mem
 128 in 4. Each system runs in its own process on P = 2 cores (the machine's count; os.cpu_count()
 if it is smaller), reading the shards in order: one warm-up epoch (none in --quick), then 3 timed
 epochs; the row is their median. Every epoch must deliver every image once.
-* stokehold: read_webdataset(shards) -> decode_image("jpg") -> random_resized_crop(224,
-  feature="jpg") -> batch(64) -> parallelize(P) -> prefetch(2): native, no GIL; uint8 HWC.
+* stokehold: read_webdataset(shards, decode={"jpg": "image", "cls": "int"}) (decoding by
+  extension in the reader) -> random_resized_crop(224, feature="jpg") -> batch(64) ->
+  parallelize(P) -> prefetch(2): native, no GIL; uint8 HWC. (A build whose read_webdataset has
+  no decode= runs the decode_image op instead; the note says so.)
+* stokehold/decode_image: read_webdataset(shards) -> decode_image("jpg") -> the same.
 * webdataset+torch: DataLoader(WebDataset(shards, shardshuffle=False).decode("pil")
   .to_tuple("jpg", "cls").map_tuple(v2.RandomResizedCrop(224) + PILToTensor, int).batched(64),
   batch_size=None, num_workers=P, persistent_workers=True): webdataset's README recipe, one
@@ -54,21 +57,29 @@ def generate(folder, n, shards):
     return paths
 
 
-def child_stokehold(a):
+def child_stokehold(system, a):
+    import inspect
+
     import stokehold as sh
 
-    ds = (sh.read_webdataset(a["shards"]).decode_image("jpg")
-          .random_resized_crop(224, feature="jpg", seed=1).batch(BATCH)
+    note = f"parallelize({CORES})"
+    if system == "stokehold" and "decode" in inspect.signature(sh.read_webdataset).parameters:
+        ds = sh.read_webdataset(a["shards"], decode={"jpg": "image", "cls": "int"})
+    else:
+        ds = sh.read_webdataset(a["shards"]).decode_image("jpg")
+        if system == "stokehold":
+            note += "; decode_image('jpg') (read_webdataset has no decode= in this build)"
+    ds = (ds.random_resized_crop(224, feature="jpg", seed=1).batch(BATCH)
           .parallelize(CORES).prefetch(2))
 
     def run(e):
         for b in ds.iter(epoch=e):
             assert b["jpg"].shape[1:] == (224, 224, 3), b["jpg"].shape
             yield len(b["jpg"])
-    return run, f"parallelize({CORES})"
+    return run, note
 
 
-def child_webdataset(a):
+def child_webdataset(_system, a):
     import torch
     import webdataset as wds
     from torchvision.transforms import v2
@@ -87,7 +98,8 @@ def child_webdataset(a):
 
 
 def run_system(system, a):
-    make, note = (child_stokehold if system == "stokehold" else child_webdataset)(a)
+    make, note = (child_stokehold if system.startswith("stokehold") else child_webdataset)(
+        system, a)
     secs, _, items = children.timed(make, RUNS, a["warmup"])
     if any(k != a["n"] for k in items):
         raise SystemExit(f"{system}: epochs delivered {items} images, expected {a['n']}")
@@ -110,7 +122,7 @@ def main():
               file=sys.stderr)
         config = f"{n} JPEGs 500x375 in {shards} tar shards, batch {BATCH}, {CORES} cores"
         a = {"shards": paths, "n": n, "warmup": 0 if args.quick else 1}
-        for system in ("stokehold", "webdataset+torch"):
+        for system in ("stokehold", "stokehold/decode_image", "webdataset+torch"):
             got = children.run(__file__, system, a, timeout=600)
             out += children.rows_of(W, system, config, got,
                                     [("throughput", "runs", "images/s", "higher")])
