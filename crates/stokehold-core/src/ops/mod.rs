@@ -9,6 +9,7 @@ pub mod bucket;
 pub mod cache;
 pub mod cache_arena;
 pub mod concatenate;
+pub mod elastic_stream;
 pub mod element;
 pub mod enumerate;
 pub mod filter;

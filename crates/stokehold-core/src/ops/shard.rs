@@ -25,6 +25,7 @@ use crate::choice::Choice;
 use crate::dataset::{state_u64, Dataset, DatasetIter, IterDataset, MapDataset, INFINITE};
 use crate::error::{Error, Result};
 use crate::example::Example;
+use crate::ops::elastic_stream::ElasticStream;
 use crate::ops::remap::{IndexMap, Remap};
 
 /// What to do when the number of parts does not divide the epoch (see the module docs).
@@ -246,10 +247,27 @@ impl Dataset {
         self.skip(start).take(stop.saturating_sub(start))
     }
 
-    /// Rank `rank` of `world`, resumable on another world size (see [`ElasticShard`]).
+    /// Rank `rank` of `world`, resumable on another world size (see [`ElasticShard`]; over a
+    /// stream, [`crate::ops::elastic_stream`]: every rank runs the stream).
     pub fn elastic_shard(&self, world: u64, rank: u64, policy: ShardPolicy) -> Result<Dataset> {
         check_parts(world, rank)?;
-        let parent = need_map(self, "elastic_shard")?.clone();
+        let Some(parent) = self.as_map().cloned() else {
+            if policy == ShardPolicy::Pad {
+                return Err(Error::invalid(format!(
+                    "elastic_shard(policy=\"pad\") needs a random-access input; {} is a stream \
+                     (policy \"even\" or \"drop\" shards a stream)",
+                    self.name()
+                )));
+            }
+            let drop = policy == ShardPolicy::Drop;
+            let s = ElasticStream {
+                parent: self.clone(),
+                world,
+                rank,
+                drop,
+            };
+            return Ok(Dataset::from_iter(s));
+        };
         if parent.len() == INFINITE {
             return Err(Error::invalid(
                 "elastic_shard needs a finite epoch; repeat() after it",
@@ -435,6 +453,33 @@ mod tests {
         );
         assert_eq!(parts(ShardPolicy::Pad)[3], vec![3, 7, 1]);
         assert!(Dataset::range(3).shard(2, 2, ShardPolicy::Even).is_err());
+    }
+
+    #[test]
+    fn elastic_shard_of_a_stream_runs_it_whole_and_refuses_pad() {
+        let stream = Dataset::range(10).filter("all", crate::filter_fn(|_, _| Ok(true)));
+        let got = xs(&stream.elastic_shard(4, 1, ShardPolicy::Drop).unwrap(), 0);
+        assert_eq!(got, vec![1, 5]);
+        let err = stream
+            .elastic_shard(4, 0, ShardPolicy::Pad)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(
+            err.contains("policy \"even\" or \"drop\" shards a stream"),
+            "{err}"
+        );
+        let name = stream
+            .elastic_shard(4, 0, ShardPolicy::Even)
+            .unwrap()
+            .name();
+        assert_eq!(
+            name,
+            stream
+                .elastic_shard(3, 2, ShardPolicy::Even)
+                .unwrap()
+                .name()
+        );
     }
 
     #[test]
