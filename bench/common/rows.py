@@ -97,8 +97,8 @@ def tmp_root():
 def print_ratios(out, tag, goal):
     """An issue's comparison, one line per config on stderr: stokehold's median (its best among
     the ``stokehold`` and ``stokehold/...`` rows, as the summary takes it) over each peer's and
-    over the best peer's, beside the goal (``goal`` x the best peer). Higher is better; floors
-    are no peers."""
+    over the best peer's, beside the goal (``goal`` x the best peer; None: the issue sets none).
+    Higher is better; floors are no peers."""
     for cfg in dict.fromkeys(r["config"] for r in out):
         got = {r["system"]: r["value"] for r in out if r["config"] == cfg and r["value"]}
         ours = [s for s in got if s == REFERENCE or s.startswith(REFERENCE + "/")]
@@ -108,5 +108,6 @@ def print_ratios(out, tag, goal):
         mine = max(ours, key=got.get)
         each = ", ".join(f"{got[mine] / v:.2f}x {s}" for s, v in peers.items())
         best = max(peers, key=peers.get)
-        print(f"({tag}) {cfg}: {mine} / best peer ({best}) = {got[mine] / peers[best]:.2f}x "
-              f"(goal >= {goal}x); {each}", file=sys.stderr, flush=True)
+        aim = "" if goal is None else f" (goal >= {goal}x)"
+        print(f"({tag}) {cfg}: {mine} / best peer ({best}) = {got[mine] / peers[best]:.2f}x"
+              f"{aim}; {each}", file=sys.stderr, flush=True)

@@ -153,7 +153,7 @@ def main():
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     rows.write_json(args.json, out)
-    rows.print_ratios([r for r in out if r["metric"] == "throughput"], "issue 45, JSONL", 1)
+    rows.print_ratios([r for r in out if r["metric"] == "throughput"], "issue 45, JSONL", None)
 
 
 if __name__ == "__main__":
