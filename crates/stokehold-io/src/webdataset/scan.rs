@@ -50,13 +50,27 @@ pub fn is_meta(name: &str) -> bool {
     first.len() >= 4 && first.starts_with("__") && first.ends_with("__")
 }
 
-/// The samples of the tar file `path` whose bytes are `data`: headers are read, data skipped.
-/// A member that runs past the end of the file, or a header that does not parse, is an error
-/// naming the file and the member's header offset.
-pub fn scan(path: &Path, data: &[u8]) -> Result<Vec<Sample>> {
+/// One member that belongs to a sample, as listed in the tar file (or its index sidecar).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Listed {
+    /// The member's name in the tar file.
+    pub name: String,
+    /// Offset of its header (for errors; from a sidecar, the offset of its data).
+    pub header_at: u64,
+    /// Offset of its data.
+    pub offset: u64,
+    /// Length of its data.
+    pub len: u64,
+}
+
+/// The members of the tar file `path` whose bytes are `data` that belong to samples (regular
+/// files with a key, not metadata), in tar order: headers are read, data skipped. A member that
+/// runs past the end of the file, or a header that does not parse, is an error naming the file
+/// and the member's header offset.
+pub fn list_members(path: &Path, data: &[u8]) -> Result<Vec<Listed>> {
     let size = data.len() as u64;
     let mut archive = tar::Archive::new(Cursor::new(data));
-    let mut out: Vec<Sample> = Vec::new();
+    let mut out = Vec::new();
     let mut at = 0u64;
     let bad = |offset: u64, why: String| Error::corrupt(path, offset, format!("tar: {why}"));
     let entries = archive
@@ -78,10 +92,26 @@ pub fn scan(path: &Path, data: &[u8]) -> Result<Vec<Sample>> {
         }
         // The next header follows the data, padded to 512 bytes (for errors before it parses).
         at += len.div_ceil(512) * 512;
-        if !entry.header().entry_type().is_file() || is_meta(&name) {
+        if !entry.header().entry_type().is_file() || is_meta(&name) || key_and_ext(&name).is_none()
+        {
             continue;
         }
-        let Some((key, ext)) = key_and_ext(&name) else {
+        out.push(Listed {
+            name,
+            header_at,
+            offset: entry.raw_file_position(),
+            len,
+        });
+    }
+    Ok(out)
+}
+
+/// The samples the members `listed` (in tar order) make, by the rules above; an extension twice
+/// in one sample is an error naming `path` and the member's header offset.
+pub fn group(path: &Path, listed: &[Listed]) -> Result<Vec<Sample>> {
+    let mut out: Vec<Sample> = Vec::new();
+    for m in listed {
+        let Some((key, ext)) = key_and_ext(&m.name) else {
             continue;
         };
         let ext = ext.to_lowercase();
@@ -92,19 +122,28 @@ pub fn scan(path: &Path, data: &[u8]) -> Result<Vec<Sample>> {
             });
         }
         let sample = out.last_mut().expect("pushed");
-        if sample.members.iter().any(|m| m.ext == ext) {
-            return Err(bad(
-                header_at,
-                format!("{name}: extension {ext:?} twice in sample {key:?} (webdataset: duplicate file name)"),
+        if sample.members.iter().any(|x| x.ext == ext) {
+            return Err(Error::corrupt(
+                path,
+                m.header_at,
+                format!(
+                    "tar: {}: extension {ext:?} twice in sample {key:?} (webdataset: duplicate file name)",
+                    m.name
+                ),
             ));
         }
         sample.members.push(Member {
             ext,
-            offset: entry.raw_file_position(),
-            len,
+            offset: m.offset,
+            len: m.len,
         });
     }
     Ok(out)
+}
+
+/// The samples of the tar file `path` whose bytes are `data` ([`list_members`], then [`group`]).
+pub fn scan(path: &Path, data: &[u8]) -> Result<Vec<Sample>> {
+    group(path, &list_members(path, data)?)
 }
 
 #[cfg(test)]
