@@ -121,7 +121,12 @@ class Dataset:
     def zip(datasets: List[Dataset], prefixes: List[str]) -> Dataset: ...
     @staticmethod
     def sample_from_datasets(
-        datasets: List[Dataset], weights: List[float], seed: int, stop_on_empty: bool
+        datasets: List[Dataset],
+        weights: List[float],
+        seed: int,
+        stop_on_empty: bool,
+        by: str,
+        token_feature: str,
     ) -> Dataset: ...
     @staticmethod
     def open_shards(path: str, verify: bool) -> Dataset: ...
@@ -135,7 +140,9 @@ class Dataset:
         defaults: List[Tuple[str, str]],
     ) -> Dataset: ...
     @staticmethod
-    def read_webdataset(files: List[str]) -> Dataset: ...
+    def read_webdataset(
+        files: List[str], decode_defaults: bool, decode: List[Tuple[str, str]], index: bool
+    ) -> Dataset: ...
     @staticmethod
     def read_tokens(
         files: List[str],
@@ -350,6 +357,13 @@ class Dataset:
         index: bool,
         progress: Optional[Callable[[int, Optional[int]], Any]],
         index_side_folder: bool = False,
+    ) -> List[str]: ...
+    def write_webdataset(
+        self,
+        pattern: str,
+        maxcount: int,
+        maxsize: int,
+        progress: Optional[Callable[[int, Optional[int]], Any]],
     ) -> List[str]: ...
     # inspection and iteration
     def cardinality(self) -> Optional[int]: ...

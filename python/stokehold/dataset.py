@@ -239,15 +239,29 @@ class Dataset:
         weights: Optional[Sequence[float]] = None,
         seed: Optional[int] = None,
         stop_on_empty_dataset: bool = False,
+        *,
+        by: str = "elements",
+        token_feature: str = "tokens",
     ) -> Dataset:
         """A weighted random mix, keyed by (seed, epoch, step). An exhausted input ends the mix
         when ``stop_on_empty_dataset``, otherwise it is dropped and the rest renormalised; the
-        mix ends when no input with a positive weight remains (it never hangs)."""
-        items = [_dataset("sample_from_datasets", d)._native for d in datasets]
+        mix ends when no input with a positive weight remains (it never hangs).
+
+        ``by="elements"`` (default): the weights are shares of the elements.
+        ``by="tokens"``: shares of the tokens emitted, an element counting as the length of its
+        ``token_feature`` along axis 0, or for a packed row (it has
+        ``<token_feature>_segment_ids``) its non-padding positions. Each step draws, with the
+        weights, among the inputs at or below their share, so every input's realised share
+        stays within ``(inputs - 1) x longest element / tokens emitted`` of its weight; the
+        iterator's state holds the token count of each input (``state["tokens"]`` of the mix).
+        """
+        op = "sample_from_datasets"
+        items = [_dataset(op, d)._native for d in datasets]
         w = [1.0] * len(items) if weights is None else [float(x) for x in weights]
-        s = _args.seed("sample_from_datasets", seed)
-        stop = _args.flag("sample_from_datasets", "stop_on_empty_dataset", stop_on_empty_dataset)
-        return Dataset(_native.Dataset.sample_from_datasets(items, w, s, stop))
+        s = _args.seed(op, seed)
+        stop = _args.flag(op, "stop_on_empty_dataset", stop_on_empty_dataset)
+        feature = _args.name(op, "token_feature", token_feature)
+        return Dataset(_native.Dataset.sample_from_datasets(items, w, s, stop, by, feature))
 
     @staticmethod
     def choose_from_datasets(

@@ -11,6 +11,7 @@ use stokehold_core::{interleave_fn, Ctx, Dataset, Error, Example};
 use crate::convert::map_input;
 use crate::dataset::PyDataset;
 use crate::errors::{guard, ok};
+use crate::options::Wrap;
 
 fn wrap(ds: Dataset) -> PyDataset {
     PyDataset::from_dataset(ds)
@@ -111,20 +112,25 @@ impl PyDataset {
         })
     }
 
-    /// A weighted random mix keyed by (seed, epoch, step).
+    /// A weighted random mix keyed by (seed, epoch, step), of elements or of tokens.
     #[staticmethod]
+    #[allow(clippy::too_many_arguments)]
     fn sample_from_datasets(
         py: Python<'_>,
         datasets: Vec<PyRef<'_, PyDataset>>,
         weights: Vec<f64>,
         seed: u64,
         stop_on_empty: bool,
+        by: Wrap<stokehold_core::MixUnit>,
+        token_feature: String,
     ) -> PyResult<PyDataset> {
         guard(|| {
             let inputs = datasets.iter().map(|d| d.dataset().clone()).collect();
+            let unit = ok(py, by.get("sample_from_datasets"))?;
+            let by = stokehold_core::MixBy::new(unit, &token_feature);
             ok(
                 py,
-                stokehold_core::sample_from_datasets(inputs, weights, seed, stop_on_empty),
+                stokehold_core::sample_from_datasets_by(inputs, weights, seed, stop_on_empty, by),
             )
             .map(wrap)
         })
