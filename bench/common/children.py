@@ -35,8 +35,9 @@ def is_child():
 
 
 def child_main(run_system):
-    """``python bench.py --child SYSTEM JSON-ARGS``: print run_system's result as one line."""
-    system, args = sys.argv[2], json.loads(sys.argv[3])
+    """``python bench.py --child SYSTEM`` with the JSON arguments on stdin (2,000 paths do not
+    fit a command line): print run_system's result as one line."""
+    system, args = sys.argv[2], json.loads(sys.stdin.read())
     try:
         out = run_system(system, args)
     except Unavailable as e:
@@ -55,12 +56,12 @@ def python313():
 
 def run(script, system, args, timeout, python=None, env=None):
     """The child's {"runs": [...], ...} or {"error": why} for ``system`` on ``args``."""
-    cmd = [python or sys.executable, str(script), "--child", system, json.dumps(args)]
+    cmd = [python or sys.executable, str(script), "--child", system]
     full_env = dict(os.environ, PYTHONPATH=str(ROOT / "bench"), **(env or {}))
     print(f"{Path(script).parent.name}: {system} ...", file=sys.stderr, flush=True)
     try:
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=ROOT,
-                           env=full_env)
+        p = subprocess.run(cmd, input=json.dumps(args), capture_output=True, text=True,
+                           timeout=timeout, cwd=ROOT, env=full_env)
     except subprocess.TimeoutExpired:
         return {"error": f"timed out after {timeout} s"}
     lines = p.stdout.strip().splitlines()
