@@ -12,6 +12,8 @@ pub mod files;
 pub mod image;
 pub mod jsonl;
 pub mod options;
+#[cfg(feature = "parquet")]
+pub mod parquet;
 pub mod shard;
 pub mod sniff;
 pub mod storage;

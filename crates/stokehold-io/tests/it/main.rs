@@ -10,6 +10,8 @@ mod conformance_io;
 mod image;
 mod jsonl;
 mod local_cache;
+#[cfg(feature = "parquet")]
+mod parquet;
 #[cfg(feature = "remote")]
 mod remote;
 #[cfg(all(feature = "remote", unix))]
