@@ -1126,7 +1126,10 @@ class Dataset:
         """Like :meth:`shard` (tf.data's ``num_shards, index``; ``world_size=``/``rank=`` are
         deprecated aliases), but a state saved here restores on another world size with
         nothing of the epoch lost or repeated (all ranks must save at the same step; see
-        ``docs/CHECKPOINTING.md``). The result is a stream."""
+        ``docs/CHECKPOINTING.md``). The result is a stream. Over a stream (``pack``,
+        ``sample_from_datasets``, ``filter`` ...) every rank runs the whole input and keeps
+        every ``num_shards``-th element (the state holds the input's state at the prefix all
+        ranks consumed); ``policy="pad"`` needs random access there."""
         op = "elastic_shard"
         return self._then(self._native.shard(_args.count(op, "num_shards", num_shards, 1),
                                           _args.count(op, "index", index), policy, True))
