@@ -28,6 +28,8 @@ use serde_json::{json, Value as Json};
 use crate::dataset::{state_field, state_u64, Dataset, DatasetIter};
 use crate::error::{Error, Result};
 use crate::example::Example;
+use crate::exec::steps::StepClock;
+use crate::exec::{executor_of, Executor};
 
 /// Version of the state format this build writes and reads.
 /// 2: the data fingerprint (execution stages left out), execution stages' states transparent,
@@ -47,6 +49,10 @@ pub struct PipelineIter {
     /// An error met by [`PipelineIter::next_many`] after it had elements to return: raised by
     /// the next call, so that the elements before it are not lost.
     deferred: Option<Error>,
+    /// Where the consumer's calls are recorded (the stats' step view): the executor the
+    /// pipeline runs on, if it has a parallel stage.
+    exec: Option<Executor>,
+    clock: StepClock,
 }
 
 impl PipelineIter {
@@ -54,19 +60,37 @@ impl PipelineIter {
     pub fn new(ds: Dataset, epoch: u64) -> Result<Self> {
         let inner = ds.iter(epoch)?;
         Ok(PipelineIter {
+            exec: executor_of(&ds),
             ds,
             epoch,
             inner,
             failed: false,
             stuck_at: None,
             deferred: None,
+            clock: StepClock::default(),
         })
+    }
+
+    /// Runs `call` as one call of the consumer, timed for the stats' step view.
+    fn timed<T>(&mut self, call: impl FnOnce(&mut Self) -> T) -> T {
+        let Some(exec) = self.exec.take() else {
+            return call(self);
+        };
+        let mut clock = std::mem::take(&mut self.clock);
+        let out = clock.time(exec.steps(), || call(self));
+        self.clock = clock;
+        self.exec = Some(exec);
+        out
     }
 
     /// The next element; `Ok(None)` at the end and after an error that ends the iterator (see the
     /// module docs).
     #[allow(clippy::should_implement_trait)] // fallible; mirrors DatasetIter::next
     pub fn next(&mut self) -> Result<Option<Example>> {
+        self.timed(Self::step)
+    }
+
+    fn step(&mut self) -> Result<Option<Example>> {
         if let Some(e) = self.deferred.take() {
             return Err(e);
         }
@@ -93,9 +117,13 @@ impl PipelineIter {
     /// the call started, so the elements it had taken come again. Reserves at most 1024 slots
     /// up front (`n` comes from the caller).
     pub fn next_many(&mut self, n: usize) -> Result<Vec<Example>> {
+        self.timed(|it| it.take_many(n))
+    }
+
+    fn take_many(&mut self, n: usize) -> Result<Vec<Example>> {
         let before = self.position();
         let mut deferred = None;
-        let r = take_deferring(n, &mut deferred, || self.next());
+        let r = take_deferring(n, &mut deferred, || self.step());
         self.deferred = deferred;
         match r {
             Err(Taken { error, taken }) if taken > 0 => {
@@ -170,6 +198,7 @@ impl PipelineIter {
         let mut inner = self.ds.iter(epoch)?;
         inner.set_state(state_field(state, "iter")?)?;
         self.inner = inner;
+        self.exec = executor_of(&self.ds);
         self.epoch = epoch;
         self.failed = false;
         self.stuck_at = None;

@@ -275,6 +275,7 @@ fn read_ahead(sh: &Shared, it: &mut dyn DatasetIter, permits: Option<&Permits>) 
             let now = Instant::now();
             let ns = now.duration_since(mark).as_nanos() as u64;
             mark = now;
+            sh.stats.element_time(ns);
             est_ns = if est_ns == 0 {
                 ns
             } else {
@@ -308,7 +309,7 @@ fn read_ahead(sh: &Shared, it: &mut dyn DatasetIter, permits: Option<&Permits>) 
                 break false;
             }
         };
-        sh.stats.add_busy(burst);
+        sh.stats.add_busy_time(burst);
         sh.exec.trace().span("element", &sh.label, burst);
         if let Some(p) = permits {
             p.release();

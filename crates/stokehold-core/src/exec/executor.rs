@@ -24,6 +24,7 @@ use std::sync::{Arc, Mutex};
 use super::budget::Budget;
 use super::pool::Pool;
 use super::stats::{OpStats, StatsReport};
+use super::steps::StepStats;
 use super::trace::Trace;
 use crate::error::Result;
 
@@ -65,6 +66,8 @@ pub(crate) struct Inner {
     pub(crate) free_slots: AtomicUsize,
     pub(crate) trace: Trace,
     ops: Mutex<Vec<Arc<OpStats>>>,
+    /// The pipeline's consumer's calls (see [`super::steps`]).
+    steps: StepStats,
 }
 
 /// A pipeline's shared execution state (see the module docs). Cloning shares it.
@@ -88,6 +91,7 @@ impl Executor {
                 trace: Trace::new(opts.trace_events),
                 pool: Pool::new(),
                 ops: Mutex::new(Vec::new()),
+                steps: StepStats::default(),
                 opts: ExecOptions { cores, ..opts },
             }),
         }
@@ -192,6 +196,12 @@ impl Executor {
         let ops = self.inner.ops.lock().unwrap_or_else(|e| e.into_inner());
         let reports = ops.iter().map(|s| s.report()).collect();
         StatsReport::new(reports, &self.inner.budget, self.inner.opts.cores)
+            .with_steps(self.inner.steps.report())
+    }
+
+    /// The pipeline's consumer's calls of `next()`, recorded by its iterator.
+    pub fn steps(&self) -> &StepStats {
+        &self.inner.steps
     }
 
     /// The recorded window of activity as Chrome trace JSON.

@@ -5,6 +5,7 @@ pub mod background;
 pub mod budget;
 pub mod copy;
 pub mod executor;
+pub mod histogram;
 pub mod interrupt;
 pub mod options;
 pub mod parallel;
@@ -14,6 +15,7 @@ pub mod pool;
 pub mod prefetch;
 pub mod sampler;
 pub mod stats;
+pub mod steps;
 pub mod trace;
 
 pub use budget::Budget;

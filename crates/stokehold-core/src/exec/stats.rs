@@ -11,9 +11,11 @@
 //! stage); if that stage's workers mostly wait for their own input, the pipeline is
 //! *input-bound*.
 
+use super::histogram::{Histogram, Percentiles};
 use super::period::Trial;
 pub use super::sampler::BusyTimes;
 use super::sampler::{OpCounters, ProcSampler, Sampler};
+use super::steps::StepReport;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -78,6 +80,11 @@ pub struct OpStats {
     busy_queued_ns: AtomicU64,
     consumer_wait_ns: AtomicU64,
     input_wait_ns: AtomicU64,
+    /// Worker time per element (a run of elements timed together counts its mean for each).
+    element_ns: Histogram,
+    /// The consumer's waits for this op, one per element it waited for (the elements it did not
+    /// wait for are the zeros of the distribution: `elements` less this count).
+    wait_ns: Histogram,
     /// The buffer's fill after each element was taken, as millionths of its capacity then,
     /// summed (its mean is over `elements`): a stage's bound moves with its runs and AUTOTUNE.
     fill_ppm: AtomicU64,
@@ -123,6 +130,8 @@ impl OpStats {
             busy_queued_ns: AtomicU64::new(0),
             consumer_wait_ns: AtomicU64::new(0),
             input_wait_ns: AtomicU64::new(0),
+            element_ns: Histogram::default(),
+            wait_ns: Histogram::default(),
             fill_ppm: AtomicU64::new(0),
             capacity: AtomicUsize::new(0),
             threads: AtomicUsize::new(1),
@@ -155,23 +164,20 @@ impl OpStats {
         }
     }
 
-    /// Worker time spent producing elements, on a thread of the stage that runs the op (see
+    /// Worker time spent producing one element, on a thread of the stage that runs the op (see
     /// [`super::stage_threads`]).
     pub fn add_busy(&self, since: Instant) {
-        self.busy_ns
-            .fetch_add(since.elapsed().as_nanos() as u64, Ordering::Relaxed);
-        let n = super::stage_threads();
-        if self.threads.load(Ordering::Relaxed) != n {
-            self.threads.store(n, Ordering::Relaxed);
-        }
+        let ns = self.add_busy_time(since);
+        self.element_ns.record(ns);
     }
 
-    /// Worker time spent producing elements, measured as wall time (`since`) and, when `at` is
-    /// the thread's times at `since` ([`super::thread_times`]), as CPU time and time waiting
-    /// for a core too.
-    pub(crate) fn add_busy_run(&self, since: Instant, at: Option<super::ThreadTimes>) {
+    /// Worker time spent producing a run of `n` elements, measured as wall time (`since`) and,
+    /// when `at` is the thread's times at `since` ([`super::thread_times`]), as CPU time and
+    /// time waiting for a core too.
+    pub(crate) fn add_busy_run(&self, since: Instant, at: Option<super::ThreadTimes>, n: usize) {
         let wall = since.elapsed().as_nanos() as u64;
         self.busy_ns.fetch_add(wall, Ordering::Relaxed);
+        self.element_ns.record_n(wall / n.max(1) as u64, n as u64);
         let Some((a, b)) = at.zip(super::thread_times()) else {
             return;
         };
@@ -195,10 +201,30 @@ impl OpStats {
         }
     }
 
-    /// Consumer time spent waiting for this op.
+    /// One element's worker time, in a burst the caller timed element by element (busy time
+    /// is added for the burst: [`OpStats::add_busy_time`]).
+    #[inline]
+    pub(crate) fn element_time(&self, ns: u64) {
+        self.element_ns.record(ns);
+    }
+
+    /// Worker time spent on a burst of elements each recorded by [`OpStats::element_time`]
+    /// (returned, in ns), on a thread of the stage that runs the op.
+    pub(crate) fn add_busy_time(&self, since: Instant) -> u64 {
+        let ns = since.elapsed().as_nanos() as u64;
+        self.busy_ns.fetch_add(ns, Ordering::Relaxed);
+        let n = super::stage_threads();
+        if self.threads.load(Ordering::Relaxed) != n {
+            self.threads.store(n, Ordering::Relaxed);
+        }
+        ns
+    }
+
+    /// Consumer time spent waiting for this op (one wait: one element).
     pub fn add_consumer_wait(&self, since: Instant) {
-        self.consumer_wait_ns
-            .fetch_add(since.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        let ns = since.elapsed().as_nanos() as u64;
+        self.consumer_wait_ns.fetch_add(ns, Ordering::Relaxed);
+        self.wait_ns.record(ns);
     }
 
     /// Worker time spent waiting for this op's input.
@@ -378,6 +404,10 @@ impl OpStats {
             busy_per_thread: busy / (secs * threads as f64),
             consumer_wait_s: self.consumer_wait_ns.load(Ordering::Relaxed) as f64 / 1e9,
             input_wait_s: self.input_wait_ns.load(Ordering::Relaxed) as f64 / 1e9,
+            element_time: self.element_ns.percentiles(0),
+            consumer_wait: self
+                .wait_ns
+                .percentiles(n.saturating_sub(self.wait_ns.count())),
             queue_fill: self.fill_ppm.load(Ordering::Relaxed) as f64 / samples as f64 / 1e6,
             capacity: cap,
             parallelism: p,
@@ -411,6 +441,10 @@ pub struct OpReport {
     pub consumer_wait_s: f64,
     /// Seconds this op's workers waited for its input.
     pub input_wait_s: f64,
+    /// Worker time per element: its quantiles (a batch's row: per batch).
+    pub element_time: Percentiles,
+    /// The consumer's wait per element taken (0 for each it did not wait for): its quantiles.
+    pub consumer_wait: Percentiles,
     /// Mean buffer fill as a fraction of the capacity at each element (a parallel stage's
     /// capacity: the claimed-but-not-taken elements it may hold, widened by its runs).
     pub queue_fill: f64,
@@ -445,34 +479,55 @@ pub struct StatsReport {
     pub memory_peak: usize,
     /// Cores the autotuner may use.
     pub cores: usize,
-    /// What limits throughput.
+    /// What the training loop saw: its time in `next()` and between calls (`None` before its
+    /// second call, or when no iterator of the pipeline's recorded them).
+    pub steps: Option<StepReport>,
+    /// What limits throughput, and what to change.
     pub verdict: String,
 }
 
 impl StatsReport {
     /// Builds the report and its verdict from op snapshots (in creation order: inner ops first).
     pub fn new(ops: Vec<OpReport>, budget: &super::Budget, cores: usize) -> Self {
-        let verdict = verdict(&ops);
+        let verdict = verdict(&ops, None, cores);
         StatsReport {
             ops,
             memory_budget: budget.limit(),
             memory_used: budget.used(),
             memory_peak: budget.peak(),
             cores,
+            steps: None,
             verdict,
         }
+    }
+
+    /// The report with the training loop's steps, its verdict read with them.
+    pub fn with_steps(mut self, steps: Option<StepReport>) -> Self {
+        self.steps = steps;
+        self.verdict = verdict(&self.ops, steps.as_ref(), self.cores);
+        self
     }
 
     /// A fixed-width table for terminals.
     pub fn table(&self) -> String {
         let mut s = format!(
-            "{:<44} {:>9} {:>10} {:>9} {:>6} {:>8} {:>8} {:>5} {:>4}\n",
-            "op", "elems", "elem/s", "MB/s", "busy", "c.wait", "in.wait", "fill", "par"
+            "{:<44} {:>9} {:>10} {:>9} {:>6} {:>8} {:>8} {:>5} {:>4} {:>9} {:>9}\n",
+            "op",
+            "elems",
+            "elem/s",
+            "MB/s",
+            "busy",
+            "c.wait",
+            "in.wait",
+            "fill",
+            "par",
+            "el.p50",
+            "el.p99"
         );
         for o in &self.ops {
             let name: String = o.op.chars().take(44).collect();
             s += &format!(
-                "{:<44} {:>9} {:>10.1} {:>9.1} {:>5.0}% {:>7.2}s {:>7.2}s {:>4.0}% {:>4}\n",
+                "{:<44} {:>9} {:>10.1} {:>9.1} {:>5.0}% {:>7.2}s {:>7.2}s {:>4.0}% {:>4} {:>9} {:>9}\n",
                 name,
                 o.elements,
                 o.elements_per_s,
@@ -481,11 +536,25 @@ impl StatsReport {
                 o.consumer_wait_s,
                 o.input_wait_s,
                 o.queue_fill * 100.0,
-                o.parallelism
+                o.parallelism,
+                human_secs(o.element_time.p50_s),
+                human_secs(o.element_time.p99_s),
             );
             if !o.autotune.is_empty() {
                 s += &format!("    autotune: {}\n", o.autotune);
             }
+        }
+        if let Some(st) = &self.steps {
+            s += &format!(
+                "steps: {}; next() p50 {}, p90 {}, p99 {}; between calls p50 {}; waiting in \
+                 next() {:.0}% of the loop's time\n",
+                st.steps,
+                human_secs(st.next.p50_s),
+                human_secs(st.next.p90_s),
+                human_secs(st.next.p99_s),
+                human_secs(st.between.p50_s),
+                100.0 * st.input_share
+            );
         }
         s += &format!(
             "memory: {:.1} MiB used, {:.1} MiB peak, budget {:.1} MiB; cores {}\nverdict: {}\n",
@@ -499,7 +568,46 @@ impl StatsReport {
     }
 }
 
-fn verdict(ops: &[OpReport]) -> String {
+/// A duration for people: `12 us`, `3.1 ms`, `1.25 s`.
+pub fn human_secs(s: f64) -> String {
+    match s {
+        s if s < 1e-3 => format!("{:.0} us", s * 1e6),
+        s if s < 1.0 => format!("{:.1} ms", s * 1e3),
+        s => format!("{s:.2} s"),
+    }
+}
+
+/// The verdict: the training loop's view first (tf.data's rule), then the stage that limits the
+/// pipeline and what to change about it.
+fn verdict(ops: &[OpReport], steps: Option<&StepReport>, cores: usize) -> String {
+    let stage = stage_verdict(ops, cores);
+    let Some(st) = steps else {
+        return stage;
+    };
+    let seen = format!(
+        "the training loop waits in next() {:.0}% of its time (median next() {})",
+        100.0 * st.input_share,
+        human_secs(st.next.p50_s)
+    );
+    if !st.input_bound {
+        return format!(
+            "not input-bound: {seen}, within tf.data's rule of 50 us; to go faster, speed up \
+             the training step"
+        );
+    }
+    if stage.starts_with("consumer-bound") {
+        // The stages keep up, yet next() is slow: the time is in handing elements over.
+        return format!(
+            "input-bound: {seen}, over tf.data's rule of 50 us, but the stages keep up ({stage}): \
+             the time goes to handing elements over; take fewer, larger elements (batch \
+             earlier) or several at once (next_many)"
+        );
+    }
+    format!("input-bound: {seen}, over tf.data's rule of 50 us; {stage}")
+}
+
+/// What limits the pipeline's stages, and what to change.
+fn stage_verdict(ops: &[OpReport], cores: usize) -> String {
     // The stage the consumer takes from; by creation order when none has handed it an element
     // yet. A batch built inside a stage registers its row when it first builds one, after the
     // stages around it: read as the outermost, it said "consumer-bound" whatever the consumer
@@ -512,7 +620,8 @@ fn verdict(ops: &[OpReport]) -> String {
     }
     if last.consumer_wait_s < 0.1 * last.wall_s {
         return format!(
-            "consumer-bound: the consumer waited {:.0}% of the time for {}",
+            "consumer-bound: the consumer waited {:.0}% of the time for {}: input is not the \
+             bottleneck",
             100.0 * last.consumer_wait_s / last.wall_s,
             last.op
         );
@@ -529,12 +638,20 @@ fn verdict(ops: &[OpReport]) -> String {
         .expect("non-empty");
     if worst.input_wait_s > worst.busy_s {
         return format!(
-            "input-bound: {} waits for its input more than it works",
+            "input-bound: {} waits for its input more than it works: speed up what feeds it \
+             (read files in parallel: interleave(num_parallel_calls=...); a slow source or \
+             generator: more of them, or prefetch() under it)",
             worst.op
         );
     }
+    let change = if worst.parallelism < cores {
+        "give it more threads: num_parallel_calls=AUTOTUNE (or a larger number)"
+    } else {
+        "it has a thread for every core it may use: raise with_options(cores=...) if the \
+         machine has more, or make each element cheaper (cache() what repeats, decode less)"
+    };
     format!(
-        "bound in op {}: its threads are busy {:.0}% of the time (parallelism {})",
+        "bound in op {}: its threads are busy {:.0}% of the time (parallelism {}); {change}",
         worst.op,
         worst.busy_per_thread * 100.0,
         worst.parallelism

@@ -240,3 +240,140 @@ fn with_options_owns_one_executor_across_epochs() {
     assert_eq!(s.ops[0].elements, 90, "counted over the three epochs");
     assert!(stokehold_core::exec::executor_of(&Dataset::range(3)).is_none());
 }
+
+#[test]
+fn verdicts_name_the_known_bottleneck_and_what_to_change() {
+    use stokehold_core::exec::histogram::Percentiles;
+    use stokehold_core::exec::steps::StepReport;
+    let cores = 4;
+    let verdict = |ops: Vec<OpReport>, steps: Option<StepReport>| {
+        StatsReport::new(ops, &Budget::new(1 << 20), cores)
+            .with_steps(steps)
+            .verdict
+    };
+    // A stage over 10 s that handed out 1,000 elements.
+    let row = |name: &str, busy: f64, parallelism: usize, consumer_wait_s: f64| OpReport {
+        elements: 1000,
+        wall_s: 10.0,
+        capacity: 8,
+        parallelism,
+        busy_per_thread: busy,
+        busy_s: busy * 10.0 * parallelism.max(1) as f64,
+        consumer_wait_s,
+        feeds_consumer: consumer_wait_s > 0.0,
+        ..OpStats::new(name.into()).report()
+    };
+    // The training loop: the share of its time spent in next(), and next()'s median.
+    let loop_waits = |share: f64, p50_s: f64| {
+        let q = |s: f64| Percentiles {
+            count: 1000,
+            p50_s: s,
+            p90_s: s,
+            p99_s: s,
+        };
+        Some(StepReport {
+            steps: 1000,
+            next: q(p50_s),
+            between: q(0.01),
+            next_total_s: share * 10.0,
+            input_share: share,
+            input_bound: p50_s > 50e-6,
+        })
+    };
+
+    // A slow map, with threads to spare: more threads.
+    let v = verdict(
+        vec![row("parallelize[map[decode]]", 0.97, 2, 6.0)],
+        loop_waits(0.6, 5e-3),
+    );
+    assert!(
+        v.starts_with("input-bound: the training loop waits in next() 60%"),
+        "{v}"
+    );
+    assert!(v.contains("median next() 5.0 ms"), "{v}");
+    assert!(v.contains("bound in op parallelize[map[decode]]"), "{v}");
+    assert!(v.contains("give it more threads"), "{v}");
+    // ... with a thread on every core already: cheaper elements or more cores.
+    let v = verdict(
+        vec![row("parallelize[map[decode]]", 0.97, cores, 6.0)],
+        None,
+    );
+    assert!(v.starts_with("bound in op parallelize[map[decode]]"), "{v}");
+    assert!(v.contains("a thread for every core"), "{v}");
+
+    // A slow reader under a fast map: the reader is named, not the map that waits for it.
+    let mut map = row("parallelize[map[parse]]", 0.2, 2, 7.0);
+    map.input_wait_s = 15.0;
+    let v = verdict(
+        vec![row("interleave[read]", 0.95, 2, 0.0), map],
+        loop_waits(0.7, 7e-3),
+    );
+    assert!(v.contains("bound in op interleave[read]"), "{v}");
+
+    // A slow consumer: the stages keep up, next() returns at once.
+    let v = verdict(
+        vec![row("parallelize[map[decode]]", 0.3, 2, 0.1)],
+        loop_waits(0.002, 8e-6),
+    );
+    assert!(v.starts_with("not input-bound"), "{v}");
+    assert!(v.contains("within tf.data's rule of 50 us"), "{v}");
+    assert!(v.contains("speed up the training step"), "{v}");
+    let v = verdict(vec![row("parallelize[map[decode]]", 0.3, 2, 0.1)], None);
+    assert!(v.starts_with("consumer-bound"), "{v}");
+
+    // A starved prefetch: it waits for its input more than it works.
+    let mut prefetch = row("prefetch(8)[generator]", 0.05, 1, 9.0);
+    prefetch.input_wait_s = 9.0;
+    let v = verdict(vec![prefetch], loop_waits(0.9, 9e-3));
+    assert!(
+        v.contains("input-bound: prefetch(8)[generator] waits for its input"),
+        "{v}"
+    );
+    assert!(v.contains("speed up what feeds it"), "{v}");
+
+    // next() slow while the stages keep up: the time is in handing elements over.
+    let v = verdict(
+        vec![row("parallelize[map[decode]]", 0.3, 2, 0.1)],
+        loop_waits(0.3, 2e-4),
+    );
+    assert!(v.contains("the stages keep up"), "{v}");
+    assert!(v.contains("next_many"), "{v}");
+}
+
+#[test]
+fn the_pipeline_iterator_records_the_loops_steps_and_each_stage_its_percentiles() {
+    use stokehold_core::PipelineIter;
+    // A map that sleeps 3 ms on one thread, a loop that does nothing: every next() waits.
+    let slow = map_fn(|e: Example, _| {
+        std::thread::sleep(Duration::from_millis(3));
+        Ok(e)
+    });
+    let ds = Dataset::range(30)
+        .map_parallel("sleepy", slow, Parallelism::Fixed(1), true)
+        .with_options(ExecOptions::default());
+    let mut it = PipelineIter::new(ds.clone(), 0).unwrap();
+    let mut n = 0;
+    while it.next().unwrap().is_some() {
+        n += 1;
+    }
+    assert_eq!(n, 30);
+    let s = stokehold_core::exec::executor_of(&ds).unwrap().stats();
+    let steps = s.steps.expect("the loop's steps");
+    // 31 calls (the last returns the end); the first has no step before it.
+    assert_eq!((steps.steps, steps.next.count), (30, 31));
+    assert!(steps.input_bound && steps.input_share > 0.5, "{steps:?}");
+    assert!(
+        s.verdict
+            .starts_with("input-bound: the training loop waits"),
+        "{}",
+        s.table()
+    );
+    assert!(s.table().contains("steps: 30; next() p50"), "{}", s.table());
+    let stage = s.ops.iter().find(|o| o.op.contains("sleepy")).unwrap();
+    // Each element slept 3 ms: its time's median is at least that.
+    assert_eq!(stage.element_time.count, 30);
+    assert!(stage.element_time.p50_s >= 3e-3 * 0.93, "{stage:?}");
+    assert!(stage.element_time.p99_s >= stage.element_time.p50_s);
+    // One wait or none per element taken.
+    assert_eq!(stage.consumer_wait.count, 30);
+}
