@@ -155,6 +155,21 @@ fn pipelines() -> Vec<(&'static str, Build)> {
             )
             .unwrap()
         }),
+        ("sample_from_datasets_by_tokens", |d| {
+            stokehold_core::sample_from_datasets_by(
+                vec![d.clone(), d.skip(1)],
+                vec![1.0, 2.0],
+                5,
+                false,
+                stokehold_core::MixBy::Tokens("audio".into()),
+            )
+            .unwrap()
+        }),
+        ("elastic_shard_of_a_stream", |d| {
+            d.filter("all", filter_fn(|_, _| Ok(true)))
+                .elastic_shard(3, 1, ShardPolicy::Drop)
+                .unwrap()
+        }),
         ("shard", |d| d.shard(3, 1, ShardPolicy::Even).unwrap()),
         ("shard_drop", |d| {
             d.shuffle(4).shard(4, 3, ShardPolicy::Drop).unwrap()
