@@ -118,6 +118,15 @@ pub fn plan(schema: &Schema, defaults: &[(String, Json)]) -> Result<Plan, String
     for (i, f) in schema.fields().iter().enumerate() {
         walk(f, f.name().clone(), vec![i], &mut leaves)?;
     }
+    for (i, l) in leaves.iter().enumerate() {
+        if leaves[..i].iter().any(|o| o.name == l.name) {
+            return Err(format!(
+                "two columns are both read as {:?} (a struct's child and a column named with a \
+                 dot); leave one out with columns=[...]",
+                l.name
+            ));
+        }
+    }
     for (name, d) in defaults {
         let Some(leaf) = leaves.iter_mut().find(|l| &l.name == name) else {
             let names: Vec<&str> = leaves.iter().map(|l| l.name.as_str()).collect();

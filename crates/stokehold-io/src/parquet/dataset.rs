@@ -142,12 +142,21 @@ impl ColumnarDataset {
         }
         let mut cum = vec![0u64];
         let mut starts = Vec::with_capacity(files.len());
+        let too_many = |f: &dyn Blocks| {
+            Error::corrupt(
+                f.path(),
+                0,
+                "its row counts add up past 2^64 rows".to_string(),
+            )
+        };
         for f in &files {
             let mut s = vec![0u64];
             for &r in f.block_rows() {
-                s.push(s.last().unwrap() + r);
+                let next = s.last().unwrap().checked_add(r);
+                s.push(next.ok_or_else(|| too_many(f.as_ref()))?);
             }
-            cum.push(cum.last().unwrap() + s.last().unwrap());
+            let next = cum.last().unwrap().checked_add(*s.last().unwrap());
+            cum.push(next.ok_or_else(|| too_many(f.as_ref()))?);
             starts.push(s);
         }
         let limit = opts

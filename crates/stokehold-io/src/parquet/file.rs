@@ -19,14 +19,48 @@ use stokehold_core::{Error, Result};
 use super::dataset::{roots, Blocks};
 use crate::storage::Object;
 
-/// An object of the storage seam (a memory-mapped local file, or a URL read by range through the
-/// shard cache) as the parquet crate reads it.
+/// Where a Parquet file's bytes are: an object of the storage seam (a memory-mapped local file,
+/// or a URL read by range through the shard cache), or bytes in memory; as the parquet crate
+/// reads them.
 #[derive(Clone)]
-pub struct ObjectReader(pub Object);
+pub enum ObjectReader {
+    /// An opened object.
+    Object(Object),
+    /// Bytes in memory (a fuzz input, a file already read).
+    Memory(Bytes),
+}
+
+impl ObjectReader {
+    fn size(&self) -> u64 {
+        match self {
+            ObjectReader::Object(o) => o.size(),
+            ObjectReader::Memory(b) => b.len() as u64,
+        }
+    }
+
+    fn read_range(&self, r: std::ops::Range<u64>) -> Result<Bytes> {
+        match self {
+            ObjectReader::Object(o) => o.read_range(r),
+            ObjectReader::Memory(b) if r.start <= r.end && r.end <= b.len() as u64 => {
+                Ok(b.slice(r.start as usize..r.end as usize))
+            }
+            ObjectReader::Memory(b) => Err(Error::corrupt(
+                "<memory>",
+                r.start,
+                format!(
+                    "range {}..{} past the end ({} bytes)",
+                    r.start,
+                    r.end,
+                    b.len()
+                ),
+            )),
+        }
+    }
+}
 
 impl Length for ObjectReader {
     fn len(&self) -> u64 {
-        self.0.size()
+        self.size()
     }
 }
 
@@ -36,7 +70,7 @@ fn external(e: Error) -> ParquetError {
 
 /// Reads an object from an offset on, 1 MiB per request.
 pub struct ObjectRead {
-    object: Object,
+    object: ObjectReader,
     pos: u64,
     buf: Bytes,
 }
@@ -66,8 +100,8 @@ impl ChunkReader for ObjectReader {
 
     fn get_read(&self, start: u64) -> parquet::errors::Result<ObjectRead> {
         Ok(ObjectRead {
-            object: self.0.clone(),
-            pos: start.min(self.0.size()),
+            object: self.clone(),
+            pos: start.min(self.size()),
             buf: Bytes::new(),
         })
     }
@@ -76,7 +110,7 @@ impl ChunkReader for ObjectReader {
         let end = start
             .checked_add(length as u64)
             .ok_or_else(|| ParquetError::EOF(format!("range {start} + {length} overflows")))?;
-        self.0.read_range(start..end).map_err(external)
+        self.read_range(start..end).map_err(external)
     }
 }
 
@@ -106,8 +140,16 @@ impl ParquetFile {
     /// (`None`: all; a name is a column or a dotted path into a struct column).
     pub fn open(path: &Path, columns: Option<&[String]>) -> Result<Self> {
         let object = crate::storage::open_object(path)?;
-        let size = object.size();
-        let reader = ObjectReader(object);
+        Self::from_reader(path, ObjectReader::Object(object), columns)
+    }
+
+    /// The file whose bytes `reader` reads, named `path` in errors.
+    pub fn from_reader(
+        path: &Path,
+        reader: ObjectReader,
+        columns: Option<&[String]>,
+    ) -> Result<Self> {
+        let size = reader.size();
         let options = ArrowReaderOptions::new().with_page_index_policy(PageIndexPolicy::Optional);
         let meta = ArrowReaderMetadata::load(&reader, options).map_err(|e| {
             Error::corrupt(
@@ -211,7 +253,7 @@ impl ParquetFile {
         )
         .with_row_groups(vec![g])
         .with_projection(self.mask.clone())
-        .with_batch_size((rows as usize).max(1));
+        .with_batch_size((rows as usize).clamp(1, 8192));
         if rows as usize != rg_rows {
             let (a, z) = (start as usize, (start + rows) as usize);
             builder = builder.with_row_selection(RowSelection::from_consecutive_ranges(

@@ -30,8 +30,12 @@ impl IpcFile {
     /// Opens `path` (a path or URL: a URL is read whole) and decodes its batches' layout, keeping
     /// `columns` (`None`: all; a dotted name reaches into a struct column).
     pub fn open(path: &Path, columns: Option<&[String]>) -> Result<Self> {
-        let object = crate::storage::open_object(path)?;
-        let data = object.read_all()?;
+        let data = crate::storage::open_object(path)?.read_all()?;
+        Self::from_bytes(path, data, columns)
+    }
+
+    /// The IPC file or stream `data`, named `path` in errors.
+    pub fn from_bytes(path: &Path, data: bytes::Bytes, columns: Option<&[String]>) -> Result<Self> {
         let buf = Buffer::from(data);
         let stream = !(buf.len() >= 2 * MAGIC.len() + 4 && buf.starts_with(MAGIC));
         let (schema, batches) = if stream {

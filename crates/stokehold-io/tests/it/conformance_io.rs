@@ -237,3 +237,27 @@ fn token_files_conform_in_file_and_megatron_order() {
     let blend = read_tokens(&two, 8, megatron(Some((vec![3.0, 1.0], 120))), None).unwrap();
     testing::check("read_tokens(megatron blend)", &blend, CUTS);
 }
+
+/// Parquet files (with and without a page index: page and row-group blocks, through a cache
+/// that holds only a few blocks) and Arrow IPC files (file and stream), projected to a scalar,
+/// a variable list (ragged when batched) and a struct's string child.
+#[cfg(feature = "parquet")]
+#[test]
+fn parquet_and_arrow_files_conform() {
+    use stokehold_io::parquet::{open_arrow, open_parquet, ColumnarOptions};
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/parquet");
+    let opts = ColumnarOptions {
+        columns: Some(vec!["id".into(), "tokens".into(), "meta.tag".into()]),
+        cache_bytes: Some(8_000),
+        ..Default::default()
+    };
+    let pq = open_parquet(
+        &[dir.join("paged.parquet"), dir.join("nopage.parquet")],
+        &opts,
+    )
+    .unwrap();
+    let pq = Dataset::from_map(pq).skip(940).take(120);
+    check_under_ops("read_parquet", &pq);
+    let ipc = open_arrow(&[dir.join("data.arrow"), dir.join("data.arrows")], &opts).unwrap();
+    check_under_ops("read_arrow", &Dataset::from_map(ipc).skip(60).take(80));
+}
