@@ -16,8 +16,8 @@ use std::path::Path;
 
 use crate::shard::format::{HEADER_MAGIC, MANIFEST_NAME, TMP_SUFFIX};
 
-/// Bytes of a file's start that [`guess`] looks at.
-pub const HEAD_LEN: usize = 64;
+/// Bytes of a file's start that [`guess`] looks at (a tar header's `ustar` magic is at 257).
+pub const HEAD_LEN: usize = 512;
 
 /// At most this many files of a folder are opened to describe it (their first [`HEAD_LEN`]
 /// bytes each): enough to see what a folder of shards or records holds, cheap for a huge one.
@@ -38,8 +38,19 @@ impl std::fmt::Display for Guess {
     }
 }
 
+/// [`Guess::what`] of a tar archive: `stokehold inspect` / `verify` / `convert` read it as
+/// WebDataset shards.
+pub const TAR: &str = "a tar archive (a WebDataset shard)";
+/// [`Guess::what`] of a JSON-lines file (plain, or named `.jsonl.gz` / `.jsonl.zst`).
+pub const JSONL: &str = "a JSON-lines file";
+/// [`Guess::what`] of a Megatron indexed dataset's `.idx` (its tokens are in the `.bin` beside).
+pub const MEGATRON: &str = "a Megatron token index";
+/// The first bytes of a zstd frame.
+pub const ZSTD_MAGIC: [u8; 4] = [0x28, 0xb5, 0x2f, 0xfd];
+
 const TFRECORD: &str =
     "read with stokehold.TFRecordDataset(files) or stokehold.tfrecord.read_tfrecord";
+const READ_JSONL: &str = "read with stokehold.read_jsonl(files), typed fields and random access";
 /// How audio files are read (the [`Guess::read_with`] of every audio kind).
 pub const READ_AUDIO: &str = "read with stokehold.list_files(pattern).load_audio()";
 /// How image files are read (the [`Guess::read_with`] of every image kind).
@@ -65,6 +76,25 @@ pub fn guess(name: &str, head: &[u8]) -> Option<Guess> {
             "a TFRecord index sidecar",
             "TFRecordDataset uses it beside the TFRecord file it indexes",
         );
+    }
+    if starts(b"STKWDIX") {
+        return g(
+            "a WebDataset index sidecar",
+            "read_webdataset uses it beside the tar shard it indexes",
+        );
+    }
+    if starts(b"MMIDIDX\x00\x00") {
+        return g(
+            MEGATRON,
+            "read with stokehold.read_tokens(prefix, seq_len): the .bin beside holds the tokens",
+        );
+    }
+    if head.len() >= 262 && &head[257..262] == b"ustar" {
+        return g(TAR, "read with stokehold.read_webdataset(paths)");
+    }
+    let named_jsonl = [".jsonl", ".ndjson"].iter().any(|s| lower.contains(s));
+    if named_jsonl && (starts(&GZIP_MAGIC) || starts(&ZSTD_MAGIC)) {
+        return g(JSONL, READ_JSONL);
     }
     if starts(b"\x93NUMPY") {
         return g(
@@ -121,10 +151,7 @@ pub fn guess(name: &str, head: &[u8]) -> Option<Guess> {
     }
     let text = |what| g(what, "read its lines with stokehold.TextLineDataset(files)");
     match lower.rsplit('.').next() {
-        Some("jsonl" | "ndjson") => g(
-            "a JSON-lines file",
-            "read with stokehold.read_jsonl(files), typed fields and random access",
-        ),
+        Some("jsonl" | "ndjson") => g(JSONL, READ_JSONL),
         Some("json") => text("a JSON file"),
         Some("csv" | "tsv") => g(
             "a CSV file",
@@ -314,6 +341,16 @@ mod tests {
             "a JSON-lines file"
         );
         assert_eq!(guess("x", b"").unwrap().what, "an empty file");
+        let mut tar = vec![0u8; 512];
+        tar[..5].copy_from_slice(b"a.txt");
+        tar[257..263].copy_from_slice(b"ustar\0");
+        assert_eq!(guess("s.tar", &tar).unwrap().what, TAR);
+        assert_eq!(guess("x.jsonl.zst", &ZSTD_MAGIC).unwrap().what, JSONL);
+        assert_eq!(guess("x.jsonl.gz", &GZIP_MAGIC).unwrap().what, JSONL);
+        assert_eq!(
+            guess("x.idx", b"MMIDIDX\x00\x00\x01").unwrap().what,
+            MEGATRON
+        );
         assert_eq!(guess("x.bin", b"hello world, plain").unwrap().what, "text");
         assert!(guess("x.bin", b"\x00\x01\x02\xfe").is_none());
         assert_eq!(
