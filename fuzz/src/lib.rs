@@ -36,6 +36,7 @@ pub const TARGETS: &[(&str, fn(&[u8]))] = &[
     ("jsonl", jsonl),
     ("jsonl_index", jsonl_index),
     ("webdataset_tar", webdataset_tar),
+    ("webdataset_index", webdataset_index),
 ];
 
 /// TFRecord framing: see `fuzz_targets/tfrecord_framing.rs` for the checks (kept there as it was).
@@ -442,4 +443,17 @@ pub fn webdataset_tar(data: &[u8]) {
         }
     }
     assert!(samples.windows(2).all(|w| w[0].key != w[1].key));
+}
+
+/// The WebDataset member index sidecar (`webdataset::index`): decoding never panics nor allocates
+/// past the input; an accepted index round-trips, lists members inside the file it describes, and
+/// groups into samples (or a clear error) as a scan's list does.
+pub fn webdataset_index(data: &[u8]) {
+    use stokehold_io::webdataset::{index, scan};
+    let Ok((listed, size)) = index::decode(Path::new("fuzz.idx"), data) else { return };
+    assert_eq!(index::encode(&listed, size), data);
+    assert!(listed.iter().all(|m| m.offset.checked_add(m.len).is_some_and(|end| end <= size)));
+    if let Ok(samples) = scan::group(Path::new("fuzz.tar"), &listed) {
+        assert!(samples.windows(2).all(|w| w[0].key != w[1].key));
+    }
 }
