@@ -209,6 +209,16 @@ fn main() {
         .map(|(name, n)| std::fs::read(wds.join(name)).expect("the webdataset fixture")[..*n].to_vec())
         .collect();
     write("webdataset_tar", with_broken(heads));
+    // The member index sidecars of the same shards (what read_webdataset writes beside them).
+    let indexes: Vec<Vec<u8>> = ["shard-0.tar", "shard-1.tar"]
+        .iter()
+        .map(|name| {
+            let (path, data) = (wds.join(name), std::fs::read(wds.join(name)).expect("the webdataset fixture"));
+            let listed = stokehold_io::webdataset::scan::list_members(&path, &data).expect("a good shard");
+            stokehold_io::webdataset::index::encode(&listed, data.len() as u64)
+        })
+        .collect();
+    write("webdataset_index", with_broken(indexes));
 
     // Audio: the decode target's first byte picks the resample rate, the window target's first
     // four give the start and the length.
