@@ -310,7 +310,7 @@ fn read_ahead(sh: &Shared, it: &mut dyn DatasetIter, permits: Option<&Permits>) 
             }
         };
         sh.stats.add_busy_time(burst);
-        sh.exec.trace().span("element", &sh.label, burst);
+        sh.exec.trace().span("element", &sh.stats.name, burst);
         if let Some(p) = permits {
             p.release();
         }

@@ -199,6 +199,12 @@ impl Executor {
             .with_steps(self.inner.steps.report())
     }
 
+    /// The stats as a picture: a self-contained HTML page ([`super::picture`]), with the
+    /// recorded window's timelines when a trace is on.
+    pub fn stats_html(&self) -> String {
+        self.stats().html(self.inner.trace.timeline().as_ref())
+    }
+
     /// The pipeline's consumer's calls of `next()`, recorded by its iterator.
     pub fn steps(&self) -> &StepStats {
         &self.inner.steps

@@ -5,7 +5,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Buckets per power of two, as bits: 8.
 const SUB_BITS: u32 = 3;
@@ -104,7 +104,7 @@ impl Histogram {
 }
 
 /// Quantiles of a latency, in seconds (within 6.25 %).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Percentiles {
     /// Values counted.
     pub count: u64,

@@ -21,7 +21,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering}
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Entries an op keeps of AUTOTUNE's decision trace ([`OpReport::autotune_trace`]): the latest,
 /// older ones counted as dropped. A settled op tries one worker fewer every 30 periods (3 s), so
@@ -30,7 +30,7 @@ pub const TRACE_DECISIONS: usize = 64;
 
 /// One entry of AUTOTUNE's decision trace: what it did (or, once per kind in a row, what it
 /// saw and why it did nothing) and when.
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct Decision {
     /// Seconds after the op started.
     pub at_s: f64,
@@ -421,7 +421,7 @@ impl OpStats {
 }
 
 /// A snapshot of one op's counters.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct OpReport {
     /// The op.
     pub op: String,
@@ -467,7 +467,7 @@ pub struct OpReport {
 }
 
 /// Stats of a whole pipeline.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct StatsReport {
     /// One row per parallel op, outermost last.
     pub ops: Vec<OpReport>,
@@ -484,12 +484,14 @@ pub struct StatsReport {
     pub steps: Option<StepReport>,
     /// What limits throughput, and what to change.
     pub verdict: String,
+    /// The stage the verdict names as the bottleneck (`None`: the consumer, or no stage).
+    pub bottleneck: Option<String>,
 }
 
 impl StatsReport {
     /// Builds the report and its verdict from op snapshots (in creation order: inner ops first).
     pub fn new(ops: Vec<OpReport>, budget: &super::Budget, cores: usize) -> Self {
-        let verdict = verdict(&ops, None, cores);
+        let (verdict, bottleneck) = verdict(&ops, None, cores);
         StatsReport {
             ops,
             memory_budget: budget.limit(),
@@ -498,13 +500,14 @@ impl StatsReport {
             cores,
             steps: None,
             verdict,
+            bottleneck,
         }
     }
 
     /// The report with the training loop's steps, its verdict read with them.
     pub fn with_steps(mut self, steps: Option<StepReport>) -> Self {
         self.steps = steps;
-        self.verdict = verdict(&self.ops, steps.as_ref(), self.cores);
+        (self.verdict, self.bottleneck) = verdict(&self.ops, steps.as_ref(), self.cores);
         self
     }
 
@@ -578,11 +581,11 @@ pub fn human_secs(s: f64) -> String {
 }
 
 /// The verdict: the training loop's view first (tf.data's rule), then the stage that limits the
-/// pipeline and what to change about it.
-fn verdict(ops: &[OpReport], steps: Option<&StepReport>, cores: usize) -> String {
-    let stage = stage_verdict(ops, cores);
+/// pipeline and what to change about it; and that stage.
+fn verdict(ops: &[OpReport], steps: Option<&StepReport>, cores: usize) -> (String, Option<String>) {
+    let (stage, bottleneck) = stage_verdict(ops, cores);
     let Some(st) = steps else {
-        return stage;
+        return (stage, bottleneck);
     };
     let seen = format!(
         "the training loop waits in next() {:.0}% of its time (median next() {})",
@@ -590,41 +593,45 @@ fn verdict(ops: &[OpReport], steps: Option<&StepReport>, cores: usize) -> String
         human_secs(st.next.p50_s)
     );
     if !st.input_bound {
-        return format!(
+        let v = format!(
             "not input-bound: {seen}, within tf.data's rule of 50 us; to go faster, speed up \
              the training step"
         );
+        return (v, None);
     }
-    if stage.starts_with("consumer-bound") {
+    if bottleneck.is_none() {
         // The stages keep up, yet next() is slow: the time is in handing elements over.
-        return format!(
+        let v = format!(
             "input-bound: {seen}, over tf.data's rule of 50 us, but the stages keep up ({stage}): \
              the time goes to handing elements over; take fewer, larger elements (batch \
              earlier) or several at once (next_many)"
         );
+        return (v, None);
     }
-    format!("input-bound: {seen}, over tf.data's rule of 50 us; {stage}")
+    let v = format!("input-bound: {seen}, over tf.data's rule of 50 us; {stage}");
+    (v, bottleneck)
 }
 
 /// What limits the pipeline's stages, and what to change.
-fn stage_verdict(ops: &[OpReport], cores: usize) -> String {
+fn stage_verdict(ops: &[OpReport], cores: usize) -> (String, Option<String>) {
     // The stage the consumer takes from; by creation order when none has handed it an element
     // yet. A batch built inside a stage registers its row when it first builds one, after the
     // stages around it: read as the outermost, it said "consumer-bound" whatever the consumer
     // waited, since a batch row has no consumer of its own.
     let Some(last) = ops.iter().rev().find(|o| o.feeds_consumer).or(ops.last()) else {
-        return "no parallel stage ran (sequential pipeline)".into();
+        return ("no parallel stage ran (sequential pipeline)".into(), None);
     };
     if last.elements == 0 {
-        return "no elements yet".into();
+        return ("no elements yet".into(), None);
     }
     if last.consumer_wait_s < 0.1 * last.wall_s {
-        return format!(
+        let v = format!(
             "consumer-bound: the consumer waited {:.0}% of the time for {}: input is not the \
              bottleneck",
             100.0 * last.consumer_wait_s / last.wall_s,
             last.op
         );
+        return (v, None);
     }
     // The busiest stage (a row with a buffer: parallel, prefetch, interleave). A batch built
     // inside a stage's workers has a row of its own, as busy as they are: named "bound", it
@@ -637,12 +644,13 @@ fn stage_verdict(ops: &[OpReport], cores: usize) -> String {
         .or_else(|| ops.iter().max_by(by_busy))
         .expect("non-empty");
     if worst.input_wait_s > worst.busy_s {
-        return format!(
+        let v = format!(
             "input-bound: {} waits for its input more than it works: speed up what feeds it \
              (read files in parallel: interleave(num_parallel_calls=...); a slow source or \
              generator: more of them, or prefetch() under it)",
             worst.op
         );
+        return (v, Some(worst.op.clone()));
     }
     let change = if worst.parallelism < cores {
         "give it more threads: num_parallel_calls=AUTOTUNE (or a larger number)"
@@ -650,12 +658,13 @@ fn stage_verdict(ops: &[OpReport], cores: usize) -> String {
         "it has a thread for every core it may use: raise with_options(cores=...) if the \
          machine has more, or make each element cheaper (cache() what repeats, decode less)"
     };
-    format!(
+    let v = format!(
         "bound in op {}: its threads are busy {:.0}% of the time (parallelism {}); {change}",
         worst.op,
         worst.busy_per_thread * 100.0,
         worst.parallelism
-    )
+    );
+    (v, Some(worst.op.clone()))
 }
 
 #[cfg(test)]

@@ -7,7 +7,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::histogram::{Histogram, Percentiles};
 
@@ -82,7 +82,7 @@ impl StepClock {
 }
 
 /// What the training loop saw of the pipeline.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct StepReport {
     /// Calls of `next()` with a step before them.
     pub steps: u64,

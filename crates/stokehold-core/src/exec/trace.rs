@@ -80,6 +80,14 @@ impl Trace {
         q.push_back(ev);
     }
 
+    /// The recorded spans: (name, start and duration in us, op).
+    pub(crate) fn spans(&self) -> Vec<(&'static str, u64, u64, String)> {
+        let q = self.events.lock().unwrap_or_else(|e| e.into_inner());
+        q.iter()
+            .map(|e| (e.name, e.start_us, e.dur_us, e.op.clone()))
+            .collect()
+    }
+
     /// The recorded window as Chrome trace JSON (`{"traceEvents": [...]}`), with a
     /// `thread_name` metadata event per thread so the viewer labels each track.
     pub fn to_chrome_json(&self) -> String {

@@ -377,3 +377,55 @@ fn the_pipeline_iterator_records_the_loops_steps_and_each_stage_its_percentiles(
     // One wait or none per element taken.
     assert_eq!(stage.consumer_wait.count, 30);
 }
+
+#[test]
+fn the_picture_marks_the_bottleneck_the_verdict_names_and_plots_the_recorded_window() {
+    use stokehold_core::exec::picture::{BOTTLENECK_MARK, BOTTLENECK_RED};
+    // A slow map on one thread behind a fast one: the slow one is the bottleneck.
+    let ds = Dataset::range(40)
+        .map_parallel("fast", busy(10), Parallelism::Fixed(1), true)
+        .map_parallel("slow", busy(1500), Parallelism::Fixed(1), true)
+        .with_options(ExecOptions {
+            trace_events: 10_000,
+            ..ExecOptions::default()
+        });
+    let mut it = stokehold_core::PipelineIter::new(ds.clone(), 0).unwrap();
+    while it.next().unwrap().is_some() {}
+    let exec = stokehold_core::exec::executor_of(&ds).unwrap();
+    let s = exec.stats();
+    let html = exec.stats_html();
+    assert!(html.starts_with("<!DOCTYPE html>") && html.ends_with("</html>"));
+    for o in &s.ops {
+        let shown: String = o.op.chars().take(31).collect();
+        assert!(
+            html.contains(&shown.replace('>', "&gt;")),
+            "{} not in the picture",
+            o.op
+        );
+    }
+    match &s.bottleneck {
+        Some(b) => {
+            assert!(s.verdict.contains(b.as_str()), "{}", s.verdict);
+            assert_eq!(html.matches(BOTTLENECK_MARK).count(), 1);
+            assert_eq!(html.matches("class=\"stage bottleneck\"").count(), 1);
+            assert!(html.contains(BOTTLENECK_RED));
+        }
+        None => assert!(!html.contains(BOTTLENECK_MARK)),
+    }
+    assert!(
+        html.contains("training loop") && html.contains("40 steps"),
+        "{html}"
+    );
+    // The recorded window: a throughput line per stage that finished elements in it.
+    let t = exec.trace().timeline().expect("a recorded window");
+    assert!(t.span_s > 0.0);
+    let ops: Vec<&str> = t.series.iter().map(|s| s.op.as_str()).collect();
+    let slow = t
+        .series
+        .iter()
+        .find(|s| s.op.contains("slow"))
+        .unwrap_or_else(|| panic!("{ops:?}"));
+    let done: f64 = slow.elements_per_s.iter().sum::<f64>() * t.span_s / 60.0;
+    assert!((done - 40.0).abs() < 1e-6, "{done}");
+    assert!(html.contains("Throughput over the recorded window") && html.contains("<polyline"));
+}

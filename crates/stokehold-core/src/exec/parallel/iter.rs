@@ -367,7 +367,7 @@ impl DatasetIter for ParallelIter {
         self.mark_taken();
         if let Some(t0) = waited {
             self.stats.add_consumer_wait(t0);
-            self.exec.trace().span("wait", &self.spec.label, t0);
+            self.exec.trace().span("wait", &self.stats.name, t0);
         }
         match out {
             None => Ok(None),

@@ -155,7 +155,7 @@ pub(super) fn run(sh: &Shared, claimed: Vec<(u64, Option<Result<Example>>)>, wor
         _ => one_by_one(claimed),
     };
     sh.stats.add_busy_run(t, at, n);
-    sh.exec.trace().span("element", &sh.label, t);
+    sh.exec.trace().span("element", &sh.stats.name, t);
     let per = (t.elapsed().as_nanos() as u64 / n as u64).max(1);
     let mut st = sh.lock();
     st.in_flight -= n;
