@@ -780,6 +780,14 @@ class Dataset:
         a :class:`~stokehold.errors.SkipLog` (``count``, and the first few in detail)."""
         return errors.SkipLog.from_native(self._native.skipped())
 
+    def mix_stats(self) -> List[Dict[str, Any]]:
+        """What each ``sample_from_datasets(by="tokens")`` in this pipeline realised, outermost
+        first: its ``op`` (description), ``weights``, the ``tokens`` taken from each input and
+        their ``shares``, as the iterator that last took an element (or was restored) saw them.
+        Empty when nothing mixes by tokens."""
+        mixes: List[Dict[str, Any]] = json.loads(self._native.mix_stats_json())
+        return mixes
+
     # ---- audio (decoding and features in Rust, on the pipeline's threads; stokehold/audio.py) ----
 
     @renamed(sample_rate="resample_to")

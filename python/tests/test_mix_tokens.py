@@ -96,3 +96,16 @@ def test_bad_by_or_token_feature_is_named():
         list(sh.sample_from_datasets([a], [1.0], seed=0, by="tokens", token_feature="ids"))
     # The hint holds: the feature it names works.
     assert len(list(sh.sample_from_datasets([a], [1.0], seed=0, by="tokens", token_feature="tokens"))) == 1
+
+
+def test_mix_stats_give_the_realised_shares():
+    ds = mix().batch(4)
+    assert sh.from_arrays({"x": np.arange(3)}).mix_stats() == []
+    it = ds.iter(0)
+    for _ in range(200):
+        next(it)
+    (report,) = ds.mix_stats()
+    tokens = it.get_state()["iter"]["inner"]["tokens"]
+    assert report["tokens"] == tokens and report["weights"] == WEIGHTS
+    assert report["shares"] == pytest.approx([t / sum(tokens) for t in tokens])
+    assert "by=tokens" in report["op"]

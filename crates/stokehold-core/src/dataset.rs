@@ -248,6 +248,13 @@ pub trait IterDataset: Send + Sync + 'static {
     fn error_log(&self) -> Option<Arc<crate::skip::ErrorLog>> {
         None
     }
+
+    /// What a mix by tokens has realised (`sample_from_datasets(by="tokens")`: the token count
+    /// and share of each input), found with [`mix_reports`](crate::ops::mix::mix_reports) for
+    /// a pipeline's stats. Default: `None`.
+    fn mix_report(&self) -> Option<Json> {
+        None
+    }
 }
 
 /// An iterator over a dataset, with a checkpointable position.

@@ -43,7 +43,9 @@ pub use ops::generator::{generator_fn, ExampleIter, GeneratorFactory};
 pub use ops::group_by_window::{key_fn, KeyFn, WindowSizeFn};
 pub use ops::interleave::{interleave_fn, InterleaveFn};
 pub use ops::map::{BatchMapFn, Ctx, MapFn, ScopeFn};
-pub use ops::mix::{sample_from_datasets, sample_from_datasets_by, token_count, MixBy, MixUnit};
+pub use ops::mix::{
+    mix_reports, sample_from_datasets, sample_from_datasets_by, token_count, MixBy, MixUnit,
+};
 pub use ops::on_error::{ErrorLog, OnError};
 pub use ops::plan::Epochs;
 pub use ops::shard::ShardPolicy;

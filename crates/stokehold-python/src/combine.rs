@@ -112,6 +112,13 @@ impl PyDataset {
         })
     }
 
+    /// The mixes by tokens in this pipeline, outermost first, as JSON (`stokehold_core::
+    /// mix_reports`): each one's weights, tokens taken per input and realised shares.
+    fn mix_stats_json(&self) -> String {
+        let reports = stokehold_core::mix_reports(self.dataset());
+        serde_json::to_string(&reports).expect("serialisable")
+    }
+
     /// A weighted random mix keyed by (seed, epoch, step), of elements or of tokens.
     #[staticmethod]
     #[allow(clippy::too_many_arguments)]

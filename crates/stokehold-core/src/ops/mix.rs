@@ -20,6 +20,9 @@
 //! 2,048-token rows are within 0.06 % after 10 M tokens, whatever the lengths. The state adds the
 //! `K` token counts (exact integers); nothing else is kept.
 
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
 use serde_json::{json, Value as Json};
 
 use crate::dataset::{state_field, state_u64, Dataset, DatasetIter, IterDataset};
@@ -101,6 +104,9 @@ pub struct Mix {
     seed: u64,
     stop_on_empty: bool,
     by: MixBy,
+    /// The token counts of the iterator that last took an element (or was restored), for
+    /// [`mix_reports`].
+    realised: Arc<[AtomicU64]>,
 }
 
 impl IterDataset for Mix {
@@ -120,6 +126,7 @@ impl IterDataset for Mix {
             step: 0,
             stop_on_empty: self.stop_on_empty,
             by: self.by.clone(),
+            realised: self.realised.clone(),
             done: false,
         }))
     }
@@ -139,6 +146,46 @@ impl IterDataset for Mix {
     fn parents(&self) -> Vec<Dataset> {
         self.inputs.clone()
     }
+
+    /// By tokens: `{"op", "weights", "tokens", "shares"}` (each input's tokens taken and share
+    /// of them), as the iterator that last took an element saw them.
+    fn mix_report(&self) -> Option<Json> {
+        if self.by == MixBy::Elements {
+            return None;
+        }
+        let tokens: Vec<u64> = self
+            .realised
+            .iter()
+            .map(|c| c.load(Ordering::Relaxed))
+            .collect();
+        let total: u64 = tokens.iter().sum();
+        let shares: Vec<f64> = tokens
+            .iter()
+            .map(|&c| {
+                if total == 0 {
+                    0.0
+                } else {
+                    c as f64 / total as f64
+                }
+            })
+            .collect();
+        Some(
+            json!({"op": self.name(), "weights": self.weights, "tokens": tokens, "shares": shares}),
+        )
+    }
+}
+
+/// The reports of the mixes by tokens in `ds` and its inputs ([`IterDataset::mix_report`]),
+/// outermost first.
+pub fn mix_reports(ds: &Dataset) -> Vec<Json> {
+    let mut out: Vec<Json> = match ds {
+        Dataset::Iter(i) => i.mix_report().into_iter().collect(),
+        Dataset::Map(_) => Vec::new(),
+    };
+    for p in ds.parents() {
+        out.extend(mix_reports(&p));
+    }
+    out
 }
 
 struct MixIter {
@@ -152,10 +199,17 @@ struct MixIter {
     step: u64,
     stop_on_empty: bool,
     by: MixBy,
+    realised: Arc<[AtomicU64]>,
     done: bool,
 }
 
 impl MixIter {
+    fn publish(&self) {
+        for (c, &t) in self.realised.iter().zip(&self.tokens) {
+            c.store(t, Ordering::Relaxed);
+        }
+    }
+
     fn live(&self, k: usize) -> bool {
         !self.exhausted[k] && self.weights[k] > 0.0
     }
@@ -218,6 +272,7 @@ impl DatasetIter for MixIter {
                 Some(e) => {
                     if let MixBy::Tokens(f) = &self.by {
                         self.tokens[k] += token_count(&e, f)?;
+                        self.publish();
                     }
                     self.step += 1;
                     return Ok(Some(e));
@@ -259,6 +314,7 @@ impl DatasetIter for MixIter {
             it.set_state(s)?;
         }
         (self.exhausted, self.tokens) = (exhausted, tokens);
+        self.publish();
         self.step = state_u64(state, "step")?;
         self.done = state_field(state, "done")?.as_bool().unwrap_or(false);
         Ok(())
@@ -321,12 +377,14 @@ pub fn sample_from_datasets_by(
             ));
         }
     }
+    let realised = (0..inputs.len()).map(|_| AtomicU64::new(0)).collect();
     Ok(Dataset::from_iter(Mix {
         inputs,
         weights,
         seed,
         stop_on_empty,
         by,
+        realised,
     }))
 }
 
@@ -399,6 +457,11 @@ mod tests {
             );
         }
         assert_eq!(it.state()["tokens"], json!(c));
+        let report = &mix_reports(&ds.batch(2, false).unwrap())[0];
+        assert_eq!(report["tokens"], json!(c));
+        let share = report["shares"][1].as_f64().unwrap();
+        assert!((share - 0.3).abs() < 0.0015, "{report}");
+        assert!(mix_reports(&docs(0, 3, 1, 2)).is_empty());
     }
 
     #[test]
