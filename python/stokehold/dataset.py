@@ -1356,8 +1356,83 @@ class Dataset:
                    for k, v in length_struct.items()]
         meta = [_args.name(op, "meta_features", m) for m in meta_features]
         shuffle = _args.flag(op, "shuffle_bins", shuffle_bins)
-        return self._then(self._native.pack(lengths, _args.count(op, "num_packing_bins", num_packing_bins, 1),
-                                         mode, meta, shuffle, self._op_seed(op, seed) if shuffle else 0))
+        if mode == "concat_then_split":
+            if num_packing_bins is not None or shuffle:
+                arg, value = ("num_packing_bins", num_packing_bins) if num_packing_bins is not None \
+                    else ("shuffle_bins", shuffle_bins)
+                raise _args.fail(op, arg, value, "concat_then_split fills one row at a time; leave it out")
+            bins = 1
+        elif num_packing_bins is None:
+            raise _args.fail(op, "num_packing_bins", None, f"{mode!r} packing needs the number of rows open at once")
+        else:
+            bins = _args.count(op, "num_packing_bins", num_packing_bins, 1)
+        return self._then(self._native.pack(lengths, bins, mode, meta, shuffle,
+                                            self._op_seed(op, seed) if shuffle else 0,
+                                            _args.flag(op, "cu_seqlens", cu_seqlens)))
+
+    def tokenize(
+        self,
+        feature: str,
+        tokenizer: Any,
+        out: Optional[str] = None,
+        *,
+        add_special_tokens: bool = True,
+        bos_id: Optional[int] = None,
+        eos_id: Optional[int] = None,
+        max_length: Optional[int] = None,
+        truncation_side: str = "right",
+        dtype: str = "int32",
+        num_parallel_calls: Optional[int] = None,
+        deterministic: Optional[bool] = None,
+    ) -> Dataset:
+        """Token ids of the UTF-8 text in ``feature`` (a bytes/str scalar: one document, or a
+        1-D array of them: a batch) into ``out`` (default: replace ``feature``), with a
+        Hugging Face tokenizer run natively (the Rust ``tokenizers`` crate) on the pipeline's
+        threads, the GIL released. The ids are those of the Python ``tokenizers`` package's
+        ``Tokenizer.encode(text, add_special_tokens=...)`` (the tokenizer's own normalizer,
+        pre-tokenizer, post-processor, and its truncation and padding if the file sets them);
+        ``bos_id`` / ``eos_id`` (default none) then go before / after each document's ids. A
+        document gives ids ``[n]``; a batch a :class:`~stokehold.Ragged` ``[B, None]``.
+
+        Args:
+            feature: the text feature.
+            tokenizer: a ``tokenizer.json``: its path, its JSON text (a str starting with
+                ``{``), or a ``tokenizers.Tokenizer`` (anything with ``to_str()``).
+            out: the ids' feature (default ``feature``).
+            add_special_tokens: let the tokenizer's post-processor add its special tokens.
+            bos_id, eos_id: ids put before / after each document (e.g. the EOS that
+                ``pack(mode="concat_then_split")`` documents are joined with).
+            max_length: the most ids per document, ``bos_id``, ``eos_id`` and the tokenizer's
+                special tokens included; cut by the tokenizer's own truncation (Python's
+                ``enable_truncation(max_length - bos - eos, direction=truncation_side)``), so
+                an EOS is never cut off.
+            truncation_side: ``"right"`` (keep the start) or ``"left"`` (keep the end).
+            dtype: ``"int32"`` or ``"int64"``.
+            num_parallel_calls: threads (or AUTOTUNE) to tokenize on; a batch's documents are
+                encoded one after another on its thread (no second thread pool).
+            deterministic: as in :meth:`map`.
+
+        A file that is not a tokenizer.json raises :class:`InvalidArgumentError` naming it and
+        what is wrong; text that is not UTF-8 names the element and the byte offset.
+        """
+        op = "tokenize"
+        to_str = getattr(tokenizer, "to_str", None)
+        if callable(to_str):
+            source = to_str()
+        elif isinstance(tokenizer, str) and tokenizer.lstrip().startswith("{"):
+            source = tokenizer
+        else:
+            source = _args.path(op, "tokenizer", tokenizer)
+        feature = _args.name(op, "feature", feature)
+        ids = [None if v is None else _args.count(op, name, v, 0, 2**32 - 1)
+               for name, v in (("bos_id", bos_id), ("eos_id", eos_id))]
+        return self._then(self._native.tokenize(
+            feature, source, feature if out is None else _args.name(op, "out", out),
+            add_special_tokens=_args.flag(op, "add_special_tokens", add_special_tokens),
+            bos_id=ids[0], eos_id=ids[1],
+            max_length=None if max_length is None else _args.count(op, "max_length", max_length, 1),
+            truncation_side=truncation_side, dtype=dtype, num_parallel_calls=num_parallel_calls,
+            deterministic=deterministic))
 
     @renamed(fn="map_func")
     def random_map(
@@ -1602,13 +1677,17 @@ class Dataset:
     def stats(self, as_table: bool = False) -> Any:
         """Per-stage statistics of this pipeline, found through it (the nearest
         ``with_options``, else the executor its parallel stages last ran on): elements/s,
-        bytes/s, busy and waiting time, queue fill, parallelism, what AUTOTUNE chose and why, and
-        a verdict; a dict, or printable text with ``as_table``. ``None`` before any parallel
-        stage ran."""
+        bytes/s, busy and waiting time, per-element time and wait percentiles (p50/p90/p99),
+        queue fill, parallelism, what AUTOTUNE chose and why; the training loop's ``steps`` (its
+        time in ``next()`` and between calls, the share of its time it waited on input, tf.data's
+        50 us rule); and a ``verdict`` naming the ``bottleneck`` stage and what to change. A
+        :class:`stokehold.monitor.Stats` (a dict with ``.show()``, ``.to_html()``,
+        ``.table()``), or printable text with ``as_table``. ``None`` before any parallel stage
+        ran. To watch a running job: :func:`stokehold.serve_stats` and ``stokehold top``."""
         if as_table:
             return self._native.stats_table()
         s = self._native.stats_json()
-        return None if s is None else json.loads(s)
+        return None if s is None else Stats(json.loads(s), self._native)
 
     @renamed(path="filename")
     def trace(self, filename: Optional[PathLike] = None) -> Optional[str]:

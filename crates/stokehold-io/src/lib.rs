@@ -19,6 +19,8 @@ pub mod sniff;
 pub mod storage;
 pub mod table;
 pub mod tfrecord;
+#[cfg(feature = "tokenize")]
+pub mod tokenize;
 pub mod tokens;
 pub mod units;
 pub mod webdataset;

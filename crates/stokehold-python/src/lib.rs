@@ -40,6 +40,7 @@ mod skips;
 mod storage;
 mod table;
 mod tfrecord;
+mod tokenize;
 mod tokens;
 mod turns;
 mod webdataset;

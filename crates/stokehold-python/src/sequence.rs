@@ -156,8 +156,11 @@ impl PyDataset {
         })
     }
 
-    /// Grain's first-fit (`mode="first_fit"`) or best-fit (`"best_fit"`) packing.
-    #[pyo3(signature = (lengths, num_packing_bins, mode, meta_features, shuffle_bins, seed))]
+    /// Grain's first-fit (`mode="first_fit"`), best-fit (`"best_fit"`) or concat-then-split
+    /// (`"concat_then_split"`) packing.
+    #[pyo3(signature = (lengths, num_packing_bins, mode, meta_features, shuffle_bins, seed,
+        cu_seqlens))]
+    #[allow(clippy::too_many_arguments)]
     fn pack(
         &self,
         py: Python<'_>,
@@ -167,6 +170,7 @@ impl PyDataset {
         meta_features: Vec<String>,
         shuffle_bins: bool,
         seed: u64,
+        cu_seqlens: bool,
     ) -> PyResult<PyDataset> {
         guard(|| {
             let mode = ok(py, mode.get("pack"))?;
@@ -177,6 +181,7 @@ impl PyDataset {
                 meta_features,
                 shuffle_bins,
                 seed,
+                cu_seqlens,
             };
             ok(py, self.dataset().pack(opts)).map(PyDataset::from_dataset)
         })

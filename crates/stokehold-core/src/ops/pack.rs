@@ -1,5 +1,6 @@
-//! `pack`: variable-length sequences packed into fixed-length rows, first-fit or best-fit, with
-//! Grain's semantics (`FirstFitPackIterDataset`, `BestFitPackIterDataset`).
+//! `pack`: variable-length sequences packed into fixed-length rows, first-fit, best-fit or
+//! concat-then-split, with Grain's semantics (`FirstFitPackIterDataset`,
+//! `BestFitPackIterDataset`, `ConcatThenSplitIterDataset`: [`cts`]).
 //!
 //! * `lengths` (Grain's `length_struct`) names the features to pack and each one's row length.
 //!   An element's length in a feature is its size along axis 0 (1 for a scalar); other features
@@ -13,9 +14,14 @@
 //! * A row of feature `f` is `[lengths[f], ...trailing axes]`, the elements' values one after
 //!   another, zero padded; `f_segment_ids` (int32 `[lengths[f]]`) numbers the elements of the
 //!   row from 1 (0 = padding) and `f_positions` (int32) counts 0, 1, ... within each element (0
-//!   in padding). `meta_features` are packed without those two.
+//!   in padding). With `cu_seqlens`, `f_cu_seqlens` (int32 `[lengths[f] + 1]`) is the start
+//!   of each non-empty element, then of the padding if any, then `lengths[f]` repeated: fixed
+//!   length so rows stack. For a batch `[B, L]` flattened to `B * L` tokens,
+//!   `unique(cu + L * arange(B)[:, None])` is flash-attention's varlen `cu_seqlens` (strictly
+//!   increasing from 0 to `B * L`; the padding of a row is one sequence).
+//!   `meta_features` are packed without these.
 //! * An element longer than its row in some feature is an error (Grain: "must be truncated to
-//!   max length"); truncate it first, e.g. with `pad_or_trim`.
+//!   max length"); truncate it first (concat-then-split cuts it instead).
 //! * `shuffle_bins` permutes each emitted set of rows with a generator keyed by (seed, epoch,
 //!   rows emitted before the set); Grain draws its permutation with numpy, so the packing is
 //!   Grain's but the shuffled order is not bit-identical to Grain's.
@@ -38,6 +44,8 @@ use crate::exec::Reservation;
 use crate::rng::{Rng, Stream};
 use crate::tensor::Tensor;
 
+mod cts;
+
 /// How a row is chosen for an element.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PackMode {
@@ -45,6 +53,8 @@ pub enum PackMode {
     FirstFit,
     /// The fullest open row it fits in.
     BestFit,
+    /// Joined and cut into full rows (Grain's `ConcatThenSplitIterDataset`, [`cts`]).
+    ConcatThenSplit,
 }
 
 impl crate::choice::Choice for PackMode {
@@ -52,6 +62,7 @@ impl crate::choice::Choice for PackMode {
     const CHOICES: &'static [(&'static str, Self)] = &[
         ("first_fit", PackMode::FirstFit),
         ("best_fit", PackMode::BestFit),
+        ("concat_then_split", PackMode::ConcatThenSplit),
     ];
 }
 
@@ -60,9 +71,9 @@ impl crate::choice::Choice for PackMode {
 pub struct PackOptions {
     /// Feature -> row length, in output order (Grain's `length_struct`).
     pub lengths: Vec<(String, usize)>,
-    /// Rows open at once (> 0).
+    /// Rows open at once (> 0; concat-then-split fills one row at a time and takes 1).
     pub num_packing_bins: usize,
-    /// First-fit or best-fit.
+    /// First-fit, best-fit or concat-then-split.
     pub mode: PackMode,
     /// Features packed without `_segment_ids` / `_positions`.
     pub meta_features: Vec<String>,
@@ -70,12 +81,16 @@ pub struct PackOptions {
     pub shuffle_bins: bool,
     /// The key of that order.
     pub seed: u64,
+    /// Also emit `f_cu_seqlens` (int32 `[lengths[f] + 1]`) for every feature with segments.
+    pub cu_seqlens: bool,
 }
 
 /// One element's packed features (in `lengths` order) and their lengths.
 struct Item {
     values: Vec<Tensor>,
     lens: Vec<usize>,
+    /// Input position of the element (for errors).
+    index: u64,
 }
 
 /// An open row: its elements and the length used in each feature.
@@ -103,6 +118,11 @@ pub struct Pack {
 
 impl IterDataset for Pack {
     fn iter(&self, epoch: u64) -> Result<Box<dyn DatasetIter>> {
+        if self.opts.mode == PackMode::ConcatThenSplit {
+            let inner = self.parent.iter(epoch)?;
+            let it = cts::CtsIter::new(inner, self.opts.clone(), self.label.clone());
+            return Ok(Box::new(it));
+        }
         Ok(Box::new(PackIter {
             inner: self.parent.iter(epoch)?,
             opts: self.opts.clone(),
@@ -110,7 +130,6 @@ impl IterDataset for Pack {
             epoch,
             pos: 0,
             open: Vec::new(),
-            shapes: Vec::new(),
             open_from: None,
             ready: None,
             counter: 0,
@@ -139,8 +158,6 @@ struct PackIter {
     pos: u64,
     /// The open rows (only those holding something).
     open: Vec<Row>,
-    /// Dtype and trailing axes of each feature, from the open set's first element.
-    shapes: Vec<(DType, Vec<usize>)>,
     /// Input state and position before the open set's first element.
     open_from: Option<(Json, u64)>,
     ready: Option<Ready>,
@@ -155,48 +172,6 @@ struct PackIter {
 }
 
 impl PackIter {
-    /// The element's packed features, checked against the row lengths and the open set's shapes.
-    fn item(&self, e: &Example, index: u64) -> Result<Item> {
-        let mut item = Item {
-            values: Vec::with_capacity(self.opts.lengths.len()),
-            lens: Vec::with_capacity(self.opts.lengths.len()),
-        };
-        for (f, (name, max)) in self.opts.lengths.iter().enumerate() {
-            let t = e.tensor(&self.label, name)?;
-            if t.dtype() == DType::Bytes {
-                return Err(Error::schema(
-                    &self.label,
-                    format!("feature {name:?} is bytes; pack takes numeric features"),
-                ));
-            }
-            let n = t.shape().first().copied().unwrap_or(1);
-            if n > *max {
-                return Err(Error::invalid(format!(
-                    "{}: element {index}: feature {name:?} has length {n} > its row length \
-                     {max}; truncate it first (e.g. pad_or_trim)",
-                    self.label
-                )));
-            }
-            if let Some((dtype, trailing)) = self.shapes.get(f) {
-                let rest = t.shape().get(1..).unwrap_or(&[]);
-                if *dtype != t.dtype() || trailing.as_slice() != rest {
-                    return Err(Error::schema(
-                        &self.label,
-                        format!(
-                            "element {index}: feature {name:?} is {}{:?}, the rows hold {dtype} \
-                             [n, {trailing:?}]",
-                            t.dtype(),
-                            t.shape()
-                        ),
-                    ));
-                }
-            }
-            item.lens.push(n);
-            item.values.push(t.clone());
-        }
-        Ok(item)
-    }
-
     /// The row `item` goes into (`open.len()` for a new row), or `None` when none fits.
     fn place(&self, item: &Item) -> Option<usize> {
         let fits = |r: &Row| {
@@ -208,7 +183,8 @@ impl PackIter {
         };
         let candidates = self.open.iter().enumerate().filter(|(_, r)| fits(r));
         let found = match self.opts.mode {
-            PackMode::FirstFit => candidates.map(|(i, _)| i).next(),
+            // (Concat-then-split runs its own iterator, `cts`.)
+            PackMode::FirstFit | PackMode::ConcatThenSplit => candidates.map(|(i, _)| i).next(),
             // max_by_key keeps the last of equal keys; reversing keeps the lowest row.
             PackMode::BestFit => candidates
                 .rev()
@@ -262,52 +238,6 @@ impl PackIter {
         Ok(())
     }
 
-    /// Builds one output row.
-    fn build(&self, row: &Row) -> Result<Example> {
-        let mut out = Example::new();
-        let mut aux = Vec::new();
-        for (f, (name, len)) in self.opts.lengths.iter().enumerate() {
-            let (dtype, trailing) = &self.shapes[f];
-            // Sized by an argument (the packed length): checked, an error instead of an abort.
-            let op = "pack";
-            let what = format_args!("feature {name:?} packed to {len}");
-            let width = crate::alloc::checked_bytes(
-                op,
-                what,
-                trailing.iter().product::<usize>(),
-                dtype.size().unwrap_or(1),
-            )?;
-            let mut values = crate::alloc::try_zeroed_vec(
-                op,
-                what,
-                crate::alloc::checked_bytes(op, what, *len, width)?,
-            )?;
-            let mut seg = crate::alloc::try_filled(op, what, 0i32, *len)?;
-            let mut positions = crate::alloc::try_filled(op, what, 0i32, *len)?;
-            let mut start = 0;
-            for (k, item) in row.items.iter().enumerate() {
-                let n = item.lens[f];
-                values[start * width..(start + n) * width].copy_from_slice(item.values[f].data());
-                for p in 0..n {
-                    seg[start + p] = k as i32 + 1;
-                    positions[start + p] = p as i32;
-                }
-                start += n;
-            }
-            let mut shape = vec![*len];
-            shape.extend_from_slice(trailing);
-            out.insert(name, Tensor::new(*dtype, shape, Bytes::from(values))?);
-            if !self.opts.meta_features.contains(name) {
-                aux.push((format!("{name}_segment_ids"), seg));
-                aux.push((format!("{name}_positions"), positions));
-            }
-        }
-        for (name, v) in aux {
-            out.insert(&name, Tensor::from_vec(vec![v.len()], v)?);
-        }
-        Ok(out)
-    }
-
     /// Reads input until a set of rows is ready (or the input ends with nothing open).
     fn fill(&mut self) -> Result<()> {
         while self.ready.is_none() && !self.exhausted {
@@ -321,7 +251,7 @@ impl PackIter {
             };
             let index = self.pos;
             self.pos += 1;
-            let item = self.item(&e, index)?;
+            let item = read_item(&self.label, &self.opts, &e, index, false)?;
             let row = match self.place(&item) {
                 Some(row) => row,
                 None => {
@@ -332,16 +262,154 @@ impl PackIter {
             };
             if self.open.is_empty() {
                 self.open_from = Some(before);
-                self.shapes = item
-                    .values
-                    .iter()
-                    .map(|t| (t.dtype(), t.shape().get(1..).unwrap_or(&[]).to_vec()))
-                    .collect();
             }
             self.add(item, row);
         }
         Ok(())
     }
+}
+
+/// The element's packed features (in `lengths` order), numeric; each no longer than its row,
+/// or with `split` (concat-then-split cuts them), each meta feature. The dtype and trailing
+/// axes are checked against the row's as the row is built ([`build_row`]).
+fn read_item(
+    label: &str,
+    opts: &PackOptions,
+    e: &Example,
+    index: u64,
+    split: bool,
+) -> Result<Item> {
+    let mut item = Item {
+        values: Vec::with_capacity(opts.lengths.len()),
+        lens: Vec::with_capacity(opts.lengths.len()),
+        index,
+    };
+    for (name, max) in &opts.lengths {
+        let t = e.tensor(label, name)?;
+        if t.dtype() == DType::Bytes {
+            return Err(Error::schema(
+                label,
+                format!("feature {name:?} is bytes; pack takes numeric features"),
+            ));
+        }
+        let n = t.shape().first().copied().unwrap_or(1);
+        if n > *max && (!split || opts.meta_features.contains(name)) {
+            let (what, hint) = match split {
+                true => ("meta feature", ""),
+                false => (
+                    "feature",
+                    ", or pack with mode=\"concat_then_split\", which cuts it",
+                ),
+            };
+            return Err(Error::invalid(format!(
+                "{label}: element {index}: {what} {name:?} has length {n} > its row length \
+                 {max}; truncate it first{hint}"
+            )));
+        }
+        item.lens.push(n);
+        item.values.push(t.clone());
+    }
+    Ok(item)
+}
+
+/// One output row of `row`'s elements, each feature of the dtype and trailing axes of the
+/// row's first element (as Grain's rows): the packed features, zero padded, with `_segment_ids`, `_positions` and (asked for)
+/// `_cu_seqlens` for every feature not in `meta_features`.
+fn build_row(label: &str, opts: &PackOptions, row: &Row) -> Result<Example> {
+    let shapes: Vec<(DType, Vec<usize>)> = row.items[0]
+        .values
+        .iter()
+        .map(|t| (t.dtype(), t.shape().get(1..).unwrap_or(&[]).to_vec()))
+        .collect();
+    let mut out = Example::new();
+    let mut aux = Vec::new();
+    for (f, (name, len)) in opts.lengths.iter().enumerate() {
+        let (dtype, trailing) = &shapes[f];
+        // Sized by an argument (the packed length): checked, an error instead of an abort.
+        let op = "pack";
+        let what = format_args!("feature {name:?} packed to {len}");
+        let width = crate::alloc::checked_bytes(
+            op,
+            what,
+            trailing.iter().product::<usize>(),
+            dtype.size().unwrap_or(1),
+        )?;
+        let mut values = crate::alloc::try_zeroed_vec(
+            op,
+            what,
+            crate::alloc::checked_bytes(op, what, *len, width)?,
+        )?;
+        let mut seg = crate::alloc::try_filled(op, what, 0i32, *len)?;
+        let mut positions = crate::alloc::try_filled(op, what, 0i32, *len)?;
+        let mut cu = Vec::new();
+        let mut start = 0;
+        for (k, item) in row.items.iter().enumerate() {
+            let n = item.lens[f];
+            let t = &item.values[f];
+            let rest = t.shape().get(1..).unwrap_or(&[]);
+            if t.dtype() != *dtype || trailing.as_slice() != rest {
+                return Err(Error::schema(
+                    label,
+                    format!(
+                        "element {}: feature {name:?} is {}{:?}, the row holds {dtype} \
+                         [n, {trailing:?}]",
+                        item.index,
+                        t.dtype(),
+                        t.shape()
+                    ),
+                ));
+            }
+            values[start * width..(start + n) * width].copy_from_slice(t.data());
+            for p in 0..n {
+                seg[start + p] = k as i32 + 1;
+                positions[start + p] = p as i32;
+            }
+            if n > 0 {
+                cu.push(start as i32);
+            }
+            start += n;
+        }
+        let mut shape = vec![*len];
+        shape.extend_from_slice(trailing);
+        out.insert(name, Tensor::new(*dtype, shape, Bytes::from(values))?);
+        if !opts.meta_features.contains(name) {
+            aux.push((format!("{name}_segment_ids"), seg));
+            aux.push((format!("{name}_positions"), positions));
+            if opts.cu_seqlens {
+                aux.push((
+                    format!("{name}_cu_seqlens"),
+                    cu_seqlens(op, what, cu, start, *len)?,
+                ));
+            }
+        }
+    }
+    for (name, v) in aux {
+        out.insert(&name, Tensor::from_vec(vec![v.len()], v)?);
+    }
+    Ok(out)
+}
+
+/// A row's `cu_seqlens` for flash-attention's varlen kernels: the start of each non-empty
+/// segment (`starts`), the start of the padding when the row is not full (`used < len`: the padding
+/// counts as one more sequence, so that the rows of a batch flattened to `[B * len]` are covered
+/// end to end), then `len` repeated up to `len + 1` values (zero-length sequences), a fixed
+/// shape so that batches stack.
+fn cu_seqlens(
+    op: &str,
+    what: std::fmt::Arguments<'_>,
+    starts: Vec<i32>,
+    used: usize,
+    len: usize,
+) -> Result<Vec<i32>> {
+    let mut cu = crate::alloc::try_filled(op, what, len as i32, len + 1)?;
+    let mut ends = starts;
+    if used < len {
+        ends.push(used as i32);
+    }
+    for (c, s) in cu.iter_mut().zip(ends) {
+        *c = s;
+    }
+    Ok(cu)
 }
 
 impl DatasetIter for PackIter {
@@ -354,7 +422,7 @@ impl DatasetIter for PackIter {
         ready.next += 1;
         let done = ready.next == ready.rows.len();
         let ready = self.ready.as_ref().expect("checked above");
-        let out = self.build(&ready.rows[row]);
+        let out = build_row(&self.label, &self.opts, &ready.rows[row]);
         self.counter += 1;
         if done {
             self.ready = None;
@@ -414,14 +482,23 @@ impl Dataset {
         } else {
             String::new()
         };
-        let label = format!(
-            "pack[{mode}]({}, num_packing_bins={}{shuffle})",
-            lengths.join(", "),
-            opts.num_packing_bins
-        );
+        let bins = match opts.mode {
+            PackMode::ConcatThenSplit => String::new(),
+            _ => format!(", num_packing_bins={}", opts.num_packing_bins),
+        };
+        let label = format!("pack[{mode}]({}{bins}{shuffle})", lengths.join(", "));
         let bad = |what: String| Err(Error::invalid(format!("{label}: {what}")));
         if opts.num_packing_bins == 0 {
             return bad("num_packing_bins=0: must be > 0".into());
+        }
+        if opts.mode == PackMode::ConcatThenSplit
+            && (opts.num_packing_bins != 1 || opts.shuffle_bins)
+        {
+            return bad(
+                "concat_then_split fills one row at a time: num_packing_bins must be 1 \
+                        and shuffle_bins false"
+                    .into(),
+            );
         }
         if opts.lengths.is_empty() {
             return bad("lengths is empty: name at least one feature to pack".into());
@@ -477,6 +554,7 @@ mod tests {
             meta_features: vec![],
             shuffle_bins: false,
             seed: 0,
+            cu_seqlens: false,
         }
     }
 
@@ -614,5 +692,129 @@ mod tests {
             .collect();
         want.sort_unstable();
         assert_eq!(tokens, want);
+    }
+
+    fn cts(len: usize) -> PackOptions {
+        PackOptions {
+            num_packing_bins: 1,
+            cu_seqlens: true,
+            ..opts(len, 1, PackMode::ConcatThenSplit)
+        }
+    }
+
+    #[test]
+    fn concat_then_split_cuts_documents_into_full_rows_with_grains_segments() {
+        // Lengths 3, 6, 2 into rows of 4: [0 0 0 1][1 1 1 1][1 2 2 -]: each piece of a cut
+        // document is a new segment whose positions start at 0 (Grain's rule).
+        let rows = seqs(&[3, 6, 2])
+            .pack(cts(4))
+            .unwrap()
+            .iter(0)
+            .unwrap()
+            .collect_all()
+            .unwrap();
+        assert_eq!(rows.len(), 3);
+        assert_eq!(col(&rows[0], "tok"), vec![0, 1, 2, 10]);
+        assert_eq!(col(&rows[0], "tok_segment_ids"), vec![1, 1, 1, 2]);
+        assert_eq!(col(&rows[0], "tok_positions"), vec![0, 1, 2, 0]);
+        assert_eq!(col(&rows[0], "tok_cu_seqlens"), vec![0, 3, 4, 4, 4]);
+        assert_eq!(col(&rows[1], "tok"), vec![11, 12, 13, 14]);
+        assert_eq!(col(&rows[1], "tok_positions"), vec![0, 1, 2, 3]);
+        assert_eq!(col(&rows[1], "tok_cu_seqlens"), vec![0, 4, 4, 4, 4]);
+        assert_eq!(col(&rows[2], "tok"), vec![15, 20, 21, 0]);
+        assert_eq!(col(&rows[2], "tok_segment_ids"), vec![1, 2, 2, 0]);
+        assert_eq!(col(&rows[2], "tok_positions"), vec![0, 0, 1, 0]);
+        // The padding is one more sequence, then the row length repeats.
+        assert_eq!(col(&rows[2], "tok_cu_seqlens"), vec![0, 1, 3, 4, 4]);
+    }
+
+    #[test]
+    fn concat_then_split_resumes_at_every_cut_and_keeps_every_token_once() {
+        let lengths = [3, 1, 0, 9, 2, 2, 6, 1, 1, 4, 13, 2, 5, 1];
+        for input in [
+            seqs(&lengths),
+            seqs(&lengths).filter("all", filter_fn(|_, _| Ok(true))),
+        ] {
+            let ds = input.pack(cts(4)).unwrap();
+            crate::testing::check_resume_at_every_cut("pack", &ds);
+            let mut tokens = Vec::new();
+            let rows = ds.iter(0).unwrap().collect_all().unwrap();
+            for row in &rows[..rows.len() - 1] {
+                assert!(
+                    col(row, "tok_segment_ids").iter().all(|s| *s > 0),
+                    "full rows"
+                );
+            }
+            for row in rows {
+                let seg = col(&row, "tok_segment_ids");
+                let tok = col(&row, "tok");
+                tokens.extend(
+                    tok.iter()
+                        .zip(&seg)
+                        .filter(|(_, s)| **s > 0)
+                        .map(|(t, _)| *t),
+                );
+            }
+            let want: Vec<i64> = lengths
+                .iter()
+                .enumerate()
+                .flat_map(|(i, &n)| (0..n as i64).map(move |k| i as i64 * 10 + k))
+                .collect();
+            assert_eq!(tokens, want, "in input order");
+        }
+    }
+
+    #[test]
+    fn concat_then_split_checks_its_arguments_and_its_state() {
+        let err = seqs(&[1])
+            .pack(opts(4, 2, PackMode::ConcatThenSplit))
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(err.contains("num_packing_bins must be 1"), "{err}");
+        let ds = seqs(&[3, 6, 2]).pack(cts(4)).unwrap();
+        let mut it = ds.iter(0).unwrap();
+        it.next().unwrap();
+        let mut state = it.state();
+        state["remainder"] = json!([[2, 99]]);
+        let err = ds
+            .iter(0)
+            .unwrap()
+            .set_state(&state)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("do not fit element 0"), "{err}");
+    }
+
+    #[test]
+    fn a_meta_feature_longer_than_its_row_is_an_error_naming_the_element() {
+        let mut o = cts(4);
+        o.lengths.push(("id".into(), 1));
+        o.meta_features = vec!["id".into()];
+        // ids are scalars (length 1): they fit; every row holds one piece per element.
+        let rows = seqs(&[3, 3])
+            .pack(o.clone())
+            .unwrap()
+            .iter(0)
+            .unwrap()
+            .collect_all()
+            .unwrap();
+        assert_eq!(col(&rows[0], "tok"), vec![0, 1, 2, 0]);
+        assert_eq!(col(&rows[0], "id"), vec![0]);
+        assert_eq!(col(&rows[1], "id"), vec![1]);
+        o.lengths[0].0 = "id".into();
+        o.lengths[1].0 = "tok".into();
+        o.meta_features = vec!["tok".into()];
+        let err = seqs(&[1, 3])
+            .pack(o)
+            .unwrap()
+            .iter(0)
+            .unwrap()
+            .collect_all();
+        let err = err.unwrap_err().to_string();
+        assert!(
+            err.contains("element 1: meta feature \"tok\" has length 3 > its row length 1"),
+            "{err}"
+        );
     }
 }

@@ -65,6 +65,7 @@ fn pack_counts_its_open_rows() {
         meta_features: Vec::new(),
         shuffle_bins: false,
         seed: 0,
+        cu_seqlens: false,
     };
     let ds = kib_elements(200).pack(opts).unwrap();
     let (during, after) = used_after(&ds, 1);

@@ -298,6 +298,17 @@ fn pipelines() -> Vec<(&'static str, Build)> {
                 .pack(pack_opts(PackMode::BestFit, true))
                 .unwrap()
         }),
+        ("pack_concat_then_split", |d| {
+            // Rows of 8 samples cut into rows of 5: every row but the last holds a cut element.
+            let opts = PackOptions {
+                lengths: vec![("audio".into(), 5), ("id".into(), 3)],
+                num_packing_bins: 1,
+                mode: PackMode::ConcatThenSplit,
+                cu_seqlens: true,
+                ..pack_opts(PackMode::ConcatThenSplit, false)
+            };
+            d.pack(opts).unwrap()
+        }),
         ("from_generator", |d| {
             // The generator replays the input: the same sequence each call, as exact resume needs.
             let d = d.clone();
@@ -353,6 +364,7 @@ fn pack_opts(mode: PackMode, shuffle_bins: bool) -> PackOptions {
         meta_features: vec!["id".into()],
         shuffle_bins,
         seed: 11,
+        cu_seqlens: false,
     }
 }
 

@@ -37,5 +37,7 @@ mod tfrecord_corrupt;
 mod tfrecord_dataset;
 mod tfrecord_interop;
 mod tfrecord_props;
+#[cfg(feature = "tokenize")]
+mod tokenize;
 mod tokens;
 mod webdataset;
