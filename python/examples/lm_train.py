@@ -1,6 +1,7 @@
 """A small GPT trained on stokehold's token pipeline, checkpointing the model and the pipeline.
 
-Run it (with the package built: ``make develop``)::
+Run it with the package built into ``.venv`` (``maturin develop --release``, as ``make test``
+does)::
 
     .venv/bin/python python/examples/lm_train.py /tmp/lm 200
 
@@ -18,8 +19,8 @@ uninterrupted run's step for step (``python/tests/test_examples_lm.py`` checks i
 
 JAX rather than torch: jax is in the project's test environment (``.venv``) and torch is not, so
 the test that shows this example trains and resumes runs wherever the project's tests run. The
-pipeline is framework-free: ``stokehold.torch`` gives the same batches to a torch loop. The
-tokenizer is bytes-as-ids (with an end-of-document id), which needs no download; a
+pipeline yields numpy batches, whatever the framework; ``stokehold.torch.as_torch`` hands them to
+a torch ``DataLoader``. The tokenizer is bytes-as-ids (with an end-of-document id), which needs no download; a
 ``tokenizer.json`` tokenizer goes in its place.
 """
 
