@@ -1319,35 +1319,53 @@ class Dataset:
     def pack(
         self,
         length_struct: Mapping[str, int],
-        num_packing_bins: int,
+        num_packing_bins: Optional[int] = None,
         mode: str = "first_fit",
         meta_features: Sequence[str] = (),
         shuffle_bins: bool = False,
         seed: Optional[int] = None,
+        cu_seqlens: bool = False,
     ) -> Dataset:
         """Packs variable-length sequences into rows of fixed length: Grain's
-        ``FirstFitPackIterDataset`` (``mode="first_fit"``) and ``BestFitPackIterDataset``
-        (``mode="best_fit"``).
+        ``FirstFitPackIterDataset`` (``mode="first_fit"``), ``BestFitPackIterDataset``
+        (``mode="best_fit"``) and ``ConcatThenSplitIterDataset`` (``mode="concat_then_split"``,
+        the language-model pretraining packing of torchtitan and MaxText).
 
-        ``num_packing_bins`` rows are open at once; each element goes into the first row where
-        all its features fit (first-fit) or the fullest such row (best-fit). When none fits, the
-        open rows are emitted and new ones start with that element; the end of the input emits
-        the rest. Each packed feature ``f`` comes out as ``[length_struct[f], ...]`` (zero
-        padded) with ``f_segment_ids`` (int32, the elements of the row numbered from 1, 0 for
-        padding) and ``f_positions`` (int32, 0, 1, ... within each element). Features not in
-        ``length_struct`` are dropped. An element longer than its row is an error (truncate it
-        first, e.g. with :meth:`pad_to`). A stream; its checkpoint re-reads at most one set of
-        rows.
+        First-fit and best-fit: ``num_packing_bins`` rows are open at once; each element goes
+        into the first row where all its features fit (first-fit) or the fullest such row
+        (best-fit). When none fits, the open rows are emitted and new ones start with that
+        element; the end of the input emits the rest. An element longer than its row is an
+        error (truncate it first, e.g. ``tokenize(max_length=...)``).
+
+        Concat-then-split (no ``num_packing_bins``): elements are joined in input order and
+        cut into full rows; the part of a cut element that does not fit starts the next row, as
+        a new segment whose positions start again at 0 (Grain's rule: no attention crosses a
+        row). With one feature every row but the last is full. A meta feature is never cut (an
+        element whose meta feature does not fit goes to the next row; each part of a cut element
+        carries all of it). Append an EOS to each document with ``tokenize(eos_id=...)``.
+
+        Each packed feature ``f`` comes out as ``[length_struct[f], ...]`` (zero padded) with
+        ``f_segment_ids`` (int32, the elements of the row numbered from 1, 0 for padding),
+        ``f_positions`` (int32, 0, 1, ... within each element) and, with ``cu_seqlens``,
+        ``f_cu_seqlens`` (int32 ``[length_struct[f] + 1]``: the start of each non-empty segment,
+        then of the padding if any, then the row length repeated, so that rows stack). For a
+        batch ``[B, L]`` of rows flattened to ``B * L`` tokens,
+        ``np.unique(cu + L * np.arange(B)[:, None])`` is flash-attention's varlen
+        ``cu_seqlens`` (each row's padding is one sequence). Features not in ``length_struct``
+        are dropped. A stream; its checkpoint re-reads at most one set of rows (concat-then-split:
+        the cut element, whose input position and cut points are the whole carry-over).
 
         Args:
             length_struct: feature -> row length (the length of an element's feature is its size
                 along axis 0; a scalar counts 1).
-            num_packing_bins: rows open at once (more: less padding, more memory).
-            mode: ``"first_fit"`` or ``"best_fit"``.
+            num_packing_bins: first-fit / best-fit: rows open at once (more: less padding, more
+                memory); required there, left out for concat-then-split.
+            mode: ``"first_fit"``, ``"best_fit"`` or ``"concat_then_split"``.
             meta_features: features of ``length_struct`` packed without segment ids / positions.
-            shuffle_bins: emit each set of rows in a random order keyed by (seed, epoch, rows
-                emitted); Grain's default is True, with its own numpy draw.
+            shuffle_bins: first-fit / best-fit: emit each set of rows in a random order keyed by
+                (seed, epoch, rows emitted); Grain's default is True, with its own numpy draw.
             seed: the key of that order (``None``: drawn from the OS).
+            cu_seqlens: also emit ``f_cu_seqlens`` for every feature with segment ids.
         """
         op = "pack"
         if not isinstance(length_struct, Mapping) or not length_struct:
@@ -1403,9 +1421,9 @@ class Dataset:
             bos_id, eos_id: ids put before / after each document (e.g. the EOS that
                 ``pack(mode="concat_then_split")`` documents are joined with).
             max_length: the most ids per document, ``bos_id``, ``eos_id`` and the tokenizer's
-                special tokens included; cut by the tokenizer's own truncation (Python's
-                ``enable_truncation(max_length - bos - eos, direction=truncation_side)``), so
-                an EOS is never cut off.
+                special tokens included (it must leave room for all of them); cut by the
+                tokenizer's own truncation (Python's ``enable_truncation(max_length - bos - eos,
+                direction=truncation_side)``), so an EOS is never cut off.
             truncation_side: ``"right"`` (keep the start) or ``"left"`` (keep the end).
             dtype: ``"int32"`` or ``"int64"``.
             num_parallel_calls: threads (or AUTOTUNE) to tokenize on; a batch's documents are
@@ -1431,7 +1449,9 @@ class Dataset:
             add_special_tokens=_args.flag(op, "add_special_tokens", add_special_tokens),
             bos_id=ids[0], eos_id=ids[1],
             max_length=None if max_length is None else _args.count(op, "max_length", max_length, 1),
-            truncation_side=truncation_side, dtype=dtype, num_parallel_calls=num_parallel_calls,
+            truncation_side=truncation_side, dtype=dtype,
+            num_parallel_calls=None if num_parallel_calls is None
+            else _args.parallelism(op, "num_parallel_calls", num_parallel_calls),
             deterministic=deterministic))
 
     @renamed(fn="map_func")

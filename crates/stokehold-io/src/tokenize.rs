@@ -141,10 +141,11 @@ pub fn tokenize_fn(
     let extra = usize::from(opts.bos_id.is_some()) + usize::from(opts.eos_id.is_some());
     let mut tok = tokenizer;
     if let Some(max) = opts.max_length {
-        let special = match (opts.add_special_tokens, tok.get_post_processor()) {
-            (true, Some(p)) => tokenizers::PostProcessor::added_tokens(p, false),
-            _ => 0,
-        };
+        // The post-processor's tokens count whether added or not: `tokenizers` subtracts them
+        // from the truncation length unchecked (it would wrap below them).
+        let special = tok
+            .get_post_processor()
+            .map_or(0, |p| tokenizers::PostProcessor::added_tokens(p, false));
         if max < extra + special || max == 0 {
             return Err(Error::invalid(format!(
                 "tokenize(max_length={max}): leaves no room for text: bos_id/eos_id take {extra} \

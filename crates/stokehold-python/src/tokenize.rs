@@ -1,7 +1,7 @@
 //! Binding of `tokenize` (`stokehold_io::tokenize`): a `#[pymethods]` block of the native
 //! `Dataset`. The tokenizer.json is read and parsed with the GIL released; the map runs
 //! natively on the pipeline's threads, by the loaders' one rule for parallel maps
-//! ([`map_on_error_par`]), so it keeps random access.
+//! ([`map_on_error_par`]).
 
 use pyo3::prelude::*;
 use stokehold_io::tokenize::{load_tokenizer, tokenize_fn, IdType, Side, TokenizeOptions};
