@@ -306,6 +306,22 @@ class Dataset:
         meta_features: List[str],
         shuffle_bins: bool,
         seed: int,
+        cu_seqlens: bool,
+    ) -> Dataset: ...
+    def tokenize(
+        self,
+        feature: str,
+        tokenizer: str,
+        out: str,
+        *,
+        add_special_tokens: bool,
+        bos_id: Optional[int],
+        eos_id: Optional[int],
+        max_length: Optional[int],
+        truncation_side: str,
+        dtype: str,
+        num_parallel_calls: Optional[int],
+        deterministic: Optional[bool],
     ) -> Dataset: ...
     # several inputs
     def interleave(
