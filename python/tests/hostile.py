@@ -164,6 +164,10 @@ def _png(path: Path, w: int = 6, h: int = 5) -> None:
                      + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b""))
 
 
+#: The tokenizer fixture (testdata/tokenizer, made by its make_fixture.py).
+TOKENIZER = Path(__file__).resolve().parents[2] / "testdata" / "tokenizer" / "tokenizer.json"
+
+
 def make_fixtures(d: Path) -> None:
     """Small real files the sane calls read: a WAV, a PNG, a .npy, a TFRecord file, a shard
     folder and a table."""
@@ -216,6 +220,7 @@ class Context:
             "wav_bytes": lambda: sh.from_arrays({"audio": [Path(wav).read_bytes()] * 2}),
             "png_bytes": lambda: sh.from_arrays({"image": [Path(png).read_bytes()] * 2}),
             "index": lambda: sh.from_arrays({"idx": np.arange(4)}),
+            "text": lambda: sh.from_arrays({"text": [b"hello world", "caf\u00e9 \u6771\u4eac".encode()]}),
             "records": lambda: sh.TFRecordDataset(tfr),
         }
         self.tfr, self.wav, self.png = tfr, wav, png
@@ -274,6 +279,7 @@ SANE_BY_OP: Dict[str, Dict[str, Any]] = {
                                    "initial_dist": [0.25, 0.75]},
     "Dataset.sparse_batch": {"row_shape": [800]},
     "stokehold.read_tokens": {"paths": Make(lambda c: [str(c.d / "tokens.bin")]), "seq_len": 4},
+    "Dataset.tokenize": {"feature": "text", "tokenizer": str(TOKENIZER)},
 }
 
 
@@ -293,6 +299,7 @@ BASE: Dict[str, str] = {
     "Dataset.decode_audio": "wav_bytes", "Dataset.load_audio": "wav_path",
     "Dataset.decode_image": "png_bytes", "Dataset.load_image": "png_path",
     "Dataset.load_npy": "npy_path", "Dataset.read_file": "npy_path", "Dataset.gather": "index",
+    "Dataset.tokenize": "text",
 }
 
 #: Ops that are declared but not called here, each with why. The test fails when an op with a
@@ -365,6 +372,7 @@ DECODERS: Dict[str, Tuple[str, Callable[[Context, bytes, str], Any]]] = {
     "stokehold.read_jsonl": ("jsonl", lambda c, data, path: c.sh.read_jsonl(path)),
     "stokehold.read_webdataset": ("wds", lambda c, data, path: c.sh.read_webdataset(path)),
     "stokehold.read_tokens": ("tokens.bin", lambda c, data, path: c.sh.read_tokens(path, 4)),
+    "Dataset.tokenize": (str(TOKENIZER), lambda c, data, path: c.bases["text"]().tokenize("text", path)),
 }
 
 
