@@ -40,6 +40,7 @@ from .image import ImageInfo, probe_image
 from .iterator import Epoch, EpochLoader, Iterator
 from .jsonl import read_jsonl
 from .options import Options
+from .parquet import from_hf, read_arrow, read_parquet
 from .processes import ProcessOptions, WorkerProcessError
 from .ragged import Ragged
 from .shards import open_shards, verify_shards, write_shards
@@ -113,6 +114,9 @@ __all__ = [
     "open_table",
     "probe_audio",
     "read_jsonl",
+    "read_parquet",
+    "read_arrow",
+    "from_hf",
     "read_webdataset",
     "read_tokens",
     "sample_from_datasets",

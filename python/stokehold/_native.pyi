@@ -141,6 +141,21 @@ class Dataset:
         defaults: List[Tuple[str, str]],
     ) -> Dataset: ...
     @staticmethod
+    def read_parquet(
+        files: List[str],
+        columns: Optional[List[str]],
+        defaults: List[Tuple[str, str]],
+        cache_bytes: Optional[int],
+    ) -> Dataset: ...
+    @staticmethod
+    def read_arrow(
+        files: List[str],
+        columns: Optional[List[str]],
+        defaults: List[Tuple[str, str]],
+        cache_bytes: Optional[int],
+        indices: Optional[Any],
+    ) -> Dataset: ...
+    @staticmethod
     def read_webdataset(
         files: List[str], decode_defaults: bool, decode: List[Tuple[str, str]], index: bool
     ) -> Dataset: ...

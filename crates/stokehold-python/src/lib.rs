@@ -32,6 +32,7 @@ mod image;
 mod jsonl;
 mod malloc;
 mod options;
+mod parquet;
 mod ray_io;
 mod remote_cache;
 mod sequence;
