@@ -62,7 +62,7 @@ from .storage import set_storage_options, storage_stats
 from .table import Table, open_table, write_table
 from .tfrecord import TFRecordDataset
 from .tokens import read_tokens
-from .webdataset import read_webdataset
+from .webdataset import read_webdataset, write_webdataset
 
 __all__ = [
     "AUTOTUNE",
@@ -128,5 +128,6 @@ __all__ = [
     "verify_shards",
     "write_shards",
     "write_table",
+    "write_webdataset",
     "zip",
 ]
