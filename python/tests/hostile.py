@@ -164,6 +164,10 @@ def _png(path: Path, w: int = 6, h: int = 5) -> None:
                      + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b""))
 
 
+#: The Parquet / Arrow fixtures (testdata/parquet, made by its make_fixtures.py).
+PARQUET = Path(__file__).resolve().parents[2] / "testdata" / "parquet"
+
+
 #: The tokenizer fixture (testdata/tokenizer, made by its make_fixture.py).
 TOKENIZER = Path(__file__).resolve().parents[2] / "testdata" / "tokenizer" / "tokenizer.json"
 
@@ -264,6 +268,9 @@ SANE: Dict[str, Any] = {
 
 #: Per op: what differs from ``SANE``.
 SANE_BY_OP: Dict[str, Dict[str, Any]] = {
+    "stokehold.read_parquet": {"paths": str(PARQUET / "paged.parquet")},
+    "stokehold.read_arrow": {"paths": str(PARQUET / "data.arrows")},
+    "stokehold.from_hf": {"dataset": str(PARQUET / "hf_saved")},
     "Dataset.resize": {"size": 4}, "Dataset.center_crop": {"size": 4},
     "Dataset.random_resized_crop": {"size": 4},
     "Dataset.interleave": {"map_func": Make(lambda c: lambda e: c.bases["plain"]())},
@@ -359,6 +366,9 @@ def _from_path(method: str) -> Callable[[Context, bytes, str], Any]:
 #: decoder -> (the valid file it reads, how it is called on (data, path of the data)).
 DECODERS: Dict[str, Tuple[str, Callable[[Context, bytes, str], Any]]] = {
     "Dataset.decode_audio": ("a.wav", _from_bytes("audio", "decode_audio")),
+    # An absolute source: input_call's ctx.d / source is the committed fixture.
+    "stokehold.read_parquet": (str(PARQUET / "paged.parquet"), lambda c, data, path: c.sh.read_parquet(path)),
+    "stokehold.read_arrow": (str(PARQUET / "data.arrows"), lambda c, data, path: c.sh.read_arrow(path)),
     "Dataset.load_audio": ("a.wav", _from_path("load_audio")),
     "stokehold.probe_audio": ("a.wav", lambda c, data, path: c.sh.probe_audio(path)),
     "Dataset.decode_image": ("a.png", _from_bytes("image", "decode_image")),
