@@ -13,12 +13,14 @@ import collections.abc
 import functools
 import importlib
 import inspect
+import io
 import json
 import math
 import os
 import struct
 import subprocess
 import sys
+import tarfile
 import typing
 import wave
 import zlib
@@ -193,6 +195,14 @@ def make_fixtures(d: Path) -> None:
     sh.tfrecord.write_tfrecord(base, d / "tfr", num_shards=1, index=False)
     sh.write_shards(base, d / "shards")
     sh.write_table(d / "table.stt", [np.arange(12, dtype=np.float32).reshape(4, 3)])
+    # A WebDataset shard whose members every decoder of read_webdataset(decode=True) reads.
+    with tarfile.open(d / "wds.tar", "w") as t:
+        for key in ("s0", "dir/s1"):
+            for ext, src in (("png", "a.png"), ("wav", "a.wav"), ("npy", "a.npy"), ("cls", None)):
+                data = b"7" if src is None else (d / src).read_bytes()
+                info = tarfile.TarInfo(f"{key}.{ext}")
+                info.size = len(data)
+                t.addfile(info, io.BytesIO(data))
 
 
 # ---- the child ------------------------------------------------------------------------------
@@ -287,6 +297,7 @@ SANE_BY_OP: Dict[str, Dict[str, Any]] = {
     "Dataset.sparse_batch": {"row_shape": [800]},
     "stokehold.read_tokens": {"paths": Make(lambda c: [str(c.d / "tokens.bin")]), "seq_len": 4},
     "Dataset.tokenize": {"feature": "text", "tokenizer": str(TOKENIZER)},
+    "stokehold.write_webdataset": {"pattern": Make(lambda c: c.fresh() + "-%06d.tar")},
 }
 
 
@@ -380,7 +391,7 @@ DECODERS: Dict[str, Tuple[str, Callable[[Context, bytes, str], Any]]] = {
     "stokehold.tfrecord.build_index": ("tfr", lambda c, data, path: c.sh.tfrecord.build_index([path])),
     "stokehold.tfrecord.decode_example": ("example", lambda c, data, path: c.sh.tfrecord.decode_example(data)),
     "stokehold.read_jsonl": ("jsonl", lambda c, data, path: c.sh.read_jsonl(path)),
-    "stokehold.read_webdataset": ("wds", lambda c, data, path: c.sh.read_webdataset(path)),
+    "stokehold.read_webdataset": ("wds.tar", lambda c, data, path: c.sh.read_webdataset(path, decode=True)),
     "stokehold.read_tokens": ("tokens.bin", lambda c, data, path: c.sh.read_tokens(path, 4)),
     "Dataset.tokenize": (str(TOKENIZER), lambda c, data, path: c.bases["text"]().tokenize("text", path)),
 }
@@ -412,8 +423,6 @@ def input_call(ctx: Context, decoder: str, mutation: str) -> Callable[[], Any]:
         valid = ctx.sh.tfrecord.encode_example({"x": ctx.np.arange(3), "s": b"abc"})
     elif source == "tfr":
         valid = Path(ctx.tfr[0]).read_bytes()
-    elif source == "wds":
-        valid = (Path(__file__).resolve().parents[2] / "testdata/webdataset/shard-1.tar").read_bytes()
     elif source == "jsonl":
         valid = b'{"x": 1, "s": "\\u00e9", "m": {"l": [1.5]}}\n{"x": 2, "s": "b", "m": {"l": []}}\n'
     else:
