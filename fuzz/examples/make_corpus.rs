@@ -236,4 +236,14 @@ fn main() {
     write("image_probe", images.clone());
     let moded = images.iter().enumerate().map(|(i, b)| [vec![(i * 37) as u8], b.clone()].concat()).collect();
     write("image_decode", moded);
+
+    // Parquet / Arrow IPC: the small fixtures of testdata/parquet behind a mode byte (even:
+    // Parquet, odd: Arrow IPC), and their broken variants.
+    let pq = Path::new(env!("CARGO_MANIFEST_DIR")).join("../testdata/parquet");
+    let columnar: Vec<Vec<u8>> = [(0u8, "nullable.parquet"), (2, "unsupported.parquet"), (1, "data.arrows"),
+        (3, "data.arrow"), (5, "hf_saved/data-00000-of-00001.arrow")]
+        .iter()
+        .map(|(mode, n)| [vec![*mode], std::fs::read(pq.join(n)).expect("the parquet fixtures")].concat())
+        .collect();
+    write("parquet", with_broken(columnar));
 }

@@ -37,6 +37,7 @@ pub const TARGETS: &[(&str, fn(&[u8]))] = &[
     ("jsonl_index", jsonl_index),
     ("webdataset_tar", webdataset_tar),
     ("webdataset_index", webdataset_index),
+    ("parquet", parquet),
 ];
 
 /// TFRecord framing: see `fuzz_targets/tfrecord_framing.rs` for the checks (kept there as it was).
@@ -455,5 +456,37 @@ pub fn webdataset_index(data: &[u8]) {
     assert!(listed.iter().all(|m| m.offset.checked_add(m.len).is_some_and(|end| end <= size)));
     if let Ok(samples) = scan::group(Path::new("fuzz.tar"), &listed) {
         assert!(samples.windows(2).all(|w| w[0].key != w[1].key));
+    }
+}
+
+/// Parquet and Arrow IPC files on arbitrary bytes (first byte even: Parquet, odd: Arrow IPC; the
+/// rest is the file): opening, planning and reading up to 512 rows never panics nor allocates
+/// past what the input declares and holds; a row read holds every planned feature.
+pub fn parquet(data: &[u8]) {
+    use stokehold_core::MapDataset;
+    use stokehold_io::parquet::file::{ObjectReader, ParquetFile};
+    use stokehold_io::parquet::ipc::IpcFile;
+    use stokehold_io::parquet::{Blocks, ColumnarDataset, ColumnarOptions};
+    let Some((&mode, body)) = data.split_first() else { return };
+    let path = Path::new("fuzz.parquet");
+    let bytes = bytes::Bytes::copy_from_slice(body);
+    let file: Box<dyn Blocks> = if mode % 2 == 0 {
+        match ParquetFile::from_reader(path, ObjectReader::Memory(bytes), None) {
+            Ok(f) => Box::new(f),
+            Err(_) => return,
+        }
+    } else {
+        match IpcFile::from_bytes(path, bytes, None) {
+            Ok(f) => Box::new(f),
+            Err(_) => return,
+        }
+    };
+    let opts = ColumnarOptions { cache_bytes: Some(1 << 20), ..Default::default() };
+    let Ok(ds) = ColumnarDataset::new("fuzz", vec![file], &opts) else { return };
+    let features = ds.plan().leaves.len();
+    for i in 0..ds.len().min(512) {
+        if let Ok(e) = ds.get(i) {
+            assert_eq!(e.names().len(), features);
+        }
     }
 }
