@@ -246,4 +246,12 @@ fn main() {
         .map(|(mode, n)| [vec![*mode], std::fs::read(pq.join(n)).expect("the parquet fixtures")].concat())
         .collect();
     write("parquet", with_broken(columnar));
+
+    // tokenizer.json: small tokenizers of three model kinds (WordLevel; byte-level BPE with a
+    // template; Unigram with Metaspace), and their broken variants.
+    let wordlevel = br#"{"version":"1.0","truncation":null,"padding":null,"added_tokens":[],"normalizer":null,"pre_tokenizer":{"type":"Whitespace"},"post_processor":null,"decoder":null,"model":{"type":"WordLevel","vocab":{"[UNK]":0,"hello":1,"world":2},"unk_token":"[UNK]"}}"#;
+    let bpe = br#"{"version":"1.0","truncation":null,"padding":null,"added_tokens":[{"id":0,"content":"<s>","single_word":false,"lstrip":false,"rstrip":false,"normalized":false,"special":true}],"normalizer":{"type":"NFC"},"pre_tokenizer":{"type":"ByteLevel","add_prefix_space":false,"trim_offsets":true,"use_regex":true},"post_processor":{"type":"TemplateProcessing","single":[{"SpecialToken":{"id":"<s>","type_id":0}},{"Sequence":{"id":"A","type_id":0}}],"pair":[{"Sequence":{"id":"A","type_id":0}},{"Sequence":{"id":"B","type_id":1}}],"special_tokens":{"<s>":{"id":"<s>","ids":[0],"tokens":["<s>"]}}},"decoder":null,"model":{"type":"BPE","dropout":null,"unk_token":null,"continuing_subword_prefix":null,"end_of_word_suffix":null,"fuse_unk":false,"byte_fallback":false,"ignore_merges":false,"vocab":{"<s>":0,"h":1,"e":2,"l":3,"o":4,"he":5},"merges":[["h","e"]]}}"#;
+    let unigram = br#"{"version":"1.0","truncation":null,"padding":null,"added_tokens":[],"normalizer":null,"pre_tokenizer":{"type":"Metaspace","replacement":"_","prepend_scheme":"always","split":true},"post_processor":null,"decoder":null,"model":{"type":"Unigram","unk_id":0,"vocab":[["<unk>",0.0],["_",-1.0],["a",-2.0],["b",-2.5]],"byte_fallback":false}}"#;
+    let tokenizers = vec![wordlevel.to_vec(), bpe.to_vec(), unigram.to_vec()];
+    write("tokenizer_json", with_broken(tokenizers));
 }

@@ -38,6 +38,7 @@ pub const TARGETS: &[(&str, fn(&[u8]))] = &[
     ("webdataset_tar", webdataset_tar),
     ("webdataset_index", webdataset_index),
     ("parquet", parquet),
+    ("tokenizer_json", tokenizer_json),
 ];
 
 /// TFRecord framing: see `fuzz_targets/tfrecord_framing.rs` for the checks (kept there as it was).
@@ -488,5 +489,25 @@ pub fn parquet(data: &[u8]) {
         if let Ok(e) = ds.get(i) {
             assert_eq!(e.names().len(), features);
         }
+    }
+}
+
+/// A `tokenizer.json` (`stokehold_io::tokenize::load_tokenizer`, the `tokenizers` crate's
+/// parser): loading arbitrary JSON never panics; a tokenizer that loads encodes a few texts
+/// (ASCII, Unicode, empty), with and without special tokens and truncation, through
+/// `tokenize_fn` on a batch, without panicking.
+pub fn tokenizer_json(data: &[u8]) {
+    use stokehold_io::tokenize::{load_tokenizer, tokenize_fn, TokenizeOptions};
+    let Ok(text) = std::str::from_utf8(data) else { return };
+    if !text.trim_start().starts_with('{') {
+        return;
+    }
+    let Ok(tok) = load_tokenizer("tokenize", text) else { return };
+    let docs = Tensor::strings(&["hello world", "caf\u{e9} \u{6771}\u{4eac} \u{1f680}", ""]);
+    for (special, max_length) in [(true, None), (false, Some(4))] {
+        let opts = TokenizeOptions { add_special_tokens: special, eos_id: Some(0), max_length, ..Default::default() };
+        let Ok(f) = tokenize_fn("text", "ids", tok.clone(), &opts) else { continue };
+        let ctx = stokehold_core::Ctx { op: "tokenize", index: 0, epoch: 0 };
+        let _ = f(Example::new().with("text", docs.clone()), &ctx);
     }
 }
