@@ -10,7 +10,10 @@ use stokehold_io::tokenize::{load_tokenizer, tokenize_fn, TokenizeOptions};
 const CUTS: usize = 12;
 
 fn tokenizer() -> std::sync::Arc<tokenizers::Tokenizer> {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../testdata/tokenizer/tokenizer.json");
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../testdata/tokenizer/tokenizer.json"
+    );
     load_tokenizer("tokenize", path).unwrap()
 }
 
@@ -53,8 +56,13 @@ fn a_broken_tokenizer_json_is_an_error_naming_it() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("tokenizer.json");
     std::fs::write(&path, r#"{"model": {"type": "BPE", "vocab": 7}}"#).unwrap();
-    let err = load_tokenizer("tokenize", path.to_str().unwrap()).unwrap_err().to_string();
-    assert!(err.contains("tokenizer.json") && err.contains("not a Hugging Face"), "{err}");
+    let err = load_tokenizer("tokenize", path.to_str().unwrap())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("tokenizer.json") && err.contains("not a Hugging Face"),
+        "{err}"
+    );
     let err = load_tokenizer("tokenize", "{").unwrap_err().to_string();
     assert!(err.contains("the JSON given"), "{err}");
 }
