@@ -9,7 +9,8 @@
 //! whose meta feature does not fit goes to the next row whole, and each part of a cut element
 //! carries all of it. With several features, a feature that fits is kept whole in the part
 //! that goes into the row (Grain 0.2.18 cuts a remainder's fitting feature at its length, not
-//! its end, which repeats or drops tokens; only one-feature packing is compared with Grain).
+//! its end, which repeats or drops tokens; the fixtures compared with Grain's rows have one
+//! cut feature, alone or beside a meta feature).
 //!
 //! Segments and positions are Grain's: each piece of an element in a row is a segment
 //! (numbered from 1), and positions count from 0 in every piece, so the tail of a cut
