@@ -1,9 +1,10 @@
 """Exact elastic resume through read -> tokenize -> pack -> mix -> batch (issue 46 item 5).
 
 Two sources, as a language-model job has them: a token file (nanoGPT's flat uint16 ``.bin``,
-windows in a global shuffle) and JSONL text, tokenized (bytes as token ids, a stand-in for a
-real tokenizer: the test is about state, not about ids), cut to the row length and packed
-first-fit. They are mixed by tokens, batched, and split over ranks with ``elastic_shard``. The
+windows in a global shuffle) and JSONL text, tokenized natively with the repository's BPE
+fixture (testdata/tokenizer/tokenizer.json: ``<s>`` ... ``</s>`` around each document) and
+packed concat-then-split, a cut document's tail carried into the next row. They are mixed by
+tokens, batched, and split over ranks with ``elastic_shard``. The
 global stream of batches is the mix's: batch ``start + r + jW`` is rank ``r``'s ``j``-th. A run on
 4 ranks checkpointed at a random step resumes on 3 and on 6 ranks, and the global stream it gives
 equals the uninterrupted run's, batch for batch, at 20 random cut points: the packer's open rows,
@@ -11,6 +12,7 @@ the mix's token counts and each source's position are all in the state.
 """
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -19,13 +21,14 @@ import stokehold as sh
 
 SEQ = 64  # tokens per row
 BATCH = 4  # rows per rank per step
-EOS = 256  # after the 256 byte ids
+TOKENIZER = str(Path(__file__).resolve().parents[2] / "testdata" / "tokenizer" / "tokenizer.json")
+VOCAB = 2000  # the tokenizer's; the token file's ids are 3000 and up, so a row tells its source
 
 
 def token_file(tmp_path):
     path = tmp_path / "train.bin"
     rng = np.random.default_rng(0)
-    rng.integers(300, 1000, size=9000, dtype=np.uint16).tofile(path)
+    rng.integers(3000, 4000, size=9000, dtype=np.uint16).tofile(path)
     return str(path)
 
 
@@ -50,15 +53,11 @@ def with_segments(e):
     }
 
 
-def tokenize(e):
-    ids = np.frombuffer(e["text"].item(), np.uint8).astype(np.int64)
-    return {"tokens": np.append(ids, EOS)[:SEQ]}
-
-
 def pipeline(tmp_path):
     windows = sh.read_tokens(token_file(tmp_path), seq_len=SEQ - 1, seed=1).map(with_segments)
     text = sh.read_jsonl(jsonl_file(tmp_path), fields={"text": "bytes"}).shuffle(seed=2)
-    rows = text.map(tokenize).pack({"tokens": SEQ}, num_packing_bins=4)
+    ids = text.tokenize("text", TOKENIZER, out="tokens", dtype="int64")
+    rows = ids.pack({"tokens": SEQ}, mode="concat_then_split")
     return sh.sample_from_datasets([windows, rows], [0.6, 0.4], seed=3, by="tokens").batch(BATCH)
 
 
@@ -93,9 +92,12 @@ def test_four_ranks_give_the_global_stream_of_one(lm):
     ds, full = lm
     assert len(full) > 40
     assert run_ranks(ds, 4)[0] == full
-    # Both sources are in it: token-file ids are >= 300, text ids (bytes, EOS) <= 256.
+    # Both sources are in it: token-file ids are >= 3000, text ids < 2000 (the vocabulary).
     ids = np.array([t for b in full for t in b[: BATCH * SEQ]])
-    assert (ids >= 300).any() and ((ids > 0) & (ids <= EOS)).any()
+    assert (ids >= 3000).any() and (ids < VOCAB).any()
+    # Concat-then-split cuts documents: some text row starts with the tail of one (not <s>).
+    text_rows = [r for b in full for r in np.reshape(b[: BATCH * SEQ], (BATCH, SEQ)) if r[0] < VOCAB]
+    assert any(r[0] != 0 for r in text_rows)
 
 
 @pytest.mark.parametrize("resume_on", [3, 6])
