@@ -7,9 +7,12 @@ does)::
 
 The data is the two kinds a language-model job reads: a token file (nanoGPT's flat uint16
 ``.bin``; a Megatron ``.bin``/``.idx`` prefix reads the same way, ``order="megatron"`` for
-megatron-core's sample order) in windows of ``SEQ`` tokens, and JSONL text, tokenized, packed
-first-fit into rows of ``SEQ`` with segment ids and positions (document boundaries), then the two
-mixed 60/40 by tokens and batched. ``elastic_shard(world, rank)`` splits the global stream over
+megatron-core's sample order) in windows of ``SEQ`` tokens, and JSONL text, tokenized natively
+(``tokenize`` with a ``tokenizer.json``: here the repository's small BPE fixture, trained locally
+by ``testdata/tokenizer/make_fixture.py``, which puts ``<s>`` and ``</s>`` around each document),
+packed concat-then-split into rows of ``SEQ`` with segment ids and positions (document
+boundaries; a cut document's tail starts the next row), then the two mixed 60/40 by tokens and
+batched. ``elastic_shard(world, rank)`` splits the global stream over
 data-parallel ranks; a checkpoint restores on another number of ranks (see the guide's
 "Language-model data").
 
@@ -20,13 +23,13 @@ uninterrupted run's step for step (``python/tests/test_examples_lm.py`` checks i
 JAX rather than torch: jax is in the project's test environment (``.venv``) and torch is not, so
 the test that shows this example trains and resumes runs wherever the project's tests run. The
 pipeline yields numpy batches, whatever the framework; ``stokehold.torch.as_torch`` hands them to
-a torch ``DataLoader``. The tokenizer is bytes-as-ids (with an end-of-document id), which needs no download; a
-``tokenizer.json`` tokenizer goes in its place.
+a torch ``DataLoader``.
 """
 
 import json
 import os
 import sys
+from pathlib import Path
 from typing import Any, Callable, Dict, List, Tuple
 
 import jax
@@ -37,8 +40,8 @@ import stokehold as sh
 
 SEQ = 64  # tokens per row
 BATCH = 8  # rows per step and rank
-VOCAB = 512  # bytes 0..255, EOS, token-file ids 300..511
-EOS = 256
+TOKENIZER = str(Path(__file__).resolve().parents[2] / "testdata" / "tokenizer" / "tokenizer.json")
+VOCAB = 2200  # the tokenizer's 2,000 ids, then the token file's 2000..2199
 DIM, HEADS = 64, 4
 LR = 3e-3
 
@@ -55,7 +58,7 @@ def write_data(workdir: str) -> Tuple[str, str]:
     if not os.path.exists(tokens):
         # Learnable structure: runs counting up by a step of 1 to 5, as a corpus has patterns.
         rng = np.random.default_rng(0)
-        runs = [300 + (rng.integers(0, 100) + rng.integers(1, 6) * np.arange(40)) % 200 for _ in range(500)]
+        runs = [2000 + (rng.integers(0, 100) + rng.integers(1, 6) * np.arange(40)) % 200 for _ in range(500)]
         np.concatenate(runs).astype(np.uint16).tofile(tokens)
     if not os.path.exists(text):
         rng = np.random.default_rng(1)
@@ -65,12 +68,6 @@ def write_data(workdir: str) -> Tuple[str, str]:
                 line = " ".join(rng.choice(words, size=int(rng.integers(2, 12))))
                 print(json.dumps({"id": i, "text": line}), file=f)
     return tokens, text
-
-
-def tokenize(e: Dict[str, Any]) -> Dict[str, np.ndarray]:
-    """Bytes as token ids, an end-of-document id, cut to a row."""
-    ids = np.frombuffer(e["text"].item(), np.uint8).astype(np.int64)
-    return {"tokens": np.append(ids, EOS)[:SEQ]}
 
 
 def as_packed_row(e: Dict[str, Any]) -> Dict[str, np.ndarray]:
@@ -87,7 +84,8 @@ def pipeline(tokens: str, text: str, world: int = 1, rank: int = 0) -> sh.Datase
     """Token file + JSONL -> tokenize -> pack -> mix by tokens -> batch -> this rank's part."""
     windows = sh.read_tokens(tokens, seq_len=SEQ - 1, seed=1).repeat().map(as_packed_row)
     docs = sh.read_jsonl(text, fields={"text": "bytes"}).shuffle(seed=2).repeat()
-    rows = docs.map(tokenize).pack({"tokens": SEQ}, num_packing_bins=4)
+    ids = docs.tokenize("text", TOKENIZER, out="tokens", dtype="int64")
+    rows = ids.pack({"tokens": SEQ}, mode="concat_then_split")
     mix = sh.sample_from_datasets([windows, rows], [0.6, 0.4], seed=3, by="tokens")
     return mix.batch(BATCH).elastic_shard(world, rank, policy="drop")
 
