@@ -49,18 +49,21 @@ enum Command {
     /// Write (`table write`) or inspect (`table info`) a memory-mapped feature table.
     Table(cmd::table::Args),
     /// TFRecord files (record count, sizes, features with dtypes and shapes seen), shard
-    /// folders (manifest), audio files or images (format, size); exit 1 on a corrupt record
-    /// or a file that is none of these.
+    /// folders (manifest), JSON-lines files (lines, fields), WebDataset tar shards (samples,
+    /// members), Megatron token files (tokens, sequences), audio files or images (format,
+    /// size); exit 1 on a corrupt record or a file that is none of these.
     Inspect(cmd::tfrecord::InspectArgs),
-    /// Check every CRC of TFRecord files, every byte of shard folders, or decode every frame of
-    /// audio files and every pixel of images (progress bar); exit 1 if any is corrupt or a file
-    /// is none of these.
+    /// Check every CRC of TFRecord files, every byte of shard folders, every line of JSON-lines
+    /// files, every member of WebDataset shards (decoded by extension), token files' indexes, or
+    /// decode every frame of audio files and every pixel of images (progress bar); exit 1 if any
+    /// is corrupt or a file is none of these.
     Verify(cmd::tfrecord::VerifyArgs),
     /// Write the `<file>.idx` record index of TFRecord files (random access, len, shuffle).
     Index(cmd::tfrecord::IndexArgs),
     /// Write a dataset (synthetic or TFRecord) as a shard folder (docs/FORMAT.md).
     Write(cmd::shard::WriteArgs),
-    /// Convert TFRecord files to a shard folder, or a shard folder to TFRecord files.
+    /// Convert TFRecord files, JSON-lines files, WebDataset tar shards or token files to a shard
+    /// folder, or a shard folder to TFRecord files or WebDataset shards (--to webdataset).
     Convert(cmd::shard::ConvertArgs),
     /// Read a shard folder or TFRecord files through a pipeline: records/s, MB/s, stats table.
     Bench(cmd::bench::Args),

@@ -3,6 +3,7 @@
 pub mod audio;
 pub mod bench;
 pub mod demo;
+pub mod formats;
 pub mod image;
 pub mod shard;
 pub mod table;

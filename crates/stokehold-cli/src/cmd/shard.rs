@@ -62,9 +62,18 @@ pub struct WriteArgs {
 /// Options of `stokehold convert`.
 #[derive(clap::Args)]
 pub struct ConvertArgs {
-    /// A shard folder (converted to TFRecord) or TFRecord files (converted to a shard folder).
+    /// A shard folder (converted to TFRecord files, or WebDataset shards with --to webdataset),
+    /// or TFRecord files, JSON-lines files, WebDataset tar shards or Megatron token files
+    /// (converted to a shard folder).
     #[arg(required = true, num_args = 1..)]
     inputs: Vec<PathBuf>,
+    /// What a shard folder becomes: tfrecord, or webdataset (`<out>/shard-000000.tar`...,
+    /// --shard-size bytes of members each at most).
+    #[arg(long, default_value = "tfrecord", value_parser = ["tfrecord", "webdataset"])]
+    to: String,
+    /// Token files: windows of N + 1 tokens (one record each, feature `tokens`).
+    #[arg(long, value_name = "N")]
+    seq_len: Option<u64>,
     /// Output folder.
     #[arg(long, short)]
     out: PathBuf,
@@ -226,7 +235,14 @@ pub fn run_write(args: WriteArgs) -> anyhow::Result<()> {
 /// `stokehold convert`.
 pub fn run_convert(args: ConvertArgs) -> anyhow::Result<()> {
     let first = &args.inputs[0];
-    if args.inputs.len() == 1 && super::tfrecord::is_shard_folder(first) {
+    let folder = args.inputs.len() == 1 && super::tfrecord::is_shard_folder(first);
+    if folder && args.to == "webdataset" {
+        return to_webdataset(first, &args);
+    }
+    if !folder && args.to == "webdataset" {
+        bail!("--to webdataset converts a shard folder; write one first (stokehold convert ... --out DIR)");
+    }
+    if folder {
         let ds = shard::ShardDataset::open(first)?;
         let n = ds.len();
         let compression = tfrecord_compression(&args.shard.compression)?;
@@ -262,11 +278,44 @@ pub fn run_convert(args: ConvertArgs) -> anyhow::Result<()> {
         );
         return Ok(());
     }
-    write(
-        &tfrecord_source("convert", &args.inputs)?,
-        &args.out,
-        &args.shard,
+    // JSON lines, WebDataset shards, token files (the sniff rule), else TFRecord files.
+    let ds = match super::formats::source(&args.inputs, args.seq_len)? {
+        Some(ds) => ds,
+        None => tfrecord_source("convert", &args.inputs)?,
+    };
+    write(&ds, &args.out, &args.shard)
+}
+
+/// `stokehold convert FOLDER --to webdataset`: the folder's records as tar shards
+/// `<out>/shard-%06d.tar` (webdataset's encoders by feature name; `write_webdataset`).
+fn to_webdataset(dir: &Path, args: &ConvertArgs) -> anyhow::Result<()> {
+    use stokehold_io::webdataset::{write_webdataset, WriteOptions};
+    let ds = shard::ShardDataset::open(dir)?;
+    let n = ds.len();
+    let bar = crate::progress::bar(Some(n), "convert", !args.shard.no_progress);
+    let pattern = args.out.join("shard-%06d.tar");
+    let opts = WriteOptions {
+        maxsize: args.shard.shard_size,
+        ..WriteOptions::default()
+    };
+    let paths = write_webdataset(
+        &Dataset::from_map(ds),
+        &pattern.to_string_lossy(),
+        opts,
+        &mut |p| {
+            bar.set_position(p.samples);
+            bar.set_message(byte_rate(p.bytes, bar.elapsed()));
+        },
     )
+    .with_context(|| format!("writing WebDataset shards to {}", args.out.display()))?;
+    bar.finish_and_clear();
+    println!(
+        "wrote {} in {} to {}",
+        count(n, "sample"),
+        count_with(paths.len() as u64, "tar shard", "tar shards"),
+        args.out.display()
+    );
+    Ok(())
 }
 
 #[cfg(test)]

@@ -34,8 +34,9 @@ pub(crate) fn read_compression(
 /// Options of `stokehold inspect`.
 #[derive(clap::Args)]
 pub struct InspectArgs {
-    /// TFRecord files, shard folders, audio files (WAV, FLAC, MP3, Ogg) or images (PNG, JPEG,
-    /// GIF, WebP, BMP).
+    /// TFRecord files, shard folders, JSON-lines files, WebDataset tar shards, Megatron token
+    /// files (.idx / .bin), audio files (WAV, FLAC, MP3, Ogg) or images (PNG, JPEG, GIF, WebP,
+    /// BMP).
     #[arg(required = true)]
     files: Vec<PathBuf>,
     /// TFRecord files: auto (from the name: .gz GZIP, .zz/.zlib ZLIB), none, gzip or zlib.
@@ -74,6 +75,13 @@ pub fn inspect(args: InspectArgs) -> anyhow::Result<()> {
         }
         if super::audio::is_audio(f) {
             super::audio::inspect(f)?;
+            continue;
+        }
+        if let Some(fmt) = super::formats::format_of(f) {
+            if let Err(e) = super::formats::inspect(f, fmt) {
+                failed += 1;
+                println!("{}: {e:#}", f.display());
+            }
             continue;
         }
         let opts = ReadOptions {
@@ -153,8 +161,9 @@ fn inspect_shards(dir: &Path) -> anyhow::Result<()> {
 /// Options of `stokehold verify`.
 #[derive(clap::Args)]
 pub struct VerifyArgs {
-    /// TFRecord files, shard folders, audio files (WAV, FLAC, MP3, Ogg) or images (PNG, JPEG,
-    /// GIF, WebP, BMP).
+    /// TFRecord files, shard folders, JSON-lines files, WebDataset tar shards, Megatron token
+    /// files (.idx / .bin), audio files (WAV, FLAC, MP3, Ogg) or images (PNG, JPEG, GIF, WebP,
+    /// BMP).
     #[arg(required = true)]
     files: Vec<PathBuf>,
     /// TFRecord files: auto (from the name: .gz GZIP, .zz/.zlib ZLIB), none, gzip or zlib.
@@ -203,6 +212,22 @@ pub fn verify(args: VerifyArgs) -> anyhow::Result<()> {
         let media = super::image::verify(f)
             .or_else(|| super::audio::is_audio(f).then(|| super::audio::verify(f)));
         if let Some(outcome) = media {
+            match outcome {
+                Ok(msg) => pb.suspend(|| println!("{}: {msg}", f.display())),
+                Err(e) => {
+                    failed += 1;
+                    pb.suspend(|| println!("{}: {e:#}", f.display()));
+                }
+            }
+            continue;
+        }
+        // JSON lines, WebDataset shards, token files: every line, sample or token checked.
+        if let Some(fmt) = super::formats::format_of(f) {
+            let (base, size) = (pb.position(), std::fs::metadata(f).map_or(0, |m| m.len()));
+            let outcome = super::formats::verify(f, fmt, &mut |done, n| {
+                pb.set_position(base + size * done / n.max(1))
+            });
+            pb.set_position(base + size);
             match outcome {
                 Ok(msg) => pb.suspend(|| println!("{}: {msg}", f.display())),
                 Err(e) => {
