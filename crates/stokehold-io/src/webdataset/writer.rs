@@ -208,7 +208,7 @@ pub fn sample_members(e: &Example, index: u64) -> Result<Vec<(String, Vec<u8>)>>
                 "feature {name:?} is ragged: write elements, not batches"
             )));
         };
-        out.push((member, encode(t, name).map_err(|why| bad(why))?));
+        out.push((member, encode(t, name).map_err(bad)?));
     }
     Ok(out)
 }
