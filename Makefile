@@ -14,9 +14,11 @@ DEMO_ARGS ?=
 # preinstalled). jax and keras (run on the jax backend) are here so that their adapters are
 # tested; the benchmark peers (tensorflow, torch, grain, ...) never are. ray[data] (with pyarrow)
 # is here so that stokehold.ray runs its tests on a real local Ray cluster; moto's S3 server so
-# that object storage is tested against a real server on loopback (Rust and Python tests start it).
+# that object storage is tested against a real server on loopback (Rust and Python tests start it);
+# prometheus-client's parser reads the stats endpoint's OpenMetrics text (test_monitor.py).
 PY_TEST_DEPS := "maturin>=1.16,<2" "pytest>=8" "pytest-timeout>=2.3" "numpy>=1.26" \
-	"mypy>=1.18" "ruff>=0.14" "jax>=0.4.30" "keras>=3.5" "ray[data]==2.60.0" "moto[server]>=5.1"
+	"mypy>=1.18" "ruff>=0.14" "jax>=0.4.30" "keras>=3.5" "ray[data]==2.60.0" "moto[server]>=5.1" \
+	"prometheus-client>=0.20"
 
 .PHONY: demo test test-rust test-python check check-cycles check-rust check-python wheel check-wheel bench bench-quick oracle
 

@@ -39,6 +39,7 @@ from .errors import (
 from .image import ImageInfo, probe_image
 from .iterator import Epoch, EpochLoader, Iterator
 from .jsonl import read_jsonl
+from .monitor import StatsServer, serve_stats
 from .options import Options
 from .parquet import from_hf, read_arrow, read_parquet
 from .processes import ProcessOptions, WorkerProcessError
@@ -114,6 +115,8 @@ __all__ = [
     "open_table",
     "probe_audio",
     "read_jsonl",
+    "serve_stats",
+    "StatsServer",
     "read_parquet",
     "read_arrow",
     "from_hf",

@@ -37,6 +37,8 @@ from ._args import AUTOTUNE, INFINITE, UNKNOWN, PathLike, renamed
 from ._native import OutOfRangeError
 from ._optional import needs
 from .iterator import EpochLoader, Iterator
+from .monitor import Stats
+from .monitor import headspace as _headspace
 from .options import Options
 from .processes import ProcessOptions, process_map
 from .spec import SPEC_SAMPLE, ElementSpec, spec_of_sample
@@ -1708,6 +1710,12 @@ class Dataset:
             return self._native.stats_table()
         s = self._native.stats_json()
         return None if s is None else Stats(json.loads(s), self._native)
+
+    def headspace(self, count: int = 10_000) -> Dict[str, float]:
+        """The live rate of the first ``count`` elements and the rate of replaying them from
+        memory (the most a consumer could take), and their ratio: see
+        :func:`stokehold.monitor.headspace`."""
+        return _headspace(self, count)
 
     @renamed(path="filename")
     def trace(self, filename: Optional[PathLike] = None) -> Optional[str]:

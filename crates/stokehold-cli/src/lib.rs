@@ -67,6 +67,10 @@ enum Command {
     Convert(cmd::shard::ConvertArgs),
     /// Read a shard folder or TFRecord files through a pipeline: records/s, MB/s, stats table.
     Bench(cmd::bench::Args),
+    /// Live stats of running pipelines (pids or URLs of the endpoints they serve with
+    /// `stokehold.serve_stats`), refreshed: per stage, the training loop's wait, the verdict;
+    /// several ranks of a job side by side.
+    Top(cmd::top::Args),
 }
 
 impl Command {
@@ -80,6 +84,7 @@ impl Command {
             Command::Write(args) => cmd::shard::run_write(args),
             Command::Convert(args) => cmd::shard::run_convert(args),
             Command::Bench(args) => cmd::bench::run(args),
+            Command::Top(args) => cmd::top::run(args),
         }
     }
 }

@@ -41,6 +41,21 @@ impl PyDataset {
         executor(self).map(|e| e.stats().table())
     }
 
+    /// Stats as a self-contained HTML page (`None` when no parallel stage has run).
+    fn stats_html(&self) -> Option<String> {
+        executor(self).map(|e| e.stats_html())
+    }
+
+    /// Stats as OpenMetrics text (`labels` on every sample; `None` when no parallel stage has
+    /// run).
+    fn stats_openmetrics(&self, labels: Vec<(String, String)>) -> Option<String> {
+        let labels: Vec<(&str, &str)> = labels
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        executor(self).map(|e| e.stats().openmetrics(&labels))
+    }
+
     /// The recorded activity as Chrome trace JSON (`with_options(trace_events=N)` turns it on).
     fn trace_json(&self) -> Option<String> {
         executor(self).map(|e| e.trace_json())

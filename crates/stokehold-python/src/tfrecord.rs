@@ -276,11 +276,21 @@ fn decode_example<'py>(py: Python<'py>, record: &[u8]) -> PyResult<Bound<'py, Py
     })
 }
 
+/// `data` framed as one TFRecord record (length, masked CRCs): what appending a record to a
+/// file takes (TensorBoard's event files are TFRecord files written this way).
+#[pyfunction]
+fn tfrecord_frame<'py>(py: Python<'py>, data: &[u8]) -> Bound<'py, PyBytes> {
+    let mut out = Vec::new();
+    stokehold_io::tfrecord::writer::frame_into(&mut out, data);
+    PyBytes::new(py, &out)
+}
+
 /// Adds the TFRecord functions to the extension module.
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("TFRECORD_RECORD", RECORD)?;
     m.add_function(wrap_pyfunction!(tfrecord_build_index, m)?)?;
     m.add_function(wrap_pyfunction!(encode_example, m)?)?;
     m.add_function(wrap_pyfunction!(decode_example, m)?)?;
+    m.add_function(wrap_pyfunction!(tfrecord_frame, m)?)?;
     Ok(())
 }

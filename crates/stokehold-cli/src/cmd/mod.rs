@@ -8,6 +8,7 @@ pub mod image;
 pub mod shard;
 pub mod table;
 pub mod tfrecord;
+pub mod top;
 pub mod upload;
 
 /// The error of a verb that meets audio or images in a build without that feature (`make demo`

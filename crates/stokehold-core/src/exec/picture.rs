@@ -13,7 +13,10 @@ use super::trace::Trace;
 /// Bins of a timeline.
 const BINS: usize = 60;
 const BOX_W: usize = 250;
-const BOX_H: usize = 150;
+const BOX_H: usize = 196;
+/// Characters of a stage's name per line of its box, and lines.
+const NAME_W: usize = 34;
+const NAME_LINES: usize = 3;
 const GAP: usize = 50;
 /// The bottleneck's colour, and its mark's text.
 pub const BOTTLENECK_RED: &str = "#d62728";
@@ -133,18 +136,28 @@ fn stage_box(out: &mut String, x: usize, o: &OpReport, bottleneck: bool) {
         ),
         cut(&o.autotune, 38),
     ];
-    let _ = write!(
-        out,
-        r#"<text x="{}" y="62" font-weight="bold" font-size="13">{}</text>"#,
-        x + 10,
-        esc(&cut(&o.op, 32))
-    );
+    // The name whole where it fits (the bottleneck's is what the reader looks for).
+    let chars: Vec<char> = o.op.chars().collect();
+    let mut name: Vec<String> = chars.chunks(NAME_W).map(|c| c.iter().collect()).collect();
+    if name.len() > NAME_LINES {
+        name.truncate(NAME_LINES);
+        name[NAME_LINES - 1] = cut(&(name[NAME_LINES - 1].clone() + "…"), NAME_W);
+    }
+    for (k, l) in name.iter().enumerate() {
+        let _ = write!(
+            out,
+            r#"<text x="{}" y="{}" font-weight="bold" font-size="12">{}</text>"#,
+            x + 10,
+            60 + 16 * k,
+            esc(l)
+        );
+    }
     for (k, l) in lines.iter().enumerate() {
         let _ = write!(
             out,
             r##"<text x="{}" y="{}" font-size="12" fill="#333">{}</text>"##,
             x + 10,
-            86 + 20 * k,
+            66 + 16 * NAME_LINES + 20 * k,
             esc(l)
         );
     }
