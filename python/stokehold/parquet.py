@@ -1,9 +1,10 @@
 """Parquet files, Arrow IPC files and Hugging Face datasets read at random, natively.
 
 * :func:`read_parquet`: the rows of Parquet files (paths or ``s3://`` / ``gs://`` / ``https://``
-  URLs, read by range through the storage layer and its shard cache) as elements.
+  URLs, read by range through the storage layer) as elements.
 * :func:`read_arrow`: the rows of Arrow IPC files, in the file format or the stream format
-  (memory-mapped; batches read without a copy where their buffers are aligned).
+  (memory-mapped, or a URL fetched whole; batches read without a copy where their buffers are
+  aligned).
 * :func:`from_hf`: a Hugging Face ``datasets.Dataset`` (its Arrow cache files and its indices
   mapping after ``shuffle`` / ``select``) or a ``save_to_disk`` folder, with HF's column names and
   row order; no Python runs per row.

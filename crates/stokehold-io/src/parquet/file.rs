@@ -26,7 +26,7 @@ use crate::storage::Object;
 pub enum ObjectReader {
     /// An opened object.
     Object(Object),
-    /// Bytes in memory (a fuzz input, a file already read).
+    /// Bytes in memory: a memory-mapped local file (or a cached copy of an object), a fuzz input.
     Memory(Bytes),
 }
 
@@ -45,7 +45,7 @@ impl ObjectReader {
                 Ok(b.slice(r.start as usize..r.end as usize))
             }
             ObjectReader::Memory(b) => Err(Error::corrupt(
-                "<memory>",
+                "the file",
                 r.start,
                 format!(
                     "range {}..{} past the end ({} bytes)",
@@ -139,8 +139,12 @@ impl ParquetFile {
     /// Opens `path` (a path or URL) and reads its footer and page index, keeping `columns`
     /// (`None`: all; a name is a column or a dotted path into a struct column).
     pub fn open(path: &Path, columns: Option<&[String]>) -> Result<Self> {
-        let object = crate::storage::open_object(path)?;
-        Self::from_reader(path, ObjectReader::Object(object), columns)
+        // `storage::open`: a URL's object, or the installed object cache's local copy of it.
+        let reader = match crate::storage::open(path)? {
+            crate::storage::Source::Mapped { data, .. } => ObjectReader::Memory(data),
+            crate::storage::Source::Remote(object) => ObjectReader::Object(object),
+        };
+        Self::from_reader(path, reader, columns)
     }
 
     /// The file whose bytes `reader` reads, named `path` in errors.

@@ -30,7 +30,10 @@ impl IpcFile {
     /// Opens `path` (a path or URL: a URL is read whole) and decodes its batches' layout, keeping
     /// `columns` (`None`: all; a dotted name reaches into a struct column).
     pub fn open(path: &Path, columns: Option<&[String]>) -> Result<Self> {
-        let data = crate::storage::open_object(path)?.read_all()?;
+        let data = match crate::storage::open(path)? {
+            crate::storage::Source::Mapped { data, .. } => data,
+            crate::storage::Source::Remote(object) => object.read_all()?,
+        };
         Self::from_bytes(path, data, columns)
     }
 
