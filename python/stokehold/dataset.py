@@ -1705,11 +1705,19 @@ class Dataset:
         50 us rule); and a ``verdict`` naming the ``bottleneck`` stage and what to change. A
         :class:`stokehold.monitor.Stats` (a dict with ``.show()``, ``.to_html()``,
         ``.table()``), or printable text with ``as_table``. ``None`` before any parallel stage
-        ran. To watch a running job: :func:`stokehold.serve_stats` and ``stokehold top``."""
+        ran. A pipeline that mixes by tokens adds ``mixes`` (:meth:`mix_stats`: each mix's
+        realised token shares). To watch a running job: :func:`stokehold.serve_stats` and
+        ``stokehold top``."""
         if as_table:
             return self._native.stats_table()
         s = self._native.stats_json()
-        return None if s is None else Stats(json.loads(s), self._native)
+        if s is None:
+            return None
+        figures = json.loads(s)
+        mixes = self.mix_stats()
+        if mixes:  # sample_from_datasets(by="tokens"): the realised token shares
+            figures["mixes"] = mixes
+        return Stats(figures, self._native)
 
     def headspace(self, count: int = 10_000) -> Dict[str, float]:
         """The live rate of the first ``count`` elements and the rate of replaying them from

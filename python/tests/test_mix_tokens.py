@@ -109,3 +109,13 @@ def test_mix_stats_give_the_realised_shares():
     assert report["tokens"] == tokens and report["weights"] == WEIGHTS
     assert report["shares"] == pytest.approx([t / sum(tokens) for t in tokens])
     assert "by=tokens" in report["op"]
+
+
+def test_stats_carry_the_realised_shares_of_a_mix_by_tokens():
+    # stats() of a pipeline with a parallel stage over the mix: its shares under "mixes".
+    ds = mix().batch(4).prefetch(2)
+    for _, _ in zip(range(50), ds):
+        pass
+    st = ds.stats()
+    assert st is not None and st["mixes"] == ds.mix_stats()
+    assert st["mixes"][0]["weights"] == WEIGHTS

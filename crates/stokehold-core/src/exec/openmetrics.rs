@@ -28,6 +28,9 @@ fn label_set(labels: &[(&str, &str)]) -> String {
     format!("{{{}}}", inner.join(","))
 }
 
+/// One row of a summary: its labels, quantiles and sum.
+type SummaryRow<'a> = (&'a [(&'a str, &'a str)], Percentiles, f64);
+
 struct Writer<'a> {
     out: String,
     common: &'a [(&'a str, &'a str)],
@@ -47,8 +50,8 @@ impl Writer<'_> {
         let _ = writeln!(self.out, "{name}{} {value}", label_set(&labels));
     }
 
-    /// A summary family: its quantiles, count and (estimated) sum.
-    fn summary(&mut self, name: &str, help: &str, rows: &[(&[(&str, &str)], Percentiles, f64)]) {
+    /// A summary family: its quantiles, count and (estimated) sum, per row.
+    fn summary(&mut self, name: &str, help: &str, rows: &[SummaryRow<'_>]) {
         if rows.is_empty() {
             return;
         }
