@@ -107,6 +107,14 @@ impl Value {
         }
     }
 
+    /// Its length as an element of a sequence ([`Tensor::length`]; a ragged value's rows).
+    pub fn length(&self) -> usize {
+        match self {
+            Value::Tensor(t) => t.length(),
+            Value::Ragged(r) => r.rows(),
+        }
+    }
+
     /// Number of rows (length of axis 0) when this value is seen as a column.
     pub fn rows(&self) -> Result<usize> {
         match self {

@@ -160,6 +160,12 @@ impl Tensor {
         &self.shape
     }
 
+    /// Its length along axis 0, 1 for a scalar: an element's length as `pack` and
+    /// `sample_from_datasets(by="tokens")` count it.
+    pub fn length(&self) -> usize {
+        self.shape.first().copied().unwrap_or(1)
+    }
+
     /// Number of elements (product of the shape).
     pub fn len(&self) -> usize {
         self.shape.iter().product()

@@ -66,8 +66,8 @@ impl MixBy {
     }
 }
 
-/// The tokens an element holds in `feature`: its length along axis 0 (1 for a scalar; the rows
-/// of a ragged value), as `pack` measures an element; for a packed row (the element also has
+/// The tokens an element holds in `feature`: its length ([`Value::length`], as `pack` measures
+/// an element); for a packed row (the element also has
 /// `{feature}_segment_ids`, as `pack` makes it), the positions whose segment id is not 0, so
 /// padding is not counted.
 pub fn token_count(e: &Example, feature: &str) -> Result<u64> {
@@ -81,8 +81,7 @@ pub fn token_count(e: &Example, feature: &str) -> Result<u64> {
         return Ok(ids.iter().filter(|&&s| s != 0).count() as u64);
     }
     let n = match e.get(feature) {
-        Some(Value::Tensor(t)) => t.shape().first().copied().unwrap_or(1),
-        Some(Value::Ragged(r)) => r.rows(),
+        Some(v) => v.length(),
         None => {
             return Err(Error::schema(
                 OP,

@@ -292,7 +292,7 @@ fn read_item(
                 format!("feature {name:?} is bytes; pack takes numeric features"),
             ));
         }
-        let n = t.shape().first().copied().unwrap_or(1);
+        let n = t.length();
         if n > *max && (!split || opts.meta_features.contains(name)) {
             let (what, hint) = match split {
                 true => ("meta feature", ""),
