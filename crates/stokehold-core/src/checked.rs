@@ -49,6 +49,28 @@ pub fn epoch_start(op: &str, epoch: u64, len: u64) -> Result<u64> {
     Ok(start)
 }
 
+/// Where global index `index` falls in a random-access dataset of `len` elements an epoch
+/// (`get(index)` reads element `index % len` of epoch `index / len`): `(epoch, element)`, or,
+/// for an empty dataset, the out-of-range error naming it (`what`, formatted only then).
+pub fn wrap_index(index: u64, len: u64, what: impl FnOnce() -> String) -> Result<(u64, u64)> {
+    if len == 0 {
+        return Err(Error::OutOfRange {
+            index,
+            len: 0,
+            what: what(),
+        });
+    }
+    Ok((index / len, index % len))
+}
+
+/// The part a position falls in, among parts of cumulative sizes `starts` (`starts[k]`: the
+/// first position of part `k`, ascending, `starts[0] == 0`; a last entry may close the range):
+/// `(k, position within part k)`. `position` must be below the total.
+pub fn locate(starts: &[u64], position: u64) -> (usize, u64) {
+    let k = starts.partition_point(|&c| c <= position) - 1;
+    (k, position - starts[k])
+}
+
 /// Global index `epoch * len + i`: element `i` of epoch `epoch`.
 pub fn global_index(op: &str, epoch: u64, len: u64, i: u64) -> Result<u64> {
     let start = mul(op, format_args!("the start of epoch {epoch}"), epoch, len)?;

@@ -80,14 +80,7 @@ impl MapDataset for MemCache {
 
     fn get(&self, index: u64) -> Result<Example> {
         let n = self.parent.len();
-        if n == 0 {
-            return Err(Error::OutOfRange {
-                index,
-                len: 0,
-                what: self.name(),
-            });
-        }
-        let i = index % n;
+        let (_, i) = crate::checked::wrap_index(index, n, || self.name())?;
         if let Some(a) = self.arena.get() {
             return a.get(i);
         }

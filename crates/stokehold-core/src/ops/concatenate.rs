@@ -10,7 +10,7 @@ use serde_json::{json, Value as Json};
 use crate::dataset::{
     state_field, state_u64, Dataset, DatasetIter, IterDataset, MapDataset, INFINITE,
 };
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::example::Example;
 
 /// `concatenate` over two finite random-access inputs.
@@ -26,15 +26,7 @@ impl MapDataset for MapConcat {
 
     fn get(&self, index: u64) -> Result<Example> {
         let (la, lb) = (self.a.len(), self.b.len());
-        let n = la + lb;
-        if n == 0 {
-            return Err(Error::OutOfRange {
-                index,
-                len: 0,
-                what: self.name(),
-            });
-        }
-        let (epoch, i) = (index / n, index % n);
+        let (epoch, i) = crate::checked::wrap_index(index, la + lb, || self.name())?;
         if i < la {
             self.a
                 .get(crate::checked::global_index("concatenate", epoch, la, i)?)

@@ -103,14 +103,7 @@ impl IndexMap for GlobalShuffle {
     /// without reshuffling).
     fn source_index(&self, index: u64) -> Result<u64> {
         let n = self.parent.len();
-        if n == 0 {
-            return Err(Error::OutOfRange {
-                index,
-                len: 0,
-                what: self.name(),
-            });
-        }
-        let (epoch, i) = (index / n, index % n);
+        let (epoch, i) = crate::checked::wrap_index(index, n, || self.name())?;
         let key = if self.reshuffle { epoch } else { 0 };
         let j = permuted(n, self.seed, key, i);
         crate::checked::global_index("shuffle", epoch, n, j)

@@ -87,14 +87,7 @@ impl IndexMap for WindowShuffle {
     /// The parent's global index that global element `index` reads.
     fn source_index(&self, index: u64) -> Result<u64> {
         let n = self.parent.len();
-        if n == 0 {
-            return Err(Error::OutOfRange {
-                index,
-                len: 0,
-                what: self.name(),
-            });
-        }
-        let (epoch, i) = (index / n, index % n);
+        let (epoch, i) = crate::checked::wrap_index(index, n, || self.name())?;
         crate::checked::global_index("window_shuffle", epoch, n, self.source(epoch, i))
     }
 

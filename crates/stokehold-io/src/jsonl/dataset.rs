@@ -301,17 +301,9 @@ impl MapDataset for JsonlDataset {
     }
 
     fn get(&self, index: u64) -> Result<Example> {
-        let n = self.len();
-        if n == 0 {
-            return Err(Error::OutOfRange {
-                index,
-                len: 0,
-                what: self.name(),
-            });
-        }
-        let i = index % n;
-        let k = self.cum.partition_point(|&c| c <= i) - 1;
-        self.element(k, self.entries[k][(i - self.cum[k]) as usize])
+        let (_, i) = stokehold_core::checked::wrap_index(index, self.len(), || self.name())?;
+        let (k, j) = stokehold_core::checked::locate(&self.cum, i);
+        self.element(k, self.entries[k][j as usize])
     }
 
     fn name(&self) -> String {

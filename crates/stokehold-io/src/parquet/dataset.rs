@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex};
 use arrow_array::RecordBatch;
 use arrow_schema::SchemaRef;
 use serde_json::Value as Json;
+use stokehold_core::checked::{locate, wrap_index};
 use stokehold_core::{Error, Example, MapDataset, Result};
 
 use super::convert::{self, Block, Plan};
@@ -226,10 +227,9 @@ impl ColumnarDataset {
 
     /// Row `row` of the files (0-based over all of them).
     pub fn row(&self, row: u64) -> Result<Example> {
-        let k = self.cum.partition_point(|&c| c <= row) - 1;
-        let local = row - self.cum[k];
+        let (k, local) = locate(&self.cum, row);
         let s = &self.starts[k];
-        let b = s.partition_point(|&c| c <= local) - 1;
+        let (b, _) = locate(s, local);
         let f = &self.files[k];
         let block = self.cache.get((k, b), || {
             let batch = f.load(b)?;
@@ -324,15 +324,7 @@ impl MapDataset for ColumnarDataset {
     }
 
     fn get(&self, index: u64) -> Result<Example> {
-        let n = self.len();
-        if n == 0 {
-            return Err(Error::OutOfRange {
-                index,
-                len: 0,
-                what: self.name(),
-            });
-        }
-        let i = index % n;
+        let (_, i) = wrap_index(index, self.len(), || self.name())?;
         let row = match &self.indices {
             Some(ix) => ix[i as usize],
             None => i,

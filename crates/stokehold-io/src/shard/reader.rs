@@ -517,15 +517,7 @@ impl MapDataset for ShardDataset {
     }
 
     fn get(&self, index: u64) -> Result<Example> {
-        let n = self.len();
-        if n == 0 {
-            return Err(Error::OutOfRange {
-                index,
-                len: 0,
-                what: self.name(),
-            });
-        }
-        let i = index % n;
+        let (_, i) = stokehold_core::checked::wrap_index(index, self.len(), || self.name())?;
         let raw = self.raw_record(i)?;
         codec::decode(&raw, &self.names).map_err(|why| self.bad_record(i, why))
     }

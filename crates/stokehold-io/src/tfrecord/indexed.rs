@@ -102,8 +102,8 @@ impl IndexedTFRecord {
 
     /// The record `i` (in `0..len`) as bytes, checked.
     pub fn record(&self, i: u64) -> Result<Bytes> {
-        let k = self.cum.partition_point(|&c| c <= i) - 1;
-        let e = self.entries[k][(i - self.cum[k]) as usize];
+        let (k, j) = stokehold_core::checked::locate(&self.cum, i);
+        let e = self.entries[k][j as usize];
         let (map, path) = (&self.maps[k], &self.files[k]);
         let off = e.offset as usize;
         let end = off + HEADER + e.len as usize + FOOTER;
@@ -152,15 +152,8 @@ impl MapDataset for IndexedTFRecord {
     }
 
     fn get(&self, index: u64) -> Result<Example> {
-        let n = self.len();
-        if n == 0 {
-            return Err(Error::OutOfRange {
-                index,
-                len: 0,
-                what: self.name(),
-            });
-        }
-        Ok(record_element(self.record(index % n)?))
+        let (_, i) = stokehold_core::checked::wrap_index(index, self.len(), || self.name())?;
+        Ok(record_element(self.record(i)?))
     }
 
     fn name(&self) -> String {

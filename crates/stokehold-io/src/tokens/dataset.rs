@@ -146,10 +146,7 @@ impl TokenDataset {
     /// Appends the tokens of sample `i` (< len) to `out`.
     fn read(&self, i: u64, out: &mut Vec<i64>) -> Result<()> {
         let (k, s) = match &self.layout {
-            Layout::Concat(cum) => {
-                let k = cum.partition_point(|&c| c <= i) - 1;
-                (k, i - cum[k])
-            }
+            Layout::Concat(cum) => stokehold_core::checked::locate(cum, i),
             Layout::Blend(order) => (order[i as usize].0 as usize, order[i as usize].1),
         };
         let Part { file, index } = &self.parts[k];

@@ -2,7 +2,7 @@
 
 use std::path::{Path, PathBuf};
 
-use stokehold_core::{Error, Example, MapDataset, Result};
+use stokehold_core::{Example, MapDataset, Result};
 
 use super::decode::{bytes_scalar, decode_member, Decoders};
 use super::index::read_or_build;
@@ -102,17 +102,9 @@ impl MapDataset for WebDataset {
     }
 
     fn get(&self, index: u64) -> Result<Example> {
-        let n = self.len();
-        if n == 0 {
-            return Err(Error::OutOfRange {
-                index,
-                len: 0,
-                what: self.name(),
-            });
-        }
-        let i = index % n;
-        let k = self.cum.partition_point(|&c| c <= i) - 1;
-        let s = &self.samples[k][(i - self.cum[k]) as usize];
+        let (_, i) = stokehold_core::checked::wrap_index(index, self.len(), || self.name())?;
+        let (k, j) = stokehold_core::checked::locate(&self.cum, i);
+        let s = &self.samples[k][j as usize];
         let url = self.files[k].to_string_lossy();
         let mut e = Example::new()
             .with("__key__", bytes_scalar(s.key.as_bytes()))
