@@ -28,7 +28,7 @@ use std::sync::Arc;
 
 use serde_json::{json, Value as Json};
 
-use super::{build_row, read_item, Item, PackOptions, Row};
+use super::rows::{build_row, read_item, Item, PackOptions, Row};
 use crate::dataset::{state_field, state_u64, DatasetIter};
 use crate::error::{Error, Result};
 use crate::example::Example;
