@@ -46,6 +46,7 @@ __all__ = [
     "tfrecord_build_index",
     "encode_example",
     "decode_example",
+    "tfrecord_frame",
     "verify_shards",
     "element_key",
     "probe_audio",
