@@ -1,12 +1,17 @@
 """The cost of the stats' latency histograms and the training loop's step view (issue 51): the
-same pipelines on two builds of stokehold, one with them (this tree) and one without (a commit
-before them, 889629f, built into its own venv), alternated round by round, medians and ratios.
+same pipelines on two builds of stokehold that differ only in them (8e1c983 added them to
+889629f), each built the same way into its own venv, alternated round by round, medians and
+ratios.
 
     git worktree add /tmp/oldtree 889629f
     (cd /tmp/oldtree && python3 -m venv /tmp/oldvenv && /tmp/oldvenv/bin/pip install numpy maturin \
         && CARGO_TARGET_DIR=/tmp/old-target /tmp/oldvenv/bin/maturin build --release --out /tmp/olddist \
         && /tmp/oldvenv/bin/pip install /tmp/olddist/*.whl)
-    python3 bench/micro/stats_overhead.py --with .venv/bin/python --without /tmp/oldvenv/bin/python
+    (cd /tmp/oldtree && git checkout 8e1c983 && python3 -m venv /tmp/newvenv \
+        && /tmp/newvenv/bin/pip install numpy \
+        && CARGO_TARGET_DIR=/tmp/old-target /tmp/oldvenv/bin/maturin build --release --out /tmp/newdist \
+        && /tmp/newvenv/bin/pip install /tmp/newdist/*.whl)
+    python3 bench/micro/stats_overhead.py --with /tmp/newvenv/bin/python --without /tmp/oldvenv/bin/python
 
 The pipelines are those of make bench where the new counters sit on the hot path: a native
 stage handing single elements to a loop that takes each (every element is one next(): the step
