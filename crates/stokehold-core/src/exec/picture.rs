@@ -101,6 +101,19 @@ fn cut(s: &str, n: usize) -> String {
     s.chars().take(n - 1).collect::<String>() + "…"
 }
 
+/// A box's lines of figures, from `y` down, 20 px apart.
+fn figures(out: &mut String, x: usize, y: usize, lines: &[String]) {
+    for (k, l) in lines.iter().enumerate() {
+        let _ = write!(
+            out,
+            r##"<text x="{}" y="{}" font-size="12" fill="#333">{}</text>"##,
+            x + 10,
+            y + 20 * k,
+            esc(l)
+        );
+    }
+}
+
 fn stage_box(out: &mut String, x: usize, o: &OpReport, bottleneck: bool) {
     let (stroke, width) = if bottleneck {
         (BOTTLENECK_RED, 4)
@@ -152,15 +165,7 @@ fn stage_box(out: &mut String, x: usize, o: &OpReport, bottleneck: bool) {
             esc(l)
         );
     }
-    for (k, l) in lines.iter().enumerate() {
-        let _ = write!(
-            out,
-            r##"<text x="{}" y="{}" font-size="12" fill="#333">{}</text>"##,
-            x + 10,
-            66 + 16 * NAME_LINES + 20 * k,
-            esc(l)
-        );
-    }
+    figures(out, x, 66 + 16 * NAME_LINES, &lines);
     if bottleneck {
         let _ = write!(
             out,
@@ -268,15 +273,7 @@ impl StatsReport {
             r##"<g class="loop"><rect x="{x}" y="40" width="{BOX_W}" height="{BOX_H}" rx="8" fill="#f3f3ff" stroke="#555"/><text x="{}" y="62" font-weight="bold" font-size="13">training loop</text>"##,
             x + 10
         );
-        for (k, l) in loop_lines.iter().enumerate() {
-            let _ = write!(
-                svg,
-                r##"<text x="{}" y="{}" font-size="12" fill="#333">{}</text>"##,
-                x + 10,
-                86 + 20 * k,
-                esc(l)
-            );
-        }
+        figures(&mut svg, x, 86, &loop_lines);
         svg.push_str("</g></svg>");
         let mut charts = String::new();
         if let Some(t) = timeline {
