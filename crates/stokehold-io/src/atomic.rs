@@ -222,6 +222,24 @@ pub fn write_atomic(dest: impl AsRef<Path>, bytes: &[u8]) -> Result<PathBuf> {
     t.commit(Some(f))
 }
 
+/// Writes a sidecar (an index beside its data) with [`write_atomic`], or, where the folder may
+/// not be written (a read-only data set), nothing: `Ok(None)`, the caller keeps what it scanned
+/// in memory. Any other failure is an error naming the sidecar.
+pub fn write_sidecar(dest: impl AsRef<Path>, bytes: &[u8]) -> Result<Option<PathBuf>> {
+    match write_atomic(dest, bytes) {
+        Ok(p) => Ok(Some(p)),
+        Err(Error::Io { source, .. })
+            if matches!(
+                source.kind(),
+                std::io::ErrorKind::PermissionDenied | std::io::ErrorKind::ReadOnlyFilesystem
+            ) =>
+        {
+            Ok(None)
+        }
+        Err(e) => Err(e),
+    }
+}
+
 /// The exclusive writer lock of a folder: `flock` on `<dir>/.stokehold.lock`, held until dropped
 /// (or the process dies). The file holds the holder's pid so that a refused writer can name it,
 /// and is removed when the lock is released, so a finished folder holds no trace of it. A writer

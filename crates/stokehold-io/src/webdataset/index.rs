@@ -137,19 +137,9 @@ pub fn read_or_build(
         return Ok((listed, None));
     }
     // A folder we may not write to (a read-only data set) still reads: the scan is kept in
-    // memory. Any other failure to write is an error naming the index.
-    match crate::atomic::write_atomic(&ipath, &encode(&listed, size)) {
-        Ok(p) => Ok((listed, Some(p))),
-        Err(Error::Io { source, .. })
-            if matches!(
-                source.kind(),
-                std::io::ErrorKind::PermissionDenied | std::io::ErrorKind::ReadOnlyFilesystem
-            ) =>
-        {
-            Ok((listed, None))
-        }
-        Err(e) => Err(e),
-    }
+    // memory.
+    let written = crate::atomic::write_sidecar(&ipath, &encode(&listed, size))?;
+    Ok((listed, written))
 }
 
 #[cfg(test)]
