@@ -23,11 +23,10 @@ use std::path::{Path, PathBuf};
 
 use stokehold_core::{Error, Result};
 
-use crate::tfrecord::index::{checked_entries, entries_body, seal, IndexEntry};
+use crate::tfrecord::index::{checked_entries, entries_body, header, seal, IndexEntry, FIXED};
 
 /// Magic bytes and version of the JSONL line index.
 pub const MAGIC: &[u8; 8] = b"STKJLIX1";
-const FIXED: usize = 8 + 8 + 8 + 4;
 
 /// The non-blank lines of `data`, in order: offset and length (without the `\n`).
 pub fn scan_lines(data: &[u8]) -> Vec<IndexEntry> {
@@ -58,14 +57,7 @@ pub fn encode(entries: &[IndexEntry], file_size: u64) -> Vec<u8> {
 /// file they describe. Entries must be in order, not overlap, and end inside the file.
 pub fn decode(path: &Path, b: &[u8]) -> Result<(Vec<IndexEntry>, u64)> {
     let bad = |offset: u64, why: String| Error::corrupt(path, offset, format!("index: {why}"));
-    if b.len() < FIXED || &b[..8] != MAGIC {
-        return Err(bad(
-            0,
-            format!("not a stokehold JSONL index (magic {MAGIC:?}, version 1)"),
-        ));
-    }
-    let u64_at = |p: usize| u64::from_le_bytes(b[p..p + 8].try_into().unwrap());
-    let (n, file_size) = (u64_at(8), u64_at(16));
+    let (_, n, file_size) = header(path, b, &[MAGIC], "a stokehold JSONL index")?;
     let want = n.checked_mul(16).and_then(|x| x.checked_add(FIXED as u64));
     if want != Some(b.len() as u64) {
         return Err(bad(

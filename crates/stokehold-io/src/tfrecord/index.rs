@@ -32,7 +32,7 @@ use super::reader::{ReadOptions, RecordReader};
 pub const MAGIC: &[u8; 8] = b"STKTFIX1";
 /// Magic of an index that lists corrupt records left out (version 2).
 pub const MAGIC_SKIPS: &[u8; 8] = b"STKTFIX2";
-const FIXED: usize = 8 + 8 + 8 + 4;
+pub(crate) const FIXED: usize = 8 + 8 + 8 + 4;
 
 /// Where one record sits in its file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -204,19 +204,33 @@ pub fn decode(path: &Path, b: &[u8]) -> Result<(Vec<IndexEntry>, u64)> {
     decode_with_skips(path, b).map(|(e, size, _)| (e, size))
 }
 
+/// The fixed start of every entry sidecar (this index, the JSONL and WebDataset ones): which of
+/// `magics` it has (its position), the entry count and the size of the file it describes; an
+/// error naming `what` the bytes are not.
+pub(crate) fn header(
+    path: &Path,
+    b: &[u8],
+    magics: &[&[u8; 8]],
+    what: &str,
+) -> Result<(usize, u64, u64)> {
+    let found = magics
+        .iter()
+        .position(|m| b.len() >= FIXED && &b[..8] == *m);
+    let Some(version) = found else {
+        let why = format!("index: not {what} (magic {:?}, version 1)", magics[0]);
+        return Err(Error::corrupt(path, 0, why));
+    };
+    let u64_at = |p: usize| u64::from_le_bytes(b[p..p + 8].try_into().unwrap());
+    Ok((version, u64_at(8), u64_at(16)))
+}
+
 /// [`decode`], also returning the offsets of corrupt records the index left out (version 2).
 pub fn decode_with_skips(path: &Path, b: &[u8]) -> Result<(Vec<IndexEntry>, u64, Vec<u64>)> {
     let bad = |offset: u64, why: String| Error::corrupt(path, offset, format!("index: {why}"));
-    let v2 = b.len() >= 8 && &b[..8] == MAGIC_SKIPS;
-    if b.len() < FIXED || (&b[..8] != MAGIC && !v2) {
-        return Err(bad(
-            0,
-            format!("not a stokehold TFRecord index (magic {MAGIC:?}, version 1)"),
-        ));
-    }
+    let (version, n, file_size) =
+        header(path, b, &[MAGIC, MAGIC_SKIPS], "a stokehold TFRecord index")?;
+    let v2 = version == 1;
     let u64_at = |p: usize| u64::from_le_bytes(b[p..p + 8].try_into().unwrap());
-    let n = u64_at(8);
-    let file_size = u64_at(16);
     let mut want = n.checked_mul(16).and_then(|x| x.checked_add(FIXED as u64));
     let mut k = 0u64;
     if v2 {

@@ -28,11 +28,10 @@ use std::path::{Path, PathBuf};
 use stokehold_core::{Error, Result};
 
 use super::scan::Listed;
-use crate::tfrecord::index::{checked_entries, entries_body, seal, IndexEntry};
+use crate::tfrecord::index::{checked_entries, entries_body, header, seal, IndexEntry};
 
 /// Magic bytes and version of the WebDataset member index.
 pub const MAGIC: &[u8; 8] = b"STKWDIX1";
-const FIXED: usize = 8 + 8 + 8 + 4;
 /// A tar header: the least that separates one member's data from the next one's.
 const HEADER: u64 = 512;
 
@@ -59,14 +58,7 @@ pub fn encode(listed: &[Listed], file_size: u64) -> Vec<u8> {
 /// file, and have UTF-8 names.
 pub fn decode(path: &Path, b: &[u8]) -> Result<(Vec<Listed>, u64)> {
     let bad = |offset: u64, why: String| Error::corrupt(path, offset, format!("index: {why}"));
-    if b.len() < FIXED || &b[..8] != MAGIC {
-        return Err(bad(
-            0,
-            format!("not a stokehold WebDataset index (magic {MAGIC:?}, version 1)"),
-        ));
-    }
-    let u64_at = |p: usize| u64::from_le_bytes(b[p..p + 8].try_into().unwrap());
-    let (n, file_size) = (u64_at(8), u64_at(16));
+    let (_, n, file_size) = header(path, b, &[MAGIC], "a stokehold WebDataset index")?;
     let names_at = n.checked_mul(16).and_then(|x| x.checked_add(24));
     let Some(names_at) = names_at.filter(|&x| x <= (b.len() - 4) as u64) else {
         return Err(bad(
