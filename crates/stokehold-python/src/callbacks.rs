@@ -358,3 +358,44 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     }
     m.add_function(after_fork)
 }
+
+/// A writer's `progress(done, total)` callable, called from the writer's thread (the GIL taken
+/// for each call) at most every 200 ms and once at the end; its first exception is kept, ends
+/// the calls, and is raised by [`Progress::finish`].
+pub(crate) struct Progress {
+    f: Option<Py<PyAny>>,
+    last: Instant,
+    err: Option<PyErr>,
+}
+
+impl Progress {
+    pub(crate) fn new(f: Option<Py<PyAny>>) -> Self {
+        Progress {
+            f,
+            last: Instant::now(),
+            err: None,
+        }
+    }
+
+    /// `done` of `total` written.
+    pub(crate) fn report(&mut self, done: u64, total: Option<u64>) {
+        let Some(f) = &self.f else {
+            return;
+        };
+        let end = total == Some(done);
+        if self.err.is_some() || (!end && self.last.elapsed() < Duration::from_millis(200)) {
+            return;
+        }
+        self.last = Instant::now();
+        Python::attach(|py| {
+            if let Err(e) = f.call1(py, (done, total)) {
+                self.err = Some(e);
+            }
+        });
+    }
+
+    /// The callable's exception, if it raised one.
+    pub(crate) fn finish(self) -> PyResult<()> {
+        self.err.map_or(Ok(()), Err)
+    }
+}

@@ -3,7 +3,6 @@
 //! and writing.
 
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
 
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
@@ -17,6 +16,7 @@ use stokehold_io::tfrecord::{
     RECORD,
 };
 
+use crate::callbacks::Progress;
 use crate::convert::{dict_to_example, example_to_dict};
 use crate::dataset::PyDataset;
 use crate::errors::{guard, ok, to_pyerr};
@@ -221,30 +221,13 @@ impl PyDataset {
                 index_side_folder,
             };
             let data = self.dataset().clone();
-            let mut last = Instant::now();
-            let mut cb_err: Option<PyErr> = None;
+            let mut progress = Progress::new(progress);
             let r = py.detach(|| {
                 stokehold_io::tfrecord::write_tfrecord_shards(&data, &directory, &opts, &mut |p| {
-                    let done = p.total == Some(p.records);
-                    if progress.is_none() || cb_err.is_some() {
-                        return;
-                    }
-                    if !done && last.elapsed() < Duration::from_millis(200) {
-                        return;
-                    }
-                    last = Instant::now();
-                    Python::attach(|py| {
-                        if let Some(f) = &progress {
-                            if let Err(e) = f.call1(py, (p.records, p.total)) {
-                                cb_err = Some(e);
-                            }
-                        }
-                    });
+                    progress.report(p.records, p.total)
                 })
             });
-            if let Some(e) = cb_err {
-                return Err(e);
-            }
+            progress.finish()?;
             let paths = ok(py, r)?;
             Ok(paths
                 .iter()

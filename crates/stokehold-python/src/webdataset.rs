@@ -3,7 +3,6 @@
 //! are written.
 
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
 
 use pyo3::prelude::*;
 use stokehold_core::Dataset;
@@ -11,6 +10,7 @@ use stokehold_io::webdataset::{
     write_webdataset, Decoders, Kind, WebDataset, WebDatasetOptions, WriteOptions,
 };
 
+use crate::callbacks::Progress;
 use crate::dataset::PyDataset;
 use crate::errors::{guard, ok};
 
@@ -59,30 +59,13 @@ impl PyDataset {
             let data = self.dataset().clone();
             let total = data.len();
             let opts = WriteOptions { maxcount, maxsize };
-            let mut last = Instant::now();
-            let mut cb_err: Option<PyErr> = None;
+            let mut progress = Progress::new(progress);
             let r = py.detach(|| {
                 write_webdataset(&data, &pattern, opts, &mut |p| {
-                    let done = total == Some(p.samples);
-                    if progress.is_none() || cb_err.is_some() {
-                        return;
-                    }
-                    if !done && last.elapsed() < Duration::from_millis(200) {
-                        return;
-                    }
-                    last = Instant::now();
-                    Python::attach(|py| {
-                        if let Some(f) = &progress {
-                            if let Err(e) = f.call1(py, (p.samples, total)) {
-                                cb_err = Some(e);
-                            }
-                        }
-                    });
+                    progress.report(p.samples, total)
                 })
             });
-            if let Some(e) = cb_err {
-                return Err(e);
-            }
+            progress.finish()?;
             let paths = ok(py, r)?;
             Ok(paths
                 .iter()
